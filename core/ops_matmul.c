@@ -1,0 +1,117 @@
+/* ops_matmul.c: C = op(A) op(B) through cblas_sgemm, transposes as flags. */
+#include <cblas.h>
+
+#include "ops_impl.h"
+
+/* Sizes of one product: op(A) is M x K, op(B) is K x N; `batch` products. */
+typedef struct {
+    int ta, tb;
+    long batch, M, K, N;
+    long lda, ldb;           /* leading dims of A and B as stored */
+    long stride_a, stride_b; /* elements between batch elements (0: shared) */
+} MatmulDims;
+
+static MatmulDims matmul_dims(const Node *n) {
+    const Tensor *a = n->in[0], *b = n->in[1];
+    MatmulDims d = {.ta = n->i[0], .tb = n->i[1], .batch = 1};
+    int ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1]; /* A's last two dims as stored */
+    int br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
+    if (b->ndim == 2 && !d.ta) {
+        /* every row of A (of any rank) times op(B): one product, M = all rows */
+        d.K = ac;
+        d.M = a->n / (ac ? ac : 1);
+    } else {
+        d.M = d.ta ? ac : ar;
+        d.K = d.ta ? ar : ac;
+        for (int i = 0; i < a->ndim - 2; i++) d.batch *= a->shape[i];
+    }
+    d.N = d.tb ? br : bc;
+    d.lda = d.ta ? d.M : d.K;
+    d.ldb = d.tb ? d.K : d.N;
+    d.stride_a = d.M * d.K;
+    d.stride_b = b->ndim == 2 ? 0 : d.K * d.N;
+    return d;
+}
+
+Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb) {
+    const char *name = "matmul";
+    SHAPE_CHECK(a->ndim >= 2, name, "A needs at least 2 dims", a, b);
+    SHAPE_CHECK(b->ndim >= 2, name, "B needs at least 2 dims", a, b);
+    int bk = tb ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+    int out_shape[TENSOR_MAX_DIMS], out_ndim = a->ndim;
+    for (int i = 0; i < a->ndim; i++) out_shape[i] = a->shape[i];
+    if (b->ndim == 2 && !ta) {
+        SHAPE_CHECK(a->shape[a->ndim - 1] == bk, name, "inner dimensions differ", a, b);
+    } else if (b->ndim == 2) {
+        SHAPE_CHECK(a->ndim == 2, name, "A transposed against a 2-D B must be 2-D", a, b);
+        SHAPE_CHECK(a->shape[0] == bk, name, "inner dimensions differ", a, b);
+        out_shape[0] = a->shape[1];
+    } else {
+        SHAPE_CHECK(a->ndim == b->ndim, name, "batched operands need the same rank", a, b);
+        for (int i = 0; i < a->ndim - 2; i++)
+            SHAPE_CHECK(a->shape[i] == b->shape[i], name, "batch dimensions differ", a, b);
+        int ak = ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+        SHAPE_CHECK(ak == bk, name, "inner dimensions differ", a, b);
+        out_shape[a->ndim - 2] = ta ? a->shape[a->ndim - 1] : a->shape[a->ndim - 2];
+    }
+    out_shape[out_ndim - 1] = tb ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
+
+    Node *n = node_with(OP_MATMUL, 2, a, b, NULL);
+    n->i[0] = ta;
+    n->i[1] = tb;
+    n->out = tensor_new(out_ndim, out_shape);
+    return node_run(n);
+}
+
+static enum CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
+
+/* One product per batch element. Batches go to OpenMP threads; inside a
+ * parallel region OpenBLAS (the OpenMP build) runs each sgemm on one thread,
+ * so there is one pool. A single product is threaded by OpenBLAS itself. */
+void matmul_forward(Node *n) {
+    MatmulDims d = matmul_dims(n);
+    const float *A = n->in[0]->data, *B = n->in[1]->data;
+    float *C = n->out->data;
+    #pragma omp parallel for if (d.batch > 1)
+    for (long t = 0; t < d.batch; t++) {
+        cblas_sgemm(CblasRowMajor, tr(d.ta), tr(d.tb), d.M, d.N, d.K, 1.0f, A + t * d.stride_a, d.lda,
+                    B + t * d.stride_b, d.ldb, 0.0f, C + t * d.M * d.N, d.N);
+    }
+}
+
+void matmul_backward(Node *n) {
+    MatmulDims d = matmul_dims(n);
+    Tensor *a = n->in[0], *b = n->in[1];
+    const float *dC = n->out->grad;
+    if (a->requires_grad) {
+        float *dA = tensor_grad(a);
+        const float *B = b->data;
+        #pragma omp parallel for if (d.batch > 1)
+        for (long t = 0; t < d.batch; t++) {
+            const float *Bt = B + t * d.stride_b, *dCt = dC + t * d.M * d.N;
+            float *dAt = dA + t * d.stride_a;
+            if (!d.ta) /* dA (M x K) += dC op(B)^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, tr(!d.tb), d.M, d.K, d.N, 1.0f, dCt, d.N, Bt,
+                            d.ldb, 1.0f, dAt, d.K);
+            else /* A is stored K x M: dA += op(B) dC^T */
+                cblas_sgemm(CblasRowMajor, tr(d.tb), CblasTrans, d.K, d.M, d.N, 1.0f, Bt, d.ldb, dCt, d.N,
+                            1.0f, dAt, d.M);
+        }
+    }
+    if (b->requires_grad) {
+        float *dB = tensor_grad(b);
+        const float *A = a->data;
+        /* A 2-D B is shared by every row of A; then batch is 1 and stride_b 0. */
+        #pragma omp parallel for if (d.batch > 1)
+        for (long t = 0; t < d.batch; t++) {
+            const float *At = A + t * d.stride_a, *dCt = dC + t * d.M * d.N;
+            float *dBt = dB + t * d.stride_b;
+            if (!d.tb) /* dB (K x N) += op(A)^T dC */
+                cblas_sgemm(CblasRowMajor, tr(!d.ta), CblasNoTrans, d.K, d.N, d.M, 1.0f, At, d.lda, dCt,
+                            d.N, 1.0f, dBt, d.N);
+            else /* B is stored N x K: dB += dC^T op(A) */
+                cblas_sgemm(CblasRowMajor, CblasTrans, tr(d.ta), d.N, d.K, d.M, 1.0f, dCt, d.N, At,
+                            d.lda, 1.0f, dBt, d.K);
+        }
+    }
+}

@@ -1,0 +1,30 @@
+/* params.h: parameters in slabs.
+ *
+ * A model declares its parameters by name and shape, then params_alloc() makes
+ * four slabs of the total size: values, gradients, and AdamW's two moments.
+ * Each parameter's Tensor points into the value and gradient slabs at the same
+ * offset, so the optimizer is one flat loop and a checkpoint is a few writes. */
+#ifndef ATTNLAB_PARAMS_H
+#define ATTNLAB_PARAMS_H
+
+#include "tensor.h"
+
+typedef struct {
+    Tensor **list; /* stb_ds array, in declaration order */
+    long *offset;  /* stb_ds array: where each parameter starts in the slabs */
+    long total;    /* elements per slab */
+    float *value, *grad, *m, *v;
+} ParamSet;
+
+void params_init(ParamSet *p);
+/* Declares a parameter. Its data is valid after params_alloc(). Names must be
+ * unique (a duplicate is a programming error). */
+Tensor *params_add(ParamSet *p, const char *name, int ndim, const int *shape);
+/* Allocates the slabs, zeroed, and points every parameter into them. */
+void params_alloc(ParamSet *p);
+void params_zero_grad(ParamSet *p);
+Tensor *params_find(const ParamSet *p, const char *name);
+int params_count(const ParamSet *p);
+void params_free(ParamSet *p);
+
+#endif

@@ -1,0 +1,88 @@
+#include "tensor.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+static Arena *current_arena;
+
+void engine_set_arena(Arena *a) { current_arena = a; }
+
+Arena *engine_arena(void) {
+    if (!current_arena) DIE("no arena: call engine_set_arena() before making tensors");
+    return current_arena;
+}
+
+Arena *engine_arena_or_null(void) { return current_arena; }
+
+int engine_set_threads(int n) {
+    if (n > 0) {
+        omp_set_num_threads(n);
+        openblas_set_num_threads(n);
+    }
+    return engine_threads();
+}
+
+int engine_threads(void) { return omp_get_max_threads(); }
+
+long shape_numel(int ndim, const int *shape) {
+    if (ndim < 0 || ndim > TENSOR_MAX_DIMS) DIE("tensor: %d dimensions (at most %d)", ndim, TENSOR_MAX_DIMS);
+    long n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) DIE("tensor: negative dimension %d", shape[i]);
+        if (shape[i] && n > LONG_MAX / shape[i]) DIE("tensor: element count overflows");
+        n *= shape[i];
+    }
+    return n;
+}
+
+void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape) {
+    memset(t, 0, sizeof *t);
+    t->n = shape_numel(ndim, shape);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->data = data;
+}
+
+Tensor *tensor_new(int ndim, const int *shape) {
+    Arena *a = engine_arena();
+    Tensor *t = arena_alloc(a, sizeof *t);
+    long n = shape_numel(ndim, shape);
+    tensor_wrap(t, arena_alloc(a, (size_t)n * sizeof(float)), ndim, shape);
+    return t;
+}
+
+Tensor *tensor_zeros(int ndim, const int *shape) {
+    Tensor *t = tensor_new(ndim, shape);
+    memset(t->data, 0, (size_t)t->n * sizeof(float));
+    return t;
+}
+
+Tensor *tensor_1d(int a) { return tensor_new(1, (int[]){a}); }
+Tensor *tensor_2d(int a, int b) { return tensor_new(2, (int[]){a, b}); }
+Tensor *tensor_3d(int a, int b, int c) { return tensor_new(3, (int[]){a, b, c}); }
+Tensor *tensor_4d(int a, int b, int c, int d) { return tensor_new(4, (int[]){a, b, c, d}); }
+
+float *tensor_grad(Tensor *t) {
+    if (!t->grad) t->grad = arena_calloc(engine_arena(), (size_t)t->n * sizeof(float));
+    return t->grad;
+}
+
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < t->ndim && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, i ? ", %d" : "%d", t->shape[i]);
+    if (k < size) snprintf(buf + k, size - k, "]");
+    return buf;
+}
+
+bool tensor_same_shape(const Tensor *a, const Tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}

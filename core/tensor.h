@@ -1,0 +1,61 @@
+/* tensor.h: float32 tensors, contiguous and row-major, up to 4 dimensions.
+ *
+ * A tensor is a header and a pointer. Activations live in the engine's current
+ * arena (see engine_set_arena); parameters point into the slabs of a ParamSet.
+ * `grad` stays NULL until a gradient reaches the tensor during backward, when
+ * it is allocated zeroed from the arena; a parameter's grad points into its
+ * slab from the start. */
+#ifndef ATTNLAB_TENSOR_H
+#define ATTNLAB_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "arena.h"
+
+#define TENSOR_MAX_DIMS 4
+
+typedef struct Tensor {
+    float *data;
+    float *grad;
+    int ndim; /* 0 for a scalar */
+    int shape[TENSOR_MAX_DIMS];
+    long n; /* number of elements */
+    bool requires_grad;
+    const char *name; /* parameters only */
+} Tensor;
+
+/* ---- the engine: where activations go, and whether ops record ----------- */
+
+/* Activations and tape records come from this arena until it is changed. */
+void engine_set_arena(Arena *a);
+Arena *engine_arena(void);
+/* The same, but NULL when none is set (for code that saves and restores it). */
+Arena *engine_arena_or_null(void);
+/* Sets the thread count of OpenMP and OpenBLAS (one pool for both: OpenBLAS is
+ * the OpenMP build). n <= 0 keeps the default. Returns the count in effect. */
+int engine_set_threads(int n);
+int engine_threads(void);
+
+/* ---- making tensors ------------------------------------------------------ */
+
+/* A tensor of this shape in the current arena, data uninitialised. */
+Tensor *tensor_new(int ndim, const int *shape);
+Tensor *tensor_zeros(int ndim, const int *shape);
+/* Shorthands: tensor_2d(3, 4) is a [3, 4] tensor. */
+Tensor *tensor_1d(int a);
+Tensor *tensor_2d(int a, int b);
+Tensor *tensor_3d(int a, int b, int c);
+Tensor *tensor_4d(int a, int b, int c, int d);
+/* A header for memory owned elsewhere (a parameter slab, a caller's buffer). */
+void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
+
+/* The gradient buffer, allocated zeroed on first use. */
+float *tensor_grad(Tensor *t);
+/* Writes "[2, 3, 4]" into buf. */
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t size);
+bool tensor_same_shape(const Tensor *a, const Tensor *b);
+/* Number of elements of a shape; aborts on overflow. */
+long shape_numel(int ndim, const int *shape);
+
+#endif

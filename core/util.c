@@ -1,0 +1,83 @@
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int err_set(Err *e, const char *fmt, ...) {
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->hint[0] = '\0';
+    return -1;
+}
+
+int err_hint(Err *e, const char *fmt, ...) {
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void err_print(const Err *e) {
+    fprintf(stderr, "error: %s\n", e->msg);
+    if (e->hint[0]) fprintf(stderr, "hint: %s\n", e->hint);
+}
+
+void die_at(const char *file, int line, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "fatal: %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+void *malloc_check(size_t size, const char *file, int line) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die_at(file, line, "out of memory allocating %zu bytes", size);
+    return p;
+}
+
+void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) die_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f) die_at(file, line, "cannot open %s (mode %s): %s", path, mode, strerror(errno));
+    return f;
+}
+
+void fread_check(void *ptr, size_t size, size_t n, FILE *f, const char *file, int line) {
+    size_t got = fread(ptr, size, n, f);
+    if (got != n) {
+        die_at(file, line, "short read: %zu of %zu items (%s)", got, n,
+               feof(f) ? "end of file" : strerror(errno));
+    }
+}
+
+void fwrite_check(const void *ptr, size_t size, size_t n, FILE *f, const char *file, int line) {
+    size_t put = fwrite(ptr, size, n, f);
+    if (put != n) die_at(file, line, "short write: %zu of %zu items: %s", put, n, strerror(errno));
+}
+
+void fclose_check(FILE *f, const char *file, int line) {
+    if (fclose(f) != 0) die_at(file, line, "close failed: %s", strerror(errno));
+}
+
+char *xstrdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc(n);
+    memcpy(p, s, n);
+    return p;
+}

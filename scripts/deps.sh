@@ -1,0 +1,31 @@
+#!/bin/sh
+# Installs the distribution packages attnlab needs, when any is missing.
+# As root it runs apt-get; otherwise sudo (without a password prompt); when
+# neither works it prints the exact command and fails.
+set -eu
+
+PACKAGES="gcc make pkg-config libopenblas-openmp-dev check libsubunit-dev libstb-dev libcjson-dev
+libplplot-dev plplot-driver-cairo"
+
+missing=""
+for p in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+cmd="apt-get update && apt-get install -y --no-install-recommends$missing"
+echo "deps: installing:$missing"
+if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    sh -c "$cmd"
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    sudo -n env DEBIAN_FRONTEND=noninteractive sh -c "$cmd"
+else
+    echo "error: deps: missing packages:$missing: not root and no password-less sudo" >&2
+    echo "hint: run as root: $cmd" >&2
+    exit 1
+fi

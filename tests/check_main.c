@@ -1,0 +1,23 @@
+/* The test runner: every suite in one binary. `make check` runs it. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "tensor.h"
+
+Suite *engine_suite(void);
+Suite *ops_suite(void);
+Suite *reference_suite(void);
+Suite *safetensors_suite(void);
+
+int main(void) {
+    /* Tests are small; one thread keeps them deterministic and quick to fork. */
+    engine_set_threads(1);
+    SRunner *sr = srunner_create(engine_suite());
+    srunner_add_suite(sr, ops_suite());
+    srunner_add_suite(sr, reference_suite());
+    srunner_add_suite(sr, safetensors_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

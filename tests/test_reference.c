@@ -1,0 +1,152 @@
+/* test_reference.c: every op case against PyTorch.
+ *
+ * tests/fixtures/ops.safetensors holds, per case of tests/op_cases.c, the
+ * inputs, PyTorch's output and the gradients of sum(out * R), computed in
+ * float64 (tests/reference/ops.py). We run the same case in float32 and
+ * compare with tolerances that fit float32. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_cases.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+#define ATOL 1e-5f
+#define RTOL 1e-4f
+
+static const char *fixture_path(void) {
+    const char *dir = getenv("ATTNLAB_FIXTURES");
+    static char path[512];
+    snprintf(path, sizeof path, "%s/ops.safetensors", dir ? dir : "tests/fixtures");
+    return path;
+}
+
+/* Reads "<case>/<what>" with the given shape into arena memory. */
+static float *read_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape, char *msg, int size) {
+    char name[128];
+    snprintf(name, sizeof name, "%s/%s", c, what);
+    float *dst = arena_alloc(engine_arena(), (size_t)shape_numel(ndim, shape) * sizeof(float));
+    Err e;
+    if (st_read_expect(sf, name, ndim, shape, dst, &e) != 0) {
+        snprintf(msg, (size_t)size, "%s", e.msg);
+        return NULL;
+    }
+    return dst;
+}
+
+/* Runs case k on the fixture's inputs; false and a message on any difference. */
+static bool reference_case(StFile *sf, int k, char *msg, int size) {
+    const GradCase *c = &op_cases[k];
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    tape_reset();
+    bool ok = false;
+    Tensor *in[GC_MAX_IN];
+    for (int i = 0; i < c->n_in; i++) {
+        char what[16];
+        snprintf(what, sizeof what, "in%d", i);
+        in[i] = tensor_new(c->in[i].ndim, c->in[i].shape);
+        float *data = read_tensor(sf, c->name, what, in[i]->ndim, in[i]->shape, msg, size);
+        if (!data) goto done;
+        in[i]->data = data;
+        in[i]->requires_grad = true;
+    }
+    Tensor *out = c->build(in);
+    float *want = read_tensor(sf, c->name, "out", out->ndim, out->shape, msg, size);
+    float *R = read_tensor(sf, c->name, "R", out->ndim, out->shape, msg, size);
+    if (!want || !R) goto done;
+    char detail[256];
+    if (!close_enough(out->data, want, out->n, ATOL, RTOL, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s: output: %s", c->name, detail);
+        goto done;
+    }
+    backward_seeded(out, R);
+    for (int i = 0; i < c->n_in; i++) {
+        char what[16];
+        snprintf(what, sizeof what, "grad%d", i);
+        float *g = read_tensor(sf, c->name, what, in[i]->ndim, in[i]->shape, msg, size);
+        if (!g) goto done;
+        float *got = in[i]->grad ? in[i]->grad : arena_calloc(&a, (size_t)in[i]->n * sizeof(float));
+        if (!close_enough(got, g, in[i]->n, ATOL, RTOL, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "%s: gradient of input %d: %s", c->name, i, detail);
+            goto done;
+        }
+    }
+    ok = true;
+done:
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return ok;
+}
+
+static StFile open_fixture(void) {
+    StFile sf;
+    Err e;
+    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
+    return sf;
+}
+
+START_TEST(test_reference_case) {
+    StFile sf = open_fixture();
+    char msg[512] = "";
+    bool ok = reference_case(&sf, _i, msg, sizeof msg);
+    st_close(&sf);
+    ck_assert_msg(ok, "%s", msg);
+}
+END_TEST
+
+/* The fixture and tests/op_cases.c list the same cases. */
+START_TEST(test_reference_cases_match) {
+    StFile sf = open_fixture();
+    for (int i = 0; i < sf.n_entries; i++) {
+        const char *name = sf.entries[i].name;
+        const char *slash = strchr(name, '/');
+        ck_assert_ptr_nonnull(slash);
+        bool found = false;
+        for (int k = 0; k < n_op_cases && !found; k++)
+            found = strlen(op_cases[k].name) == (size_t)(slash - name) && strncmp(op_cases[k].name, name, (size_t)(slash - name)) == 0;
+        ck_assert_msg(found, "fixture tensor %s has no case in tests/op_cases.c", name);
+    }
+    for (int k = 0; k < n_op_cases; k++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s/out", op_cases[k].name);
+        ck_assert_msg(st_find(&sf, name) != NULL, "case %s is missing from the fixture; run: make fixtures", op_cases[k].name);
+    }
+    st_close(&sf);
+}
+END_TEST
+
+/* A broken backward, for every op and every kind of break, makes some
+ * reference comparison fail. */
+START_TEST(test_reference_catches_broken_backward) {
+    StFile sf = open_fixture();
+    for (int op = 0; op < OP_COUNT; op++) {
+        for (int m = 0; m < MUTATION_COUNT; m++) {
+            mutation_install(op, m);
+            bool caught = false;
+            for (int k = 0; k < n_op_cases && !caught; k++) {
+                char msg[512];
+                if (case_covers(k, op)) caught = !reference_case(&sf, k, msg, sizeof msg);
+            }
+            mutation_remove(op);
+            ck_assert_msg(caught, "a %s backward for %s matched PyTorch", mutation_name(m), op_defs[op].name);
+        }
+    }
+    st_close(&sf);
+}
+END_TEST
+
+Suite *reference_suite(void) {
+    Suite *s = suite_create("reference");
+    TCase *tc = tcase_create("pytorch");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_reference_case, 0, n_op_cases);
+    tcase_add_test(tc, test_reference_cases_match);
+    tcase_add_test(tc, test_reference_catches_broken_backward);
+    suite_add_tcase(s, tc);
+    return s;
+}
