@@ -1,6 +1,7 @@
 /* ops_softmax.c: row softmax with an additive mask, and cross-entropy from logits. */
 #include <math.h>
 
+#include "fastmath.h"
 #include "ops_impl.h"
 #include "util.h"
 
@@ -17,32 +18,41 @@ Tensor *op_softmax(Tensor *x, Tensor *mask) {
     return node_run(n);
 }
 
-/* y = exp(z - max z) / sum exp(z - max z), z = x + mask, per row. */
+/* One row: y = exp(z - max z) / sum exp(z - max z), z = x + mask (mask may be
+ * NULL). Vector loops; the sums use `omp simd reduction`, a fixed order. */
+static void softmax_row(const float *restrict x, const float *restrict mask, float *restrict y, int V) {
+    float mx = -INFINITY;
+    if (mask) {
+        #pragma omp simd
+        for (int i = 0; i < V; i++) y[i] = x[i] + mask[i];
+    } else {
+        #pragma omp simd
+        for (int i = 0; i < V; i++) y[i] = x[i];
+    }
+    #pragma omp simd reduction(max : mx)
+    for (int i = 0; i < V; i++) mx = fmaxf(mx, y[i]);
+    if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */
+        for (int i = 0; i < V; i++) y[i] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < V; i++) {
+        y[i] = fm_expf(y[i] - mx);
+        sum += y[i];
+    }
+    float inv = 1.0f / sum;
+    #pragma omp simd
+    for (int i = 0; i < V; i++) y[i] *= inv;
+}
+
 void softmax_forward(Node *n) {
     const Tensor *x = n->in[0], *mask = n->n_in > 1 ? n->in[1] : NULL;
     int V = x->shape[x->ndim - 1];
     long rows = x->n / V, mask_rows = mask ? mask->n / V : 1;
     #pragma omp parallel for if (x->n > PAR_MIN)
-    for (long r = 0; r < rows; r++) {
-        const float *xr = x->data + r * V, *mr = mask ? mask->data + (r % mask_rows) * V : NULL;
-        float *yr = n->out->data + r * V;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++) {
-            yr[i] = mr ? xr[i] + mr[i] : xr[i];
-            mx = fmaxf(mx, yr[i]);
-        }
-        if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */
-            for (int i = 0; i < V; i++) yr[i] = 0.0f;
-            continue;
-        }
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            yr[i] = expf(yr[i] - mx);
-            sum += yr[i];
-        }
-        float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) yr[i] *= inv;
-    }
+    for (long r = 0; r < rows; r++)
+        softmax_row(x->data + r * V, mask ? mask->data + (r % mask_rows) * V : NULL, n->out->data + r * V, V);
 }
 
 /* dz = y * (dy - sum(dy * y)); dx += dz, and dmask += dz summed over the rows
@@ -81,23 +91,33 @@ Tensor *op_cross_entropy(Tensor *logits, const int *targets, int ignore_index) {
     return node_run(n);
 }
 
-/* loss = mean over counted rows r of (logsumexp(z_r) - z_r[t_r]). */
+/* loss = mean over counted rows r of (logsumexp(z_r) - z_r[t_r]). Rows run in
+ * parallel; the mean is summed in row order, so it does not depend on threads. */
 void cross_entropy_forward(Node *n) {
     const Tensor *z = n->in[0];
     int V = z->shape[z->ndim - 1];
-    long rows = z->n / V, count = 0;
+    long rows = z->n / V;
+    for (long r = 0; r < rows; r++) {
+        int t = n->ids[r];
+        if (t != n->i[0] && (t < 0 || t >= V)) DIE("cross_entropy: target %d at row %ld is outside [0, %d)", t, r, V);
+    }
+    #pragma omp parallel for if (z->n > PAR_MIN)
+    for (long r = 0; r < rows; r++) {
+        if (n->ids[r] == n->i[0]) continue;
+        const float *restrict zr = z->data + r * V;
+        float mx = -INFINITY, sum = 0.0f;
+        #pragma omp simd reduction(max : mx)
+        for (int i = 0; i < V; i++) mx = fmaxf(mx, zr[i]);
+        #pragma omp simd reduction(+ : sum)
+        for (int i = 0; i < V; i++) sum += fm_expf(zr[i] - mx);
+        n->saved[r] = mx + logf(sum);
+    }
+    long count = 0;
     double total = 0.0;
     for (long r = 0; r < rows; r++) {
         int t = n->ids[r];
         if (t == n->i[0]) continue;
-        if (t < 0 || t >= V) DIE("cross_entropy: target %d at row %ld is outside [0, %d)", t, r, V);
-        const float *zr = z->data + r * V;
-        float mx = -INFINITY, sum = 0.0f;
-        for (int i = 0; i < V; i++) mx = fmaxf(mx, zr[i]);
-        for (int i = 0; i < V; i++) sum += expf(zr[i] - mx);
-        float lse = mx + logf(sum);
-        n->saved[r] = lse;
-        total += lse - zr[t];
+        total += n->saved[r] - z->data[r * V + t];
         count++;
     }
     n->i[1] = (int)count;
@@ -115,9 +135,11 @@ void cross_entropy_backward(Node *n) {
     for (long r = 0; r < rows; r++) {
         int t = n->ids[r];
         if (t == n->i[0]) continue;
-        const float *zr = z->data + r * V;
-        float *dzr = dz + r * V;
-        for (int i = 0; i < V; i++) dzr[i] += scale * expf(zr[i] - n->saved[r]);
+        const float *restrict zr = z->data + r * V;
+        float *restrict dzr = dz + r * V;
+        float lse = n->saved[r];
+        #pragma omp simd
+        for (int i = 0; i < V; i++) dzr[i] += scale * fm_expf(zr[i] - lse);
         dzr[t] -= scale;
     }
 }
