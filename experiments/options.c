@@ -1,0 +1,232 @@
+/* options.c: the option table and everything made from it. */
+#include "options.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const attn_choices[] = {"softmax", NULL};
+static const char *const pos_choices[] = {"none", "learned", NULL};
+static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
+static const char *const objective_choices[] = {"clm", NULL};
+static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
+static const char *const bool_choices[] = {"false", "true", NULL};
+
+#define M(field) offsetof(Config, model.field)
+#define T(field) offsetof(Config, train.field)
+#define S(field) offsetof(Config, sample.field)
+
+const OptDef options[] = {
+    /* model */
+    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, attn_choices, 0, "attention kernel"},
+    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme"},
+    {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks"},
+    {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "256", 8, 8192, NULL, 0, "model width"},
+    {"heads", OPT_INT, GROUP_MODEL, M(heads), "4", 1, 256, NULL, 0, "attention heads"},
+    {"key_size", OPT_INT, GROUP_MODEL, M(key_size), "0", 0, 4096, NULL, 0,
+     "per-head size of q and k; 0 = d_model / heads"},
+    {"head_size", OPT_INT, GROUP_MODEL, M(head_size), "0", 0, 4096, NULL, 0,
+     "per-head size of v and the output; 0 = d_model / heads"},
+    {"mlp_ratio", OPT_INT, GROUP_MODEL, M(mlp_ratio), "4", 1, 16, NULL, 0, "MLP hidden width / d_model"},
+    {"norm", OPT_CHOICE, GROUP_MODEL, M(norm), "layernorm", 0, 0, norm_choices, 0, "normalisation"},
+    {"context", OPT_INT, GROUP_MODEL, M(context), "256", 2, 65536, NULL, 0, "training length in bytes"},
+    {"tie_embeddings", OPT_BOOL, GROUP_MODEL, M(tie_embeddings), "true", 0, 0, bool_choices, 0,
+     "LM head shares the token embedding"},
+    {"objective", OPT_CHOICE, GROUP_MODEL, M(objective), "clm", 0, 0, objective_choices, 0,
+     "clm: causal language model"},
+    /* training */
+    {"batch", OPT_INT, GROUP_TRAIN, T(batch), "16", 1, 4096, NULL, 0, "windows per step"},
+    {"steps", OPT_INT, GROUP_TRAIN, T(steps), "2000", 1, 100000000, NULL, 0, "optimizer steps"},
+    {"lr", OPT_FLOAT, GROUP_TRAIN, T(lr), "1e-3", 0, 10, NULL, 0, "peak learning rate"},
+    {"min_lr", OPT_FLOAT, GROUP_TRAIN, T(min_lr), "1e-4", 0, 10, NULL, 0, "learning rate at the end of the decay"},
+    {"warmup", OPT_INT, GROUP_TRAIN, T(warmup), "100", 0, 100000000, NULL, 0, "linear warmup steps"},
+    {"schedule", OPT_CHOICE, GROUP_TRAIN, T(schedule), "cosine", 0, 0, schedule_choices, 0,
+     "decay after warmup"},
+    {"weight_decay", OPT_FLOAT, GROUP_TRAIN, T(weight_decay), "0.1", 0, 10, NULL, 0,
+     "AdamW decoupled decay, matrices only"},
+    {"clip", OPT_FLOAT, GROUP_TRAIN, T(clip), "1.0", 0, 1e6, NULL, 0, "global gradient-norm clip; 0 = off"},
+    {"seed", OPT_INT, GROUP_TRAIN, T(seed), "1337", 0, 9007199254740991.0, NULL, 0,
+     "seed for initialisation and data order"},
+    {"eval_every", OPT_INT, GROUP_TRAIN, T(eval_every), "100", 1, 100000000, NULL, 0,
+     "steps between validation runs"},
+    {"eval_batches", OPT_INT, GROUP_TRAIN, T(eval_batches), "8", 1, 100000, NULL, 0,
+     "validation batches (fixed, evenly spaced windows)"},
+    {"save_every", OPT_INT, GROUP_TRAIN, T(save_every), "500", 1, 100000000, NULL, 0, "steps between checkpoints"},
+    {"threads", OPT_INT, GROUP_TRAIN, T(threads), "0", 0, 1024, NULL, 0, "threads; 0 = all cores"},
+    {"val_fraction", OPT_FLOAT, GROUP_TRAIN, T(val_fraction), "0.1", 1e-6, 0.9, NULL, 0,
+     "last part of the corpus held out"},
+    {"log_every", OPT_INT, GROUP_TRAIN, T(log_every), "10", 1, 100000000, NULL, 0,
+     "steps between metrics lines"},
+    {"out", OPT_STRING, GROUP_TRAIN, T(out), "", 0, 0, NULL, sizeof(((TrainConfig *)0)->out),
+     "run folder; default runs/<attn>-<date>-<time>"},
+    /* sampling */
+    {"prompt", OPT_STRING, GROUP_SAMPLE, S(prompt), "The ", 0, 0, NULL, sizeof(((SampleConfig *)0)->prompt),
+     "text the sample starts from"},
+    {"temperature", OPT_FLOAT, GROUP_SAMPLE, S(temperature), "0.8", 0, 100, NULL, 0,
+     "sampling temperature; 0 = greedy"},
+    {"top_k", OPT_INT, GROUP_SAMPLE, S(top_k), "40", 0, 256, NULL, 0, "sample among the k likeliest; 0 = all"},
+    {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample"},
+};
+const int n_options = (int)(sizeof options / sizeof options[0]);
+
+const OptDef *option_find(const char *name) {
+    for (int i = 0; i < n_options; i++)
+        if (strcmp(options[i].name, name) == 0) return &options[i];
+    return NULL;
+}
+
+void config_defaults(Config *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < n_options; i++)
+        if (option_set(c, options[i].name, options[i].def, NULL) != 0) DIE("bad default for option %s", options[i].name);
+    c->model.vocab = 256;
+}
+
+static void choices_text(const OptDef *o, char *buf, size_t size) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; o->choices[i] && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", o->choices[i]);
+}
+
+int option_set(Config *c, const char *name, const char *value, Err *e) {
+    const OptDef *o = option_find(name);
+    if (!o) return err_set(e, "unknown option '%s'", name), err_hint(e, "--help lists the options");
+    char *field = (char *)c + o->offset, *end;
+    errno = 0;
+    switch (o->type) {
+        case OPT_INT: {
+            double x = strtod(value, &end);
+            if (end == value || *end || errno || x != floor(x) || x < o->min || x > o->max)
+                return err_set(e, "--%s: expected an integer in [%.0f, %.0f], got '%s'", name, o->min, o->max, value);
+            if (o->offset == offsetof(Config, train.seed))
+                *(int64_t *)field = (int64_t)x;
+            else
+                *(int *)field = (int)x;
+            return 0;
+        }
+        case OPT_FLOAT: {
+            double x = strtod(value, &end);
+            if (end == value || *end || errno || !isfinite(x) || x < o->min || x > o->max)
+                return err_set(e, "--%s: expected a number in [%g, %g], got '%s'", name, o->min, o->max, value);
+            *(float *)field = (float)x;
+            return 0;
+        }
+        case OPT_CHOICE:
+        case OPT_BOOL:
+            for (int i = 0; o->choices[i]; i++) {
+                if (strcmp(o->choices[i], value) == 0) {
+                    if (o->type == OPT_BOOL)
+                        *(bool *)field = i;
+                    else
+                        *(int *)field = i;
+                    return 0;
+                }
+            }
+            {
+                char list[256];
+                choices_text(o, list, sizeof list);
+                return err_set(e, "--%s: '%s' is not one of: %s", name, value, list);
+            }
+        case OPT_STRING:
+            if (strlen(value) >= o->size)
+                return err_set(e, "--%s: value longer than %zu bytes", name, o->size - 1);
+            strcpy(field, value);
+            return 0;
+    }
+    return err_set(e, "--%s: unknown option type", name);
+}
+
+const char *option_format(const Config *c, const OptDef *o, char *buf, size_t size) {
+    const char *field = (const char *)c + o->offset;
+    switch (o->type) {
+        case OPT_INT:
+            if (o->offset == offsetof(Config, train.seed))
+                snprintf(buf, size, "%lld", (long long)*(const int64_t *)field);
+            else
+                snprintf(buf, size, "%d", *(const int *)field);
+            break;
+        case OPT_FLOAT: snprintf(buf, size, "%.9g", (double)*(const float *)field); break;
+        case OPT_CHOICE: snprintf(buf, size, "%s", o->choices[*(const int *)field]); break;
+        case OPT_BOOL: snprintf(buf, size, "%s", *(const bool *)field ? "true" : "false"); break;
+        case OPT_STRING: snprintf(buf, size, "%s", field); break;
+    }
+    return buf;
+}
+
+int config_validate(const Config *c, Err *e) {
+    const ModelConfig *m = &c->model;
+    if ((!m->key_size || !m->head_size) && m->d_model % m->heads != 0)
+        return err_set(e, "--heads %d does not divide --d_model %d", m->heads, m->d_model),
+               err_hint(e, "pick heads dividing d_model, or set --key_size and --head_size");
+    if (c->train.min_lr > c->train.lr)
+        return err_set(e, "--min_lr %g is above --lr %g", (double)c->train.min_lr, (double)c->train.lr);
+    return 0;
+}
+
+void options_print_help(FILE *f, int group_mask) {
+    static const char *const titles[] = {"model", "training", "sampling"};
+    for (int g = 0; g < 3; g++) {
+        if (!(group_mask & (1 << g))) continue;
+        fprintf(f, "\n%s options:\n", titles[g]);
+        for (int i = 0; i < n_options; i++) {
+            const OptDef *o = &options[i];
+            if ((int)o->group != g) continue;
+            char allowed[256] = "";
+            if (o->type == OPT_CHOICE || o->type == OPT_BOOL)
+                choices_text(o, allowed, sizeof allowed);
+            else if (o->type == OPT_INT)
+                snprintf(allowed, sizeof allowed, "integer in [%.0f, %.0f]", o->min, o->max);
+            else if (o->type == OPT_FLOAT)
+                snprintf(allowed, sizeof allowed, "number in [%g, %g]", o->min, o->max);
+            else
+                snprintf(allowed, sizeof allowed, "text");
+            fprintf(f, "  --%-15s %s (default: %s; %s)\n", o->name, o->help, o->def[0] ? o->def : "\"\"", allowed);
+        }
+    }
+}
+
+cJSON *config_to_json(const Config *c) {
+    cJSON *j = cJSON_CreateObject();
+    for (int i = 0; i < n_options; i++) {
+        const OptDef *o = &options[i];
+        const char *field = (const char *)c + o->offset;
+        char buf[320];
+        switch (o->type) {
+            case OPT_INT:
+                if (o->offset == offsetof(Config, train.seed))
+                    cJSON_AddNumberToObject(j, o->name, (double)*(const int64_t *)field);
+                else
+                    cJSON_AddNumberToObject(j, o->name, *(const int *)field);
+                break;
+            case OPT_FLOAT:
+                /* as text with 9 digits, so the float comes back bit for bit */
+                cJSON_AddRawToObject(j, o->name, option_format(c, o, buf, sizeof buf));
+                break;
+            case OPT_BOOL: cJSON_AddBoolToObject(j, o->name, *(const bool *)field); break;
+            default: cJSON_AddStringToObject(j, o->name, option_format(c, o, buf, sizeof buf)); break;
+        }
+    }
+    return j;
+}
+
+int config_from_json(Config *c, const cJSON *json, Err *e) {
+    if (!cJSON_IsObject(json)) return err_set(e, "config: not a JSON object");
+    for (const cJSON *it = json->child; it; it = it->next) {
+        const OptDef *o = option_find(it->string);
+        if (!o) return err_set(e, "config: unknown option '%s'", it->string);
+        char buf[320];
+        if (cJSON_IsString(it))
+            snprintf(buf, sizeof buf, "%s", it->valuestring);
+        else if (cJSON_IsBool(it))
+            snprintf(buf, sizeof buf, "%s", cJSON_IsTrue(it) ? "true" : "false");
+        else if (cJSON_IsNumber(it))
+            snprintf(buf, sizeof buf, "%.17g", it->valuedouble);
+        else
+            return err_set(e, "config: option '%s' has a value of the wrong kind", it->string);
+        if (option_set(c, it->string, buf, e) != 0) return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,84 @@
+/* options.h: the one option table.
+ *
+ * Every model, training and sampling option is defined once, below in
+ * options.c: name, type, default, range or choices, and help. --help, the
+ * parsing of `--key value`, validation, the config stored in checkpoints and
+ * the columns of ablation tables all come from it. */
+#ifndef ATTNLAB_OPTIONS_H
+#define ATTNLAB_OPTIONS_H
+
+#include <cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "optim.h"
+#include "util.h"
+
+typedef struct {
+    int batch;
+    int steps;
+    float lr, min_lr;
+    int warmup;
+    int schedule; /* Schedule */
+    float weight_decay;
+    float clip;
+    int64_t seed;
+    int eval_every, eval_batches;
+    int save_every;
+    int threads;
+    float val_fraction;
+    int log_every;
+    char out[256];
+} TrainConfig;
+
+typedef struct {
+    char prompt[256];
+    float temperature;
+    int top_k;
+    int length;
+} SampleConfig;
+
+typedef struct {
+    ModelConfig model;
+    TrainConfig train;
+    SampleConfig sample;
+} Config;
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_CHOICE, OPT_BOOL, OPT_STRING } OptType;
+typedef enum { GROUP_MODEL, GROUP_TRAIN, GROUP_SAMPLE } OptGroup;
+
+typedef struct {
+    const char *name;
+    OptType type;
+    OptGroup group;
+    size_t offset; /* into Config */
+    const char *def;
+    double min, max;             /* OPT_INT and OPT_FLOAT */
+    const char *const *choices;  /* OPT_CHOICE: NULL-terminated, index = stored int */
+    size_t size;                 /* OPT_STRING: buffer size */
+    const char *help;
+} OptDef;
+
+extern const OptDef options[];
+extern const int n_options;
+
+const OptDef *option_find(const char *name);
+/* Every option at its default. */
+void config_defaults(Config *c);
+/* Parses and range-checks one value. Errors name the option and what is allowed:
+ * "--heads: expected an integer in [1, 64], got 'x'". */
+int option_set(Config *c, const char *name, const char *value, Err *e);
+/* The value as text, as --help and ablation tables show it. */
+const char *option_format(const Config *c, const OptDef *o, char *buf, size_t size);
+/* Refuses combinations that cannot work, with the reason. */
+int config_validate(const Config *c, Err *e);
+/* Prints the table for --help: the groups given, one line per option. */
+void options_print_help(FILE *f, int group_mask);
+/* The whole config as a JSON object of option name -> value. */
+cJSON *config_to_json(const Config *c);
+/* Reads such an object (unknown keys are an error; missing keys keep their
+ * current value). */
+int config_from_json(Config *c, const cJSON *json, Err *e);
+
+#endif

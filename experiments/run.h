@@ -1,0 +1,20 @@
+/* run.h: what the commands share about files and time. */
+#ifndef ATTNLAB_RUN_H
+#define ATTNLAB_RUN_H
+
+#include <stdbool.h>
+
+#include "util.h"
+
+/* mkdir -p. */
+int make_dirs(const char *path, Err *e);
+/* Writes text to path through "<path>.tmp", flushed and renamed. */
+int write_file_atomic(const char *path, const char *text, Err *e);
+bool file_exists(const char *path);
+bool is_directory(const char *path);
+/* Seconds on a monotonic clock. */
+double now_seconds(void);
+/* Joins a folder and a file name into buf (size bytes); error when too long. */
+int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e);
+
+#endif

@@ -1,0 +1,144 @@
+/* train.c: ./train [--key value ...] corpus.txt
+ *          ./train --resume RUN_DIR [--steps N ...] */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "run.h"
+#include "tensor.h"
+#include "trainer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ./train [--key value ...] corpus.txt\n"
+            "       ./train --resume RUN_DIR [--key value ...] [corpus.txt]\n"
+            "\n"
+            "Trains a byte-level language model on corpus.txt (any text; the last val_fraction\n"
+            "is held out). The run folder gets model.safetensors, config.json, metrics.jsonl,\n"
+            "loss.png and samples.txt. Ctrl-C saves a checkpoint and stops; --resume continues\n"
+            "the run exactly (training, sampling and threads options may change; model\n"
+            "options may not).\n");
+    options_print_help(f, 7);
+}
+
+int main(int argc, char **argv) {
+    Config cfg;
+    config_defaults(&cfg);
+    const char *corpus = NULL, *resume = NULL;
+    Err e;
+    /* Options given on the command line, to apply over a resumed config. */
+    const char *keys[128], *values[128];
+    int n_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--resume")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: --resume: needs a run folder\n");
+                return 2;
+            }
+            resume = argv[++i];
+        } else if (!strncmp(a, "--", 2)) {
+            const char *key = a + 2;
+            if (!option_find(key)) {
+                fprintf(stderr, "error: unknown option '%s'\nhint: ./train --help lists the options\n", a);
+                return 2;
+            }
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: %s: needs a value\n", a);
+                return 2;
+            }
+            if (n_set == 128) {
+                fprintf(stderr, "error: too many options\n");
+                return 2;
+            }
+            keys[n_set] = key;
+            values[n_set++] = argv[++i];
+            if (option_set(&cfg, key, argv[i], &e) != 0) {
+                err_print(&e);
+                return 2;
+            }
+        } else if (!corpus) {
+            corpus = a;
+        } else {
+            fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", corpus, a);
+            return 2;
+        }
+    }
+
+    char run_dir[1024];
+    CheckpointInfo info;
+    if (resume) {
+        char ckpt[1100];
+        StFile st;
+        if (path_join(ckpt, sizeof ckpt, resume, "model.safetensors", &e) != 0 || checkpoint_open(&st, ckpt, &info, &e) != 0) {
+            err_print(&e);
+            return 1;
+        }
+        st_close(&st);
+        Config given = cfg;
+        cfg = info.cfg;
+        for (int k = 0; k < n_set; k++) {
+            const OptDef *o = option_find(keys[k]);
+            if (o->group == GROUP_MODEL) {
+                char a[320], b[320];
+                if (strcmp(option_format(&given, o, a, sizeof a), option_format(&cfg, o, b, sizeof b)) != 0) {
+                    fprintf(stderr, "error: --%s: a model option cannot change when resuming (the run has %s)\n", keys[k], b);
+                    return 2;
+                }
+            }
+            option_set(&cfg, keys[k], values[k], NULL);
+        }
+        if (!corpus) corpus = info.corpus;
+        snprintf(run_dir, sizeof run_dir, "%s", resume);
+        if (info.step >= cfg.train.steps) {
+            fprintf(stderr, "error: %s: already trained for %ld steps (--steps %d)\nhint: raise --steps to train further\n",
+                    resume, info.step, cfg.train.steps);
+            return 2;
+        }
+    } else {
+        if (!corpus) {
+            fprintf(stderr, "error: no corpus given\nhint: ./train corpus.txt (make data fetches data/brown.txt)\n");
+            return 2;
+        }
+        if (cfg.train.out[0]) {
+            snprintf(run_dir, sizeof run_dir, "%s", cfg.train.out);
+        } else {
+            char stamp[32];
+            time_t now = time(NULL);
+            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+            snprintf(run_dir, sizeof run_dir, "runs/%s-%s", option_format(&cfg, option_find("attn"), (char[32]){0}, 32), stamp);
+        }
+    }
+    if (config_validate(&cfg, &e) != 0) {
+        err_print(&e);
+        return 2;
+    }
+    int threads = engine_set_threads(cfg.train.threads);
+    printf("attnlab train: %s%s, %d threads (OpenMP, shared with OpenBLAS)\n", run_dir, resume ? " (resumed)" : "", threads);
+
+    train_install_signal_handlers();
+    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = "train"};
+    TrainResult r;
+    if (train_run(&job, &r, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    switch (r.status) {
+        case TRAIN_DIVERGED:
+            fprintf(stderr, "error: step %ld: the loss is not finite; stopped\nhint: the last good checkpoint is %s/model.safetensors; try a lower --lr\n",
+                    r.diverged_step, run_dir);
+            return 1;
+        case TRAIN_INTERRUPTED:
+            printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step, run_dir);
+            return 130;
+        default:
+            printf("val bpb %.4f (best %.4f) after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb, r.step, r.tok_s);
+            printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
+            return 0;
+    }
+}

@@ -1,0 +1,34 @@
+/* trainer.h: one training run, from a config to a finished run folder.
+ * ./train is its command line; ./ablate runs it once per grid point. */
+#ifndef ATTNLAB_TRAINER_H
+#define ATTNLAB_TRAINER_H
+
+#include "options.h"
+
+typedef struct {
+    Config cfg;
+    const char *corpus;  /* path */
+    const char *run_dir; /* the run folder; created if missing */
+    bool resume;         /* continue from run_dir/model.safetensors */
+    const char *label;   /* progress label, e.g. "train" */
+    bool quiet;          /* no sample print at the end (ablate) */
+} TrainJob;
+
+typedef enum { TRAIN_DONE, TRAIN_INTERRUPTED, TRAIN_DIVERGED, TRAIN_FAILED } TrainStatus;
+
+typedef struct {
+    TrainStatus status;
+    long step;          /* steps completed */
+    long diverged_step; /* the step whose loss was not finite */
+    double val_bpb, best_val_bpb;
+    double tok_s;       /* median over logged intervals */
+} TrainResult;
+
+/* Runs the job. User errors (bad corpus, a run folder in the way) return -1
+ * with e set; a diverged or interrupted run returns 0 with the status. */
+int train_run(const TrainJob *job, TrainResult *r, Err *e);
+
+/* Set by SIGINT / SIGTERM; the loop saves a checkpoint and stops. */
+void train_install_signal_handlers(void);
+
+#endif

@@ -1,0 +1,40 @@
+/* layers.h: the building blocks of the model. Each layer declares its
+ * parameters in a ParamSet under PyTorch's names (so a checkpoint loads into
+ * the same nn.Module with load_state_dict) and has a forward made of ops,
+ * whose backward the tape provides. */
+#ifndef ATTNLAB_LAYERS_H
+#define ATTNLAB_LAYERS_H
+
+#include "config.h"
+#include "params.h"
+#include "rng.h"
+
+/* nn.Linear: y = x W^T + b, W is [out, in] as in PyTorch. */
+typedef struct {
+    Tensor *w, *b; /* b is NULL without bias */
+} Linear;
+
+void linear_declare(Linear *l, ParamSet *p, const char *name, int in, int out, bool bias);
+Tensor *linear_forward(const Linear *l, Tensor *x);
+
+/* nn.LayerNorm (eps 1e-5) or RMSNorm; rmsnorm has no bias. */
+typedef struct {
+    int kind; /* NormKind */
+    Tensor *w, *b;
+} Norm;
+
+void norm_declare(Norm *n, ParamSet *p, const char *name, int kind, int d);
+Tensor *norm_forward(const Norm *n, Tensor *x);
+
+/* d -> mlp_ratio d -> d with GELU (tanh form) between. */
+typedef struct {
+    Linear fc, proj;
+} Mlp;
+
+void mlp_declare(Mlp *m, ParamSet *p, const char *name, int d, int hidden);
+Tensor *mlp_forward(const Mlp *m, Tensor *x);
+
+/* Formats "prefix.suffix" into buf (sized 128); returns buf. */
+const char *param_name(char *buf, const char *prefix, const char *suffix);
+
+#endif

@@ -1,0 +1,85 @@
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+int model_key_size(const ModelConfig *c) { return c->key_size ? c->key_size : c->d_model / c->heads; }
+int model_head_size(const ModelConfig *c) { return c->head_size ? c->head_size : c->d_model / c->heads; }
+
+void model_init(Model *m, const ModelConfig *c) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *c;
+    ParamSet *p = &m->params;
+    params_init(p);
+    int d = c->d_model;
+    m->tok_emb = params_add(p, "tok_emb.weight", 2, (int[]){c->vocab, d});
+    if (c->pos == POS_LEARNED) m->pos_emb = params_add(p, "pos_emb.weight", 2, (int[]){c->context, d});
+    m->positions = xmalloc((size_t)c->context * sizeof(int));
+    for (int t = 0; t < c->context; t++) m->positions[t] = t;
+    m->blocks = xcalloc((size_t)c->layers, sizeof *m->blocks);
+    for (int i = 0; i < c->layers; i++) {
+        char name[64], buf[128];
+        snprintf(name, sizeof name, "blocks.%d", i);
+        Block *b = &m->blocks[i];
+        norm_declare(&b->ln1, p, param_name(buf, name, "ln1"), c->norm, d);
+        attention_declare(&b->attn, p, param_name(buf, name, "attn"), c);
+        norm_declare(&b->ln2, p, param_name(buf, name, "ln2"), c->norm, d);
+        mlp_declare(&b->mlp, p, param_name(buf, name, "mlp"), d, c->mlp_ratio * d);
+    }
+    norm_declare(&m->ln_f, p, "ln_f", c->norm, d);
+    if (!c->tie_embeddings) m->lm_head = params_add(p, "lm_head.weight", 2, (int[]){c->vocab, d});
+    params_alloc(p);
+}
+
+void model_free(Model *m) {
+    params_free(&m->params);
+    free(m->blocks);
+    free(m->positions);
+    memset(m, 0, sizeof *m);
+}
+
+static bool is_residual_projection(const char *name) {
+    size_t n = strlen(name);
+    return (n > 15 && strcmp(name + n - 14, ".attn.o.weight") == 0) ||
+           (n > 17 && strcmp(name + n - 16, ".mlp.proj.weight") == 0);
+}
+
+void model_init_weights(Model *m, Rng *rng) {
+    float residual_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
+    for (int i = 0; i < params_count(&m->params); i++) {
+        Tensor *t = m->params.list[i];
+        if (t->ndim >= 2)
+            rng_fill_normal(rng, t->data, t->n, 0.0f, is_residual_projection(t->name) ? residual_std : 0.02f);
+        else {
+            /* 1-D: biases start at 0, norm gains at 1 */
+            size_t n = strlen(t->name);
+            float value = n > 7 && strcmp(t->name + n - 7, ".weight") == 0 ? 1.0f : 0.0f;
+            for (long j = 0; j < t->n; j++) t->data[j] = value;
+        }
+    }
+}
+
+Tensor *model_forward(Model *m, const int *ids, int B, int T) {
+    const ModelConfig *c = &m->cfg;
+    if (m->pos_emb && T > c->context) DIE("model_forward: length %d beyond the learned positions (%d)", T, c->context);
+    Tensor *x = op_embedding(m->tok_emb, ids, 2, (int[]){B, T});
+    if (m->pos_emb) {
+        /* rows 0..T-1 of the position table, added to every batch row */
+        x = op_add(x, op_embedding(m->pos_emb, m->positions, 1, (int[]){T}));
+    }
+    for (int i = 0; i < c->layers; i++) {
+        Block *b = &m->blocks[i];
+        x = op_add(x, attention_forward(&b->attn, norm_forward(&b->ln1, x)));
+        x = op_add(x, mlp_forward(&b->mlp, norm_forward(&b->ln2, x)));
+    }
+    x = norm_forward(&m->ln_f, x);
+    return op_matmul(x, m->lm_head ? m->lm_head : m->tok_emb, false, true);
+}
+
+Tensor *model_loss(Model *m, const int *ids, const int *targets, int B, int T) {
+    return op_cross_entropy(model_forward(m, ids, B, T), targets, -1);
+}

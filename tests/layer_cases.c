@@ -1,0 +1,70 @@
+#include "layer_cases.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+#include "util.h"
+
+const AttnKernel *kernel_by_name(const char *name) {
+    for (int i = 0; i < n_attn_kernels; i++)
+        if (attn_kernels[i] && strcmp(attn_kernels[i]->name, name) == 0) return attn_kernels[i];
+    return NULL;
+}
+
+AttnCall kernel_case_call(bool causal) {
+    return (AttnCall){
+        .B = KC_B,
+        .H = KC_H,
+        .T = KC_T,
+        .key_size = KC_DK,
+        .head_size = KC_DV,
+        .causal = causal,
+        .scale = 1.0f / sqrtf((float)KC_DK),
+    };
+}
+
+/* in = {q, k, v}, through the named kernel's forward. */
+static Tensor *run_kernel(const char *name, bool causal, Tensor **in) {
+    const AttnKernel *k = kernel_by_name(name);
+    if (!k) DIE("no attention kernel named %s", name);
+    AttnCall c = kernel_case_call(causal);
+    return k->forward(&c, in[0], in[1], in[2]);
+}
+
+/* ---- softmax -------------------------------------------------------------- */
+
+static Tensor *softmax_causal(Tensor **in) { return run_kernel("softmax", true, in); }
+static Tensor *softmax_bidirectional(Tensor **in) { return run_kernel("softmax", false, in); }
+
+/* P = softmax(scale q k^T + mask), out = P v, with op_softmax's -INFINITY mask
+ * removing keys j > i when causal. */
+static Tensor *softmax_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
+    Tensor *mask = NULL;
+    if (c->causal) {
+        int T = c->T;
+        mask = tensor_2d(T, T);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) mask->data[i * T + j] = j <= i ? 0.0f : -INFINITY;
+    }
+    Tensor *s = op_scale(op_matmul(q, k, false, true), c->scale);
+    Tensor *p = op_softmax(s, mask);
+    *probs = p;
+    return op_matmul(p, v, false, false);
+}
+
+/* ---- the tables ------------------------------------------------------------ */
+
+#define QKV {{4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, {4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, \
+             {4, {KC_B, KC_H, KC_T, KC_DV}, GC_NORMAL}}
+
+const KernelCase kernel_cases[] = {
+    {{"attn_softmax_causal", 3, QKV, softmax_causal}, "softmax", true},
+    {{"attn_softmax_bidirectional", 3, QKV, softmax_bidirectional}, "softmax", false},
+};
+const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
+
+const KernelRef kernel_refs[] = {
+    {"softmax", softmax_compose},
+};
+const int n_kernel_refs = (int)(sizeof kernel_refs / sizeof kernel_refs[0]);

@@ -1,0 +1,450 @@
+/* test_plot.c: PNG figures (real PNGs of the asked size, written atomically, clear errors
+ * for nothing to plot or a bad path, quiet on stderr) and the progress display (durations,
+ * plain lines for logs that do not flood, an in-place bar on a terminal). */
+#include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plot.h"
+#include "progress.h"
+
+static char tmp_dir[512];
+
+static void setup(void) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !base[0]) base = "/tmp";
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_plot_XXXXXX", base);
+    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char p[1024];
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (unlink(p) != 0) remove_tree(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void teardown(void) { remove_tree(tmp_dir); }
+
+/* A path inside the test's temporary directory (one of four rotating buffers). */
+static const char *tpath(const char *name) {
+    static char bufs[4][1024];
+    static int k;
+    char *b = bufs[k++ % 4];
+    snprintf(b, sizeof bufs[0], "%s/%s", tmp_dir, name);
+    return b;
+}
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static int tmp_exists(const char *path) {
+    char t[1100];
+    snprintf(t, sizeof t, "%s.tmp", path);
+    return exists(t);
+}
+
+/* Checks the PNG signature, the IHDR size, and that the file is more than a blank page. */
+static void assert_png(const char *path, int width, int height) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s was not written", path);
+    unsigned char h[24];
+    ck_assert_int_eq(fread(h, 1, sizeof h, f), sizeof h);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    static const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    ck_assert_msg(memcmp(h, magic, 8) == 0, "%s is not a PNG", path);
+    ck_assert_msg(memcmp(h + 12, "IHDR", 4) == 0, "%s has no IHDR first", path);
+    uint32_t w = (uint32_t)h[16] << 24 | (uint32_t)h[17] << 16 | (uint32_t)h[18] << 8 | h[19];
+    uint32_t ht = (uint32_t)h[20] << 24 | (uint32_t)h[21] << 16 | (uint32_t)h[22] << 8 | h[23];
+    ck_assert_int_eq(w, width);
+    ck_assert_int_eq(ht, height);
+    ck_assert_msg(size > 4000, "%s is only %ld bytes", path, size);
+    ck_assert_msg(!tmp_exists(path), "%s.tmp was left behind", path);
+}
+
+/* Runs fn with stderr sent to a file; returns how many bytes it wrote there. */
+static long stderr_bytes_of(void (*fn)(void)) {
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *cap = tmpfile();
+    ck_assert(saved >= 0 && cap != NULL);
+    dup2(fileno(cap), 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fseek(cap, 0, SEEK_END);
+    long n = ftell(cap);
+    fclose(cap);
+    return n;
+}
+
+enum { N = 200 };
+static double xs[N], ys[4][N];
+
+static void fill_curves(void) {
+    for (int i = 0; i < N; i++) {
+        xs[i] = 10.0 * (i + 1);
+        for (int k = 0; k < 4; k++) ys[k][i] = 1.0 + 4.0 * exp(-i / (20.0 + 10.0 * k)) + 0.1 * k;
+    }
+}
+
+/* ---- plot_lines ---------------------------------------------------------------------- */
+
+static void draw_typical(void) {
+    fill_curves();
+    for (int i = 150; i < N; i++) ys[3][i] = NAN; /* a diverged run */
+    PlotSeries s[] = {
+        {"softmax", xs, ys[0], N, 0},
+        {"head 0", xs, ys[1], N, 1},
+        {"head 1", xs, ys[2], N, 1},
+        {"linear #phi=relu", xs, ys[3], N, 0},
+    };
+    PlotSpec spec = {.title = "validation loss", .xlabel = "step", .ylabel = "loss (nats)"};
+    Err e = {0};
+    int rc = plot_lines(tpath("loss.png"), &spec, s, 4, &e);
+    ck_assert_msg(rc == 0, "plot_lines: %s", e.msg);
+}
+
+START_TEST(test_lines_png) {
+    draw_typical();
+    assert_png(tpath("loss.png"), 900, 600);
+}
+END_TEST
+
+START_TEST(test_lines_quiet) {
+    /* Normal plots print nothing (PLplot and its driver included). */
+    ck_assert_int_eq(stderr_bytes_of(draw_typical), 0);
+    assert_png(tpath("loss.png"), 900, 600);
+}
+END_TEST
+
+START_TEST(test_lines_size_and_log_axes) {
+    fill_curves();
+    double x[5] = {256, 512, 1024, 2048, 4096}, y[5] = {1.3, 1.4, 2.0, 3.5, 6.0};
+    double y0[5] = {0, -1, 1.2, 1.25, 1.3}; /* points <= 0 are skipped on the log axis */
+    PlotSeries s[] = {{"rope", x, y, 5, 0}, {"alibi", x, y0, 5, 0}};
+    PlotSpec spec = {.title = "extrapolation", .xlabel = "length", .ylabel = "bpb",
+                     .logx = 1, .logy = 1, .width = 640, .height = 400};
+    Err e = {0};
+    ck_assert_msg(plot_lines(tpath("len.png"), &spec, s, 2, &e) == 0, "%s", e.msg);
+    assert_png(tpath("len.png"), 640, 400);
+    /* Many decades, and a range inside one decade. */
+    double big[4] = {1e-6, 1e-2, 10, 1e5}, narrow[4] = {1.50, 1.52, 1.55, 1.51};
+    PlotSeries t[] = {{"wide", big, narrow, 4, 0}};
+    ck_assert_msg(plot_lines(tpath("decades.png"), &spec, t, 1, &e) == 0, "%s", e.msg);
+    assert_png(tpath("decades.png"), 640, 400);
+}
+END_TEST
+
+START_TEST(test_lines_degenerate) {
+    Err e = {0};
+    /* a single point */
+    double x1[1] = {3}, y1[1] = {2.5};
+    PlotSeries one = {"one", x1, y1, 1, 0};
+    ck_assert_msg(plot_lines(tpath("one.png"), NULL, &one, 1, &e) == 0, "%s", e.msg);
+    assert_png(tpath("one.png"), 900, 600);
+    /* all y equal, and all x equal */
+    double x[3] = {1, 2, 3}, y[3] = {0.5, 0.5, 0.5}, xe[3] = {7, 7, 7}, z[3] = {0, 0, 0};
+    PlotSeries flat[] = {{"flat", x, y, 3, 0}, {"zero", x, z, 3, 0}};
+    ck_assert_msg(plot_lines(tpath("flat.png"), NULL, flat, 2, &e) == 0, "%s", e.msg);
+    assert_png(tpath("flat.png"), 900, 600);
+    PlotSeries vert = {"vertical", xe, x, 3, 0};
+    ck_assert_msg(plot_lines(tpath("vert.png"), NULL, &vert, 1, &e) == 0, "%s", e.msg);
+    assert_png(tpath("vert.png"), 900, 600);
+    /* NaN between points, infinities, an empty series, no labels, and a lot of series */
+    double g[6] = {1, NAN, 3, INFINITY, 5, 6};
+    PlotSeries gaps[12] = {{NULL, x, y, 3, 0}, {"gaps", g, g, 6, 0}, {"empty", NULL, NULL, 0, 0}};
+    for (int k = 3; k < 12; k++) gaps[k] = (PlotSeries){"more", g, g, 6, 0};
+    ck_assert_msg(plot_lines(tpath("gaps.png"), NULL, gaps, 12, &e) == 0, "%s", e.msg);
+    assert_png(tpath("gaps.png"), 900, 600);
+    /* labels with UTF-8 and PLplot's escape character */
+    PlotSpec spec = {.title = "# of tokens — 中文", .xlabel = "#", .ylabel = "é"};
+    ck_assert_msg(plot_lines(tpath("text.png"), &spec, flat, 2, &e) == 0, "%s", e.msg);
+    assert_png(tpath("text.png"), 900, 600);
+}
+END_TEST
+
+START_TEST(test_lines_nothing_to_plot) {
+    Err e = {0};
+    double nan3[3] = {NAN, NAN, NAN}, x[3] = {1, 2, 3}, neg[3] = {-1, 0, -2};
+    PlotSeries all_nan = {"diverged", x, nan3, 3, 0};
+    ck_assert_int_eq(plot_lines(tpath("a.png"), NULL, &all_nan, 1, &e), -1);
+    ck_assert_msg(strstr(e.msg, "nothing to plot") != NULL, "message: %s", e.msg);
+    ck_assert_msg(strstr(e.msg, "a.png") != NULL, "message: %s", e.msg);
+    PlotSeries empty = {"empty", x, x, 0, 0};
+    ck_assert_int_eq(plot_lines(tpath("a.png"), NULL, &empty, 1, &e), -1);
+    ck_assert_int_eq(plot_lines(tpath("a.png"), NULL, NULL, 0, &e), -1);
+    ck_assert_msg(strstr(e.msg, "nothing to plot") != NULL, "message: %s", e.msg);
+    PlotSeries nonpos = {"loss", x, neg, 3, 0};
+    PlotSpec logy = {.logy = 1};
+    ck_assert_int_eq(plot_lines(tpath("a.png"), &logy, &nonpos, 1, &e), -1);
+    ck_assert_msg(strstr(e.msg, "nothing to plot") != NULL, "message: %s", e.msg);
+    ck_assert(!exists(tpath("a.png")));
+    ck_assert(!tmp_exists(tpath("a.png")));
+    /* and bad arguments */
+    PlotSeries no_data = {"x", NULL, NULL, 3, 0};
+    ck_assert_int_eq(plot_lines(tpath("a.png"), NULL, &no_data, 1, &e), -1);
+    PlotSpec tiny = {.width = 10, .height = 10};
+    PlotSeries ok = {"ok", x, x, 3, 0};
+    ck_assert_int_eq(plot_lines(tpath("a.png"), &tiny, &ok, 1, &e), -1);
+    ck_assert(!exists(tpath("a.png")));
+}
+END_TEST
+
+START_TEST(test_lines_bad_path) {
+    Err e = {0};
+    double x[3] = {1, 2, 3};
+    PlotSeries s = {"s", x, x, 3, 0};
+    /* a directory that does not exist: an error, not PLplot's exit() */
+    const char *p = tpath("missing/loss.png");
+    ck_assert_int_eq(plot_lines(p, NULL, &s, 1, &e), -1);
+    ck_assert_msg(strstr(e.msg, "missing/loss.png") != NULL, "message: %s", e.msg);
+    /* the path is a directory: the rename fails and the temporary file goes */
+    ck_assert_int_eq(mkdir(tpath("dir.png"), 0755), 0);
+    ck_assert_int_eq(plot_lines(tpath("dir.png"), NULL, &s, 1, &e), -1);
+    ck_assert_msg(strstr(e.msg, "dir.png") != NULL, "message: %s", e.msg);
+    ck_assert(!tmp_exists(tpath("dir.png")));
+}
+END_TEST
+
+START_TEST(test_lines_replaces_atomically) {
+    FILE *f = fopen(tpath("loss.png"), "wb");
+    ck_assert(f != NULL);
+    fputs("old contents", f);
+    fclose(f);
+    draw_typical();
+    assert_png(tpath("loss.png"), 900, 600);
+    /* a failed plot leaves the old file alone */
+    Err e = {0};
+    double nan1[1] = {NAN};
+    PlotSeries s = {"s", nan1, nan1, 1, 0};
+    ck_assert_int_eq(plot_lines(tpath("loss.png"), NULL, &s, 1, &e), -1);
+    assert_png(tpath("loss.png"), 900, 600);
+    /* many plots in a row, each on a fresh stream */
+    for (int i = 0; i < 5; i++) draw_typical();
+    assert_png(tpath("loss.png"), 900, 600);
+}
+END_TEST
+
+/* ---- plot_heatmap -------------------------------------------------------------------- */
+
+START_TEST(test_heatmap_png) {
+    enum { L = 4, H = 8 };
+    double v[L * H];
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) v[l * H + h] = 0.1 * l + 0.05 * h;
+    v[3] = NAN;
+    v[9] = 99; /* above vmax: clamped */
+    PlotSpec spec = {.title = "effective rank", .xlabel = "head", .ylabel = "layer"};
+    Err e = {0};
+    ck_assert_msg(plot_heatmap(tpath("heat.png"), &spec, v, L, H, 0.0, 1.0, &e) == 0, "%s", e.msg);
+    assert_png(tpath("heat.png"), 900, 600);
+    /* automatic range, more cells than tick labels */
+    double big[12 * 64];
+    for (int i = 0; i < 12 * 64; i++) big[i] = sin(i * 0.1);
+    spec.width = 1200;
+    ck_assert_msg(plot_heatmap(tpath("big.png"), &spec, big, 12, 64, 0, 0, &e) == 0, "%s", e.msg);
+    assert_png(tpath("big.png"), 1200, 600);
+}
+END_TEST
+
+START_TEST(test_heatmap_degenerate) {
+    Err e = {0};
+    double one[1] = {0.7};
+    ck_assert_msg(plot_heatmap(tpath("one.png"), NULL, one, 1, 1, NAN, NAN, &e) == 0, "%s", e.msg);
+    assert_png(tpath("one.png"), 900, 600);
+    double same[6] = {2, 2, 2, 2, 2, 2};
+    ck_assert_msg(plot_heatmap(tpath("same.png"), NULL, same, 2, 3, 0, 0, &e) == 0, "%s", e.msg);
+    assert_png(tpath("same.png"), 900, 600);
+    double nans[4] = {NAN, NAN, INFINITY, NAN};
+    ck_assert_int_eq(plot_heatmap(tpath("nan.png"), NULL, nans, 2, 2, 0, 1, &e), -1);
+    ck_assert_msg(strstr(e.msg, "nothing to plot") != NULL, "message: %s", e.msg);
+    ck_assert_int_eq(plot_heatmap(tpath("nan.png"), NULL, nans, 0, 2, 0, 1, &e), -1);
+    ck_assert_int_eq(plot_heatmap(tpath("missing/h.png"), NULL, same, 2, 3, 0, 1, &e), -1);
+    ck_assert(!exists(tpath("nan.png")) && !tmp_exists(tpath("nan.png")));
+}
+END_TEST
+
+/* ---- progress ------------------------------------------------------------------------ */
+
+START_TEST(test_format_duration) {
+    char b[32];
+    ck_assert_str_eq(format_duration(0, b, sizeof b), "0s");
+    ck_assert_str_eq(format_duration(42, b, sizeof b), "42s");
+    ck_assert_str_eq(format_duration(42.4, b, sizeof b), "42s");
+    ck_assert_str_eq(format_duration(59.6, b, sizeof b), "1m00s");
+    ck_assert_str_eq(format_duration(185, b, sizeof b), "3m05s");
+    ck_assert_str_eq(format_duration(3599, b, sizeof b), "59m59s");
+    ck_assert_str_eq(format_duration(3600, b, sizeof b), "1h00m");
+    ck_assert_str_eq(format_duration(3720, b, sizeof b), "1h02m");
+    ck_assert_str_eq(format_duration(100 * 3600 + 59, b, sizeof b), "100h00m");
+    ck_assert_str_eq(format_duration(-3, b, sizeof b), "0s");
+    ck_assert_str_eq(format_duration(NAN, b, sizeof b), "--");
+    ck_assert_str_eq(format_duration(INFINITY, b, sizeof b), "--");
+    char small[4];
+    ck_assert_str_eq(format_duration(3720, small, sizeof small), "1h0");
+}
+END_TEST
+
+/* Reads the whole file into buf; returns the number of lines. */
+static int slurp(FILE *f, char *buf, size_t size) {
+    fflush(f);
+    rewind(f);
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += buf[i] == '\n';
+    return lines;
+}
+
+static const char *last_line(const char *buf) {
+    size_t n = strlen(buf);
+    ck_assert(n > 0 && buf[n - 1] == '\n');
+    const char *p = buf + n - 1;
+    while (p > buf && p[-1] != '\n') p--;
+    return p;
+}
+
+START_TEST(test_progress_plain_lines) {
+    FILE *f = tmpfile();
+    ck_assert(f != NULL);
+    Progress p;
+    progress_init(&p, "train", 1000, f);
+    char extra[64];
+    for (long i = 1; i <= 1000; i++) {
+        snprintf(extra, sizeof extra, "loss %.3f", 5.0 - i * 0.001);
+        progress_update(&p, i, extra);
+    }
+    progress_finish(&p, "loss 4.000");
+    progress_finish(&p, "again"); /* only once */
+    static char buf[1 << 16];
+    int lines = slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(lines >= 10 && lines <= 11, "%d lines:\n%s", lines, buf);
+    ck_assert_msg(strstr(buf, "train: step 100/1000 (10%) loss 4.900 elapsed ") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "train: step 500/1000 (50%) loss 4.500 elapsed ") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, " eta ") != NULL, "%s", buf);
+    ck_assert_msg(strchr(buf, '\r') == NULL, "no carriage returns in logs");
+    const char *last = last_line(buf);
+    ck_assert_msg(strncmp(last, "train: step 1000/1000 (100%) loss 4.000 elapsed ", 48) == 0, "%s", last);
+    ck_assert_msg(strstr(last, "eta") == NULL, "%s", last);
+    ck_assert(strstr(buf, "again") == NULL);
+}
+END_TEST
+
+START_TEST(test_progress_not_flooded) {
+    FILE *f = tmpfile();
+    ck_assert(f != NULL);
+    Progress p;
+    progress_init(&p, "run 3/9", 2000000, f);
+    for (long i = 0; i <= 2000000; i++) progress_update(&p, i, NULL);
+    progress_finish(&p, NULL);
+    static char buf[1 << 16];
+    int lines = slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(lines <= 11, "%d lines", lines);
+    const char *last = last_line(buf);
+    ck_assert_msg(strncmp(last, "run 3/9: step 2000000/2000000 (100%) elapsed ", 45) == 0, "%s", last);
+    /* A run stopped early ends on its last step. */
+    f = tmpfile();
+    progress_init(&p, "train", 10, f);
+    progress_update(&p, 0, "starting"); /* no ETA before the first unit */
+    progress_update(&p, 3, "loss nan");
+    progress_finish(&p, "diverged");
+    lines = slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "step 0/10") == NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "train: step 3/10 (30%) loss nan elapsed ") != NULL, "%s", buf);
+    ck_assert_msg(strncmp(last_line(buf), "train: step 3/10 (30%) diverged elapsed ", 40) == 0, "%s", buf);
+    /* unknown total, and no output at all */
+    f = tmpfile();
+    progress_init(&p, "", 0, f);
+    progress_update(&p, 5, NULL);
+    progress_finish(&p, "done");
+    slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(strncmp(buf, "step 5 done elapsed ", 20) == 0, "%s", buf);
+    progress_init(&p, "quiet", 10, NULL);
+    progress_update(&p, 5, "x");
+    progress_finish(&p, "x");
+}
+END_TEST
+
+START_TEST(test_progress_terminal) {
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+        if (master >= 0) close(master);
+        return; /* no pseudo-terminals here: nothing to test */
+    }
+    FILE *tty = fopen(ptsname(master), "w");
+    ck_assert(tty != NULL);
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    static char buf[1 << 16];
+    size_t got = 0;
+    Progress p;
+    progress_init(&p, "train", 100000, tty);
+    ck_assert(p.tty);
+    for (long i = 1; i <= 100000; i++) {
+        progress_update(&p, i, i < 50000 ? "loss 1.234 lr 3.0e-4 tok/s 9876" : "short");
+        ssize_t r = read(master, buf + got, sizeof buf - 1 - got);
+        if (r > 0) got += (size_t)r;
+    }
+    progress_finish(&p, "loss 1.000");
+    fclose(tty);
+    for (int tries = 0; tries < 100; tries++) {
+        ssize_t r = read(master, buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(master);
+    buf[got] = '\0';
+    int redraws = 0;
+    for (size_t i = 0; i < got; i++) redraws += buf[i] == '\r';
+    /* at most ~10 redraws a second (two \r each when a shorter line blanks a longer one) */
+    ck_assert_msg(redraws >= 2 && redraws < 200, "%d redraws", redraws);
+    ck_assert_msg(strstr(buf, "train: 100000/100000 [####################] 100% loss 1.000") != NULL,
+                  "%s", buf);
+    ck_assert_msg(strstr(buf, "elapsed") != NULL, "%s", buf);
+}
+END_TEST
+
+Suite *plot_suite(void) {
+    Suite *s = suite_create("plot");
+    TCase *tc = tcase_create("plot");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_lines_png);
+    tcase_add_test(tc, test_lines_quiet);
+    tcase_add_test(tc, test_lines_size_and_log_axes);
+    tcase_add_test(tc, test_lines_degenerate);
+    tcase_add_test(tc, test_lines_nothing_to_plot);
+    tcase_add_test(tc, test_lines_bad_path);
+    tcase_add_test(tc, test_lines_replaces_atomically);
+    tcase_add_test(tc, test_heatmap_png);
+    tcase_add_test(tc, test_heatmap_degenerate);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("progress");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_format_duration);
+    tcase_add_test(tc, test_progress_plain_lines);
+    tcase_add_test(tc, test_progress_not_flooded);
+    tcase_add_test(tc, test_progress_terminal);
+    suite_add_tcase(s, tc);
+    return s;
+}
