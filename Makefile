@@ -50,7 +50,9 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	./$(BUILD)/test_all
 
 run-tests-asan: $(BUILD)/test_all
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ./$(BUILD)/test_all
 
 # `make V=1` shows the full compiler command lines.

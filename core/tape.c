@@ -1,11 +1,56 @@
 #include "tape.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util.h"
 
 static bool grad_on = true;
 static Node *last;
+
+#define PROFILE_MAX 64
+static bool profiling;
+static OpProfile profile[PROFILE_MAX];
+static const OpDef *profile_def[PROFILE_MAX];
+static int n_profile;
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static OpProfile *profile_entry(const OpDef *def) {
+    for (int i = 0; i < n_profile; i++)
+        if (profile_def[i] == def) return &profile[i];
+    if (n_profile == PROFILE_MAX) DIE("profile: more than %d ops", PROFILE_MAX);
+    profile_def[n_profile] = def;
+    profile[n_profile] = (OpProfile){.name = def->name};
+    return &profile[n_profile++];
+}
+
+void profile_start(void) {
+    n_profile = 0;
+    profiling = true;
+}
+
+void profile_stop(void) { profiling = false; }
+
+static int by_total_time(const void *a, const void *b) {
+    const OpProfile *x = a, *y = b;
+    double tx = x->forward_s + x->backward_s, ty = y->forward_s + y->backward_s;
+    return (tx < ty) - (tx > ty);
+}
+
+int profile_read(OpProfile *out, int max) {
+    int n = n_profile < max ? n_profile : max;
+    OpProfile all[PROFILE_MAX];
+    memcpy(all, profile, (size_t)n_profile * sizeof *all);
+    qsort(all, (size_t)n_profile, sizeof *all, by_total_time);
+    memcpy(out, all, (size_t)n * sizeof *out);
+    return n;
+}
 
 bool grad_enabled(void) { return grad_on; }
 
@@ -22,7 +67,15 @@ Node *node_new(const OpDef *def) {
 }
 
 Tensor *node_run(Node *n) {
-    n->def->forward(n);
+    if (profiling) {
+        double t = seconds();
+        n->def->forward(n);
+        OpProfile *p = profile_entry(n->def);
+        p->forward_s += seconds() - t;
+        p->calls++;
+    } else {
+        n->def->forward(n);
+    }
     bool needs = false;
     for (int k = 0; k < n->n_in; k++) needs |= n->in[k]->requires_grad;
     if (grad_on && needs) {
@@ -43,7 +96,14 @@ void backward_seeded(Tensor *out, const float *seed) {
     for (long i = 0; i < out->n; i++) g[i] += seed[i];
     for (Node *n = last; n; n = n->prev) {
         /* A node whose output got no gradient contributes nothing. */
-        if (n->out->grad) n->def->backward(n);
+        if (!n->out->grad) continue;
+        if (profiling) {
+            double t = seconds();
+            n->def->backward(n);
+            profile_entry(n->def)->backward_s += seconds() - t;
+        } else {
+            n->def->backward(n);
+        }
     }
 }
 

@@ -53,4 +53,17 @@ void backward(Tensor *loss);
 /* The same from any tensor, with the given seed gradient (out->n values). */
 void backward_seeded(Tensor *out, const float *seed);
 
+/* Time per op, for ./bench: while profiling is on, every forward and every
+ * backward is timed and added to its op's entry. */
+typedef struct {
+    const char *name;
+    double forward_s, backward_s;
+    long calls;
+} OpProfile;
+
+void profile_start(void); /* zeroes the entries and turns profiling on */
+void profile_stop(void);
+/* Copies up to max entries, slowest (forward + backward) first; returns how many. */
+int profile_read(OpProfile *out, int max);
+
 #endif

@@ -1,5 +1,11 @@
 /* bench.c: ./bench, speed measurements.
  *
+ * By default: training throughput on the reference configuration (the
+ * defaults of the option table: 4 layers, d 256, 4 heads, T 256, B 16, tied
+ * embeddings, AdamW), the median over timed steps after warm-up, with a
+ * per-op breakdown. --vs-torch runs experiments/torch_reference.py, the same model
+ * in PyTorch, in the same invocation and prints the ratio.
+ *
  * --ops: each matmul product of a training step (forward, and the two
  * backward products) through op_matmul, against raw cblas_sgemm on the same
  * shapes and transposes, in one run. Then the other ops' time per call.
@@ -11,7 +17,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
+#include "model.h"
 #include "ops.h"
+#include "optim.h"
+#include "options.h"
 #include "rng.h"
 #include "util.h"
 
@@ -34,6 +45,8 @@ static double median(double *t, int n) {
 typedef struct {
     int reps;
     int threads;
+    int steps;
+    bool ops, vs_torch;
 } Options;
 
 /* ---- matmul: op_matmul against cblas_sgemm ------------------------------- */
@@ -218,14 +231,131 @@ static void bench_pointwise(const Options *o) {
     arena_free(&arena);
 }
 
+/* ---- training throughput ------------------------------------------------- */
+
+/* Parameters that take part in matmuls: 6 flops per parameter per token
+ * (forward 2, backward 4), plus 12 L T d per token for the attention scores
+ * and their product with v (the usual estimate, as in llm.c / nanoGPT). */
+static double flops_per_token(const ModelConfig *c) {
+    double d = c->d_model, H = c->heads, dk = model_key_size(c), dv = model_head_size(c);
+    double per_layer = d * H * dk * 2 + d * H * dv * 2 + 2 * d * c->mlp_ratio * d;
+    double matmul_params = c->layers * per_layer + (double)c->vocab * d;
+    return 6 * matmul_params + 12.0 * c->layers * c->context * d;
+}
+
+static double bench_train(const Options *o, const Config *cfg) {
+    const ModelConfig *mc = &cfg->model;
+    int B = cfg->train.batch, T = mc->context;
+    Model m;
+    model_init(&m, mc);
+    Rng rng;
+    rng_seed(&rng, 1);
+    model_init_weights(&m, &rng);
+    int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (int)rng_below(&rng, 256);
+        targets[i] = (int)rng_below(&rng, 256);
+    }
+    Arena arena;
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    AdamWConfig opt = adamw_default();
+    const int warm = 3;
+    double *step_s = xmalloc((size_t)o->steps * sizeof(double)), optim_s = 0;
+    grad_set(true);
+    for (int s = 0; s < warm + o->steps; s++) {
+        if (s == warm) profile_start();
+        double t0 = now();
+        arena_reset(&arena);
+        tape_reset();
+        params_zero_grad(&m.params);
+        Tensor *loss = model_loss(&m, ids, targets, B, T);
+        backward(loss);
+        double t1 = now();
+        clip_grad_norm(&m.params, 1.0f);
+        adamw_step(&m.params, &opt, 1e-4f, s + 1);
+        double t2 = now();
+        if (s >= warm) {
+            step_s[s - warm] = t2 - t0;
+            optim_s += t2 - t1;
+        }
+    }
+    profile_stop();
+    double total = 0;
+    for (int s = 0; s < o->steps; s++) total += step_s[s];
+    double med = median(step_s, o->steps), tok_s = B * T / med;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
+           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
+    printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);
+    printf("  throughput   %8.0f tok/s\n", tok_s);
+    printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
+           flops_per_token(mc) * 1e-6);
+    printf("  peak RSS     %8.1f MiB\n", ru.ru_maxrss / 1024.0);
+    printf("\n  where a step's time goes (mean over the timed steps):\n");
+    printf("  %-16s %7s %11s %11s %7s\n", "op", "calls", "forward ms", "backward ms", "share");
+    OpProfile prof[64];
+    int n = profile_read(prof, 64);
+    double accounted = optim_s;
+    for (int i = 0; i < n; i++) {
+        double f = prof[i].forward_s / o->steps, b = prof[i].backward_s / o->steps;
+        accounted += (prof[i].forward_s + prof[i].backward_s);
+        printf("  %-16s %7ld %11.2f %11.2f %6.1f%%\n", prof[i].name, prof[i].calls / o->steps, f * 1e3, b * 1e3,
+               100 * (f + b) / (total / o->steps));
+    }
+    printf("  %-16s %7s %11.2f %11s %6.1f%%\n", "clip + AdamW", "", optim_s / o->steps * 1e3, "", 100 * optim_s / total);
+    printf("  %-16s %7s %11.2f %11s %6.1f%%\n", "other", "", (total - accounted) / o->steps * 1e3, "",
+           100 * (total - accounted) / total);
+    free(step_s);
+    free(ids);
+    free(targets);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&arena);
+    model_free(&m);
+    return tok_s;
+}
+
+/* Runs experiments/torch_reference.py with the same configuration; returns its tok/s or 0. */
+static double bench_torch(const Options *o, const Config *cfg, int threads) {
+    const char *pythons[] = {getenv("PYTHON"), "/usr/bin/python3", "python3"};
+    for (int i = 0; i < 3; i++) {
+        if (!pythons[i]) continue;
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "%s -c 'import torch' 2>/dev/null && %s experiments/torch_reference.py --layers %d --d_model %d --heads %d "
+                 "--context %d --batch %d --steps %d --threads %d",
+                 pythons[i], pythons[i], cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context,
+                 cfg->train.batch, o->steps, threads);
+        FILE *p = popen(cmd, "r");
+        if (!p) continue;
+        char line[512];
+        double tok_s = 0;
+        while (fgets(line, sizeof line, p)) {
+            fputs(line, stdout);
+            sscanf(line, "  throughput %lf tok/s", &tok_s);
+        }
+        if (pclose(p) == 0 && tok_s > 0) return tok_s;
+    }
+    fprintf(stderr, "error: --vs-torch: could not run experiments/torch_reference.py\nhint: it needs PyTorch (Debian: apt-get install python3-torch)\n");
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ./bench [--ops] [--threads N] [--reps N]\n"
+            "usage: ./bench [--ops] [--vs-torch] [--threads N] [--steps N] [--reps N] [--key value ...]\n"
             "\n"
+            "  (default)    training throughput on the reference configuration (the option\n"
+            "               table's defaults; model and batch options may be changed with\n"
+            "               --key value), with a per-op breakdown\n"
+            "  --vs-torch   also run experiments/torch_reference.py, the same model in PyTorch, and\n"
+            "               print the ratio\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
-            "               cblas_sgemm on the same shapes, then the other ops (the default)\n"
+            "               cblas_sgemm on the same shapes, then the other ops\n"
             "  --threads N  threads for OpenMP and OpenBLAS (default: all cores)\n"
-            "  --reps N     timed runs per figure; each figure is their median (default 21)\n");
+            "  --steps N    timed training steps, after 3 warm-up steps (default 10)\n"
+            "  --reps N     timed runs per --ops figure; each figure is their median (default 21)\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -240,29 +370,62 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) 
 }
 
 int main(int argc, char **argv) {
-    Options o = {.reps = 21, .threads = 0};
+    Options o = {.reps = 21, .threads = 0, .steps = 10};
+    Config cfg;
+    config_defaults(&cfg);
+    Err e;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--ops")) {
+            o.ops = true;
+        } else if (!strcmp(a, "--vs-torch")) {
+            o.vs_torch = true;
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &o.threads)) return 2;
         } else if (!strcmp(a, "--reps")) {
             if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.reps)) return 2;
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.steps)) return 2;
+        } else if (!strncmp(a, "--", 2) && option_find(a + 2) &&
+                   (option_find(a + 2)->group == GROUP_MODEL || !strcmp(a + 2, "batch"))) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: %s: needs a value\n", a);
+                return 2;
+            }
+            if (option_set(&cfg, a + 2, argv[++i], &e) != 0) {
+                err_print(&e);
+                return 2;
+            }
         } else {
             fprintf(stderr, "error: unknown option '%s'\nhint: ./bench --help lists the options\n", a);
             return 2;
         }
     }
+    if (config_validate(&cfg, &e) != 0) {
+        err_print(&e);
+        return 2;
+    }
     int threads = engine_set_threads(o.threads);
-    printf("attnlab bench: %d threads (OpenMP, shared with OpenBLAS %s)\n", threads, openblas_get_config());
-    printf("\nmatmul, (4096 x 256) . (256 x 768), B stored [K, N]:\n");
-    bench_matmul(&o, 4096, 256, 768, false);
-    printf("\nmatmul, (4096 x 256) . (768 x 256)^T, B stored [N, K] (a linear layer's weight):\n");
-    bench_matmul(&o, 4096, 256, 768, true);
-    printf("\nother ops (B=16, T=256, d=256, 4 heads):\n");
-    bench_pointwise(&o);
+    printf("attnlab bench: %d threads (OpenMP, shared with OpenBLAS: %s)\n\n", threads, openblas_get_config());
+    if (o.ops) {
+        printf("matmul, (4096 x 256) . (256 x 768), B stored [K, N]:\n");
+        bench_matmul(&o, 4096, 256, 768, false);
+        printf("\nmatmul, (4096 x 256) . (768 x 256)^T, B stored [N, K] (a linear layer's weight):\n");
+        bench_matmul(&o, 4096, 256, 768, true);
+        printf("\nother ops (B=16, T=256, d=256, 4 heads):\n");
+        bench_pointwise(&o);
+        return 0;
+    }
+    double ours = bench_train(&o, &cfg);
+    if (o.vs_torch) {
+        printf("\nPyTorch %s, same configuration and threads:\n", "(experiments/torch_reference.py)");
+        fflush(stdout);
+        double torch_tok_s = bench_torch(&o, &cfg, threads);
+        if (torch_tok_s <= 0) return 1;
+        printf("\nattnlab / PyTorch throughput: %.2fx (%.0f vs %.0f tok/s)\n", ours / torch_tok_s, ours, torch_tok_s);
+    }
     return 0;
 }

@@ -121,7 +121,7 @@ static int figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
     memcpy(fig->tmp + len, ".tmp", 5);
     fig->f = fopen(fig->tmp, "wb");
     if (!fig->f) {
-        err_set(e, "%s: cannot create: %s", fig->tmp, strerror(errno));
+        err_set(e, "%s: cannot write: %s", path, strerror(errno));
         free(fig->tmp);
         fig->tmp = NULL;
         return -1;
@@ -173,15 +173,23 @@ static int figure_end(Figure *fig, Err *e) {
         rc = err_set(e, "%s: PLplot: %s", fig->path, m[0] ? m : "drawing failed");
     }
     if (rc == 0) {
+        /* The driver ignores write errors, so check that a whole PNG arrived: its signature
+         * at the start and the IEND chunk at the end. */
         static const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-        unsigned char head[8];
+        static const unsigned char iend[12] = {0,   0,   0,   0,    'I',  'E',
+                                               'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+        unsigned char head[8], tail[12];
         FILE *f = fopen(fig->tmp, "rb");
         if (!f) {
             rc = err_set(e, "%s: cannot reopen: %s", fig->tmp, strerror(errno));
         } else {
-            size_t got = fread(head, 1, sizeof head, f);
-            if (got != sizeof head || memcmp(head, magic, sizeof magic) != 0)
-                rc = err_set(e, "%s: the PNG was not written (disk full?)", fig->path);
+            int whole = fread(head, 1, sizeof head, f) == sizeof head &&
+                        memcmp(head, magic, sizeof magic) == 0 &&
+                        fseek(f, -(long)sizeof tail, SEEK_END) == 0 &&
+                        fread(tail, 1, sizeof tail, f) == sizeof tail &&
+                        memcmp(tail, iend, sizeof iend) == 0;
+            if (!whole)
+                rc = err_set(e, "%s: the PNG was not completely written (disk full?)", fig->path);
             else if (fsync(fileno(f)) != 0 && errno != EINVAL)
                 rc = err_set(e, "%s: cannot flush: %s", fig->tmp, strerror(errno));
             fclose(f);

@@ -129,10 +129,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     switch (r.status) {
-        case TRAIN_DIVERGED:
-            fprintf(stderr, "error: step %ld: the loss is not finite; stopped\nhint: the last good checkpoint is %s/model.safetensors; try a lower --lr\n",
-                    r.diverged_step, run_dir);
+        case TRAIN_DIVERGED: {
+            char ckpt[1100];
+            fprintf(stderr, "error: step %ld: the loss is not finite; stopped\n", r.diverged_step);
+            if (path_join(ckpt, sizeof ckpt, run_dir, "model.safetensors", NULL) == 0 && file_exists(ckpt))
+                fprintf(stderr, "hint: the last good checkpoint is %s; try a lower --lr\n", ckpt);
+            else
+                fprintf(stderr, "hint: no checkpoint was saved before it; try a lower --lr\n");
             return 1;
+        }
         case TRAIN_INTERRUPTED:
             printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step, run_dir);
             return 130;

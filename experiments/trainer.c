@@ -21,6 +21,8 @@
 #include "sample.h"
 
 static volatile sig_atomic_t stop_signal;
+/* The test hook (trainer.h): the next run stops after this many steps. */
+static long stop_after = -1;
 
 static void on_signal(int sig) { stop_signal = sig; }
 
@@ -28,6 +30,7 @@ void train_install_signal_handlers(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a signal during a write must not fail the write */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
@@ -124,7 +127,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+void train_stop_after(long steps) { stop_after = steps; }
+
 int train_run(const TrainJob *job, TrainResult *r, Err *e) {
+    long stop_at = stop_after;
+    stop_after = -1;
     memset(r, 0, sizeof *r);
     r->status = TRAIN_FAILED;
     r->val_bpb = r->best_val_bpb = NAN;
@@ -138,6 +145,13 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         path_join(samples_path, sizeof samples_path, job->run_dir, "samples.txt", e))
         return -1;
 
+    /* Everything that can fail on user input is checked before the run folder
+     * is made or anything is written. */
+    if (!job->resume && file_exists(ckpt))
+        return err_set(e, "%s: a run is already there", job->run_dir),
+               err_hint(e, "continue it with --resume %s, or pick another --out", job->run_dir);
+    Corpus corpus;
+    if (corpus_open(&corpus, job->corpus, tc->val_fraction, cfg.model.context, e) != 0) return -1;
     Model m;
     long start = 0;
     Rng data_rng, init_rng, sample_rng;
@@ -147,9 +161,13 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     if (job->resume) {
         StFile st;
         CheckpointInfo info;
-        if (checkpoint_open(&st, ckpt, &info, e) != 0) return -1;
+        if (checkpoint_open(&st, ckpt, &info, e) != 0) {
+            corpus_close(&corpus);
+            return -1;
+        }
         if (!info.has_optim) {
             st_close(&st);
+            corpus_close(&corpus);
             return err_set(e, "%s: has no optimizer state, so it cannot be resumed", ckpt);
         }
         model_init(&m, &cfg.model);
@@ -157,30 +175,27 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         st_close(&st);
         if (rc != 0) {
             model_free(&m);
+            corpus_close(&corpus);
             return -1;
         }
         start = info.step;
         data_rng = info.data_rng;
     } else {
-        if (file_exists(ckpt))
-            return err_set(e, "%s: a run is already there", job->run_dir),
-                   err_hint(e, "continue it with --resume %s, or pick another --out", job->run_dir);
-        if (make_dirs(job->run_dir, e) != 0) return -1;
+        if (make_dirs(job->run_dir, e) != 0) {
+            corpus_close(&corpus);
+            return -1;
+        }
         model_init(&m, &cfg.model);
         model_init_weights(&m, &init_rng);
     }
 
-    Corpus corpus;
-    if (corpus_open(&corpus, job->corpus, tc->val_fraction, cfg.model.context, e) != 0) {
-        model_free(&m);
-        return -1;
-    }
     cJSON *json = config_to_json(&cfg);
     cJSON_AddStringToObject(json, "corpus", job->corpus);
     char *config_text = cJSON_Print(json);
     cJSON_Delete(json);
     size_t tl = strlen(config_text);
     config_text = realloc(config_text, tl + 2);
+    if (!config_text) DIE("out of memory");
     strcpy(config_text + tl, "\n");
     int rc = write_file_atomic(config_path, config_text, e);
     free(config_text);
@@ -205,13 +220,18 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
 
     Progress prog;
     progress_init(&prog, job->label ? job->label : "train", tc->steps, stdout);
-    double *rates = xmalloc((size_t)(tc->steps / tc->log_every + 2) * sizeof(double));
+    /* A metrics line every log_every steps, at every evaluation and at the end. */
+    double *rates = xmalloc((size_t)(tc->steps / tc->log_every + tc->steps / tc->eval_every + 2) * sizeof(double));
     int n_rates = 0;
     double t_log = now_seconds(), loss = NAN, val = NAN;
     long tokens_since = 0, step = start;
+    bool interrupted = false, diverged = false;
     grad_set(true);
     for (; step < tc->steps; step++) {
-        if (stop_signal) break;
+        if (stop_signal || step == stop_at) {
+            interrupted = true;
+            break;
+        }
         arena_reset(&arena);
         tape_reset();
         params_zero_grad(&m.params);
@@ -219,11 +239,15 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         float lr = lr_at(tc->schedule, step, tc->warmup, tc->steps, tc->lr, tc->min_lr);
         Tensor *l = model_loss(&m, ids, targets, B, T);
         loss = l->data[0];
-        if (!isfinite(loss)) break;
+        if (!isfinite(loss)) {
+            diverged = true;
+            break;
+        }
         backward(l);
         float norm = clip_grad_norm(&m.params, tc->clip);
         if (!isfinite(norm)) {
             loss = norm;
+            diverged = true;
             break;
         }
         adamw_step(&m.params, &opt, lr, step + 1);
@@ -265,14 +289,14 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         qsort(rates, (size_t)n_rates, sizeof *rates, cmp_double);
         r->tok_s = rates[n_rates / 2];
     }
-    if (step < tc->steps && !stop_signal) { /* diverged: keep the last good checkpoint */
+    if (diverged) { /* keep the last good checkpoint */
         progress_finish(&prog, "diverged");
         r->status = TRAIN_DIVERGED;
         r->diverged_step = step + 1;
     } else {
         if (checkpoint_save(ckpt, &m, &cfg, step, &data_rng, job->corpus, e) != 0) goto io_fail;
-        progress_finish(&prog, stop_signal ? "interrupted" : "done");
-        r->status = stop_signal ? TRAIN_INTERRUPTED : TRAIN_DONE;
+        progress_finish(&prog, interrupted ? "interrupted" : "done");
+        r->status = interrupted ? TRAIN_INTERRUPTED : TRAIN_DONE;
     }
     if (cv.n && plot_curves(plot_path, &cv, e) != 0) goto io_fail;
     if (r->status == TRAIN_DONE) {

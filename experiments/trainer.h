@@ -31,4 +31,10 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e);
 /* Set by SIGINT / SIGTERM; the loop saves a checkpoint and stops. */
 void train_install_signal_handlers(void);
 
+/* For tests: the next train_run stops exactly as if SIGINT had arrived once
+ * `steps` steps were done (checkpoint saved, status TRAIN_INTERRUPTED), which a
+ * real signal cannot do deterministically. Applies to that one run only; a
+ * negative value clears it. */
+void train_stop_after(long steps);
+
 #endif

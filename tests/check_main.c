@@ -12,6 +12,7 @@ Suite *optim_suite(void);
 Suite *data_suite(void);
 Suite *plot_suite(void);
 Suite *model_suite(void);
+Suite *train_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -24,6 +25,7 @@ int main(void) {
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, plot_suite());
     srunner_add_suite(sr, model_suite());
+    srunner_add_suite(sr, train_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

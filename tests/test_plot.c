@@ -5,10 +5,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +76,12 @@ static void assert_png(const char *path, int width, int height) {
     ck_assert_int_eq(w, width);
     ck_assert_int_eq(ht, height);
     ck_assert_msg(size > 4000, "%s is only %ld bytes", path, size);
+    f = fopen(path, "rb");
+    unsigned char t[12];
+    fseek(f, -12, SEEK_END);
+    ck_assert_int_eq(fread(t, 1, sizeof t, f), sizeof t);
+    fclose(f);
+    ck_assert_msg(memcmp(t + 4, "IEND", 4) == 0, "%s does not end with IEND", path);
     ck_assert_msg(!tmp_exists(path), "%s.tmp was left behind", path);
 }
 
@@ -220,6 +228,26 @@ START_TEST(test_lines_bad_path) {
     ck_assert_int_eq(plot_lines(tpath("dir.png"), NULL, &s, 1, &e), -1);
     ck_assert_msg(strstr(e.msg, "dir.png") != NULL, "message: %s", e.msg);
     ck_assert(!tmp_exists(tpath("dir.png")));
+}
+END_TEST
+
+START_TEST(test_lines_disk_full) {
+    /* Writes past 3000 bytes fail (EFBIG), as on a full disk: an error, no file left. */
+    struct rlimit saved, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &saved), 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    lim = saved;
+    lim.rlim_cur = 3000;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    fill_curves();
+    PlotSeries s = {"softmax", xs, ys[0], N, 0};
+    Err e = {0};
+    int rc = plot_lines(tpath("full.png"), NULL, &s, 1, &e);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, old_handler);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_msg(strstr(e.msg, "full.png") != NULL, "message: %s", e.msg);
+    ck_assert(!exists(tpath("full.png")) && !tmp_exists(tpath("full.png")));
 }
 END_TEST
 
@@ -435,6 +463,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_lines_degenerate);
     tcase_add_test(tc, test_lines_nothing_to_plot);
     tcase_add_test(tc, test_lines_bad_path);
+    tcase_add_test(tc, test_lines_disk_full);
     tcase_add_test(tc, test_lines_replaces_atomically);
     tcase_add_test(tc, test_heatmap_png);
     tcase_add_test(tc, test_heatmap_degenerate);

@@ -1,0 +1,540 @@
+/* test_train.c: whole training runs through train_run() (experiments/trainer.h).
+ *
+ * - Exact resume: a run stopped part-way (train_stop_after, the test hook that
+ *   stops the loop exactly as SIGINT does) and resumed gives the same metrics
+ *   and the same final checkpoint, bit for bit, as an uninterrupted run.
+ * - A checkpoint without optimizer state cannot be resumed.
+ * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives.
+ * - A diverging run stops with TRAIN_DIVERGED and the step, and leaves the last good
+ *   checkpoint as it was.
+ *
+ * Every run is tiny (1 layer, d_model 32, context 32, batch 4) on a generated
+ * pseudo-English corpus of 200 KB, in one temporary folder per test case. */
+#include <check.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "run.h"
+#include "safetensors.h"
+#include "trainer.h"
+
+static char tmp_dir[512], corpus_path[600];
+
+/* ---------------------------------------------------------------- fixtures */
+
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* n bytes of sentences made of a small vocabulary, from a fixed seed. */
+static void write_corpus(const char *path, size_t n, uint64_t seed) {
+    static const char *const words[] = {
+        "the",  "of",    "and",   "to",    "a",     "in",    "is",    "it",     "that",  "was",
+        "he",   "for",   "on",    "are",   "with",  "as",    "his",   "they",   "be",    "at",
+        "one",  "have",  "this",  "from",  "by",    "hot",   "word",  "but",    "what",  "some",
+        "we",   "can",   "out",   "other", "were",  "all",   "there", "when",   "up",    "use",
+        "your", "how",   "said",  "an",    "each",  "she",   "which", "do",     "their", "time",
+        "if",   "will",  "way",   "about", "many",  "then",  "them",  "write",  "would", "like",
+    };
+    static const char punct[] = ".,;!?";
+    const int n_words = (int)(sizeof words / sizeof words[0]);
+    uint64_t s = seed;
+    char *buf = malloc(n + 64);
+    ck_assert_ptr_nonnull(buf);
+    size_t len = 0;
+    while (len < n) {
+        int k = 3 + (int)(xorshift(&s) % 10);
+        for (int i = 0; i < k; i++) {
+            const char *w = words[xorshift(&s) % (uint64_t)n_words];
+            size_t start = len;
+            if (i) buf[len++] = ' ';
+            size_t wl = strlen(w);
+            memcpy(buf + len, w, wl);
+            if (i == 0) buf[start] = (char)(buf[start] - 'a' + 'A');
+            len += wl;
+            if (len >= n) break;
+        }
+        buf[len++] = punct[xorshift(&s) % 5];
+        buf[len++] = xorshift(&s) % 4 == 0 ? '\n' : ' ';
+    }
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+    free(buf);
+}
+
+static void setup(void) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !base[0]) base = "/tmp";
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_train_XXXXXX", base);
+    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+    snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", tmp_dir);
+    write_corpus(corpus_path, 200000, 0x5eed5eedULL);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void teardown(void) {
+    if (tmp_dir[0]) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ----------------------------------------------------------------- helpers */
+
+static const char *tpath(char *buf, size_t size, const char *a, const char *b) {
+    if (b)
+        snprintf(buf, size, "%s/%s/%s", tmp_dir, a, b);
+    else
+        snprintf(buf, size, "%s/%s", tmp_dir, a);
+    return buf;
+}
+
+static void set(Config *c, const char *key, const char *value) {
+    Err e;
+    ck_assert_msg(option_set(c, key, value, &e) == 0, "%s", e.msg);
+}
+
+/* The tiny configuration of the brief: 30 steps, evaluation every 10, a metrics
+ * line every 5, a checkpoint every 10. */
+static Config tiny_config(void) {
+    Config c;
+    config_defaults(&c);
+    static const char *const kv[][2] = {
+        {"layers", "1"},       {"d_model", "32"},    {"heads", "2"},      {"context", "32"},
+        {"batch", "4"},        {"steps", "30"},      {"eval_every", "10"}, {"log_every", "5"},
+        {"save_every", "10"},  {"threads", "1"},     {"sample_length", "20"}, {"warmup", "5"},
+        {"lr", "3e-3"},        {"eval_batches", "4"},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) set(&c, kv[i][0], kv[i][1]);
+    Err e;
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    return c;
+}
+
+/* Runs a job with stdout (the progress lines) sent to /dev/null. */
+static int run_quiet(const Config *cfg, const char *name, bool resume, TrainResult *r, Err *e) {
+    char dir[1024];
+    tpath(dir, sizeof dir, name, NULL);
+    TrainJob job = {.cfg = *cfg, .corpus = corpus_path, .run_dir = dir, .resume = resume, .label = "test", .quiet = true};
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
+    ck_assert(saved >= 0 && null >= 0);
+    dup2(null, STDOUT_FILENO);
+    close(null);
+    int rc = train_run(&job, r, e);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    return rc;
+}
+
+static void run_ok(const Config *cfg, const char *name, bool resume, TrainStatus want, long want_step, TrainResult *r) {
+    Err e;
+    int rc = run_quiet(cfg, name, resume, r, &e);
+    ck_assert_msg(rc == 0, "train_run %s: %s", name, e.msg);
+    ck_assert_msg(r->status == want, "train_run %s: status %d, want %d", name, (int)r->status, (int)want);
+    ck_assert_int_eq(r->step, want_step);
+}
+
+/* The whole file as a NUL-terminated string (NULL if it cannot be read). */
+static char *slurp(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (size) *size = (size_t)n;
+    return buf;
+}
+
+/* metrics.jsonl without the tok_s field of each line (a timing, the one field
+ * that may differ between two identical runs). */
+static char *metrics_without_timing(const char *run) {
+    char path[1024];
+    char *text = slurp(tpath(path, sizeof path, run, "metrics.jsonl"), NULL);
+    ck_assert_msg(text != NULL, "%s: no metrics.jsonl", run);
+    char *out = malloc(strlen(text) + 1), *o = out;
+    for (char *line = text, *next; *line; line = next) {
+        next = strchr(line, '\n');
+        ck_assert_msg(next != NULL, "%s: metrics line without a newline", run);
+        *next++ = '\0';
+        char *t = strstr(line, ", \"tok_s\": ");
+        ck_assert_msg(t != NULL, "%s: metrics line without tok_s: %s", run, line);
+        *t = '\0';
+        o += sprintf(o, "%s\n", line);
+    }
+    free(text);
+    return out;
+}
+
+/* Every tensor (parameters and optimizer moments) and the step and data RNG of
+ * two checkpoints are equal, bit for bit. */
+static void assert_same_checkpoint(const char *path_a, const char *path_b) {
+    StFile a, b;
+    Err e;
+    ck_assert_msg(st_open(&a, path_a, &e) == 0, "%s", e.msg);
+    ck_assert_msg(st_open(&b, path_b, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(a.n_entries, b.n_entries);
+    ck_assert_int_gt(a.n_entries, 0);
+    for (int i = 0; i < a.n_entries; i++) {
+        const StEntry *x = &a.entries[i], *y = st_find(&b, x->name);
+        ck_assert_msg(y != NULL, "%s: no tensor %s", path_b, x->name);
+        ck_assert_uint_eq(x->numel, y->numel);
+        float *fx = malloc(x->numel * sizeof(float)), *fy = malloc(y->numel * sizeof(float));
+        ck_assert_msg(st_read(&a, x, fx, &e) == 0, "%s", e.msg);
+        ck_assert_msg(st_read(&b, y, fy, &e) == 0, "%s", e.msg);
+        ck_assert_msg(memcmp(fx, fy, x->numel * sizeof(float)) == 0, "tensor %s differs", x->name);
+        free(fx);
+        free(fy);
+    }
+    static const char *const keys[] = {"step", "data_rng", "config"};
+    for (int k = 0; k < 3; k++) {
+        const char *va = st_meta(&a, keys[k]), *vb = st_meta(&b, keys[k]);
+        ck_assert_ptr_nonnull(va);
+        ck_assert_ptr_nonnull(vb);
+        ck_assert_str_eq(va, vb);
+    }
+    st_close(&a);
+    st_close(&b);
+}
+
+static long checkpoint_step(const char *path) {
+    StFile st;
+    CheckpointInfo info;
+    Err e;
+    ck_assert_msg(checkpoint_open(&st, path, &info, &e) == 0, "%s", e.msg);
+    st_close(&st);
+    return info.step;
+}
+
+/* No "<name>.tmp" is left in a run folder. */
+static void assert_no_tmp(const char *run) {
+    static const char *const files[] = {"model.safetensors", "config.json", "metrics.jsonl", "loss.png", "samples.txt"};
+    char name[64], path[1024];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "%s.tmp", files[i]);
+        ck_assert_msg(!file_exists(tpath(path, sizeof path, run, name)), "%s left behind", path);
+    }
+}
+
+/* ------------------------------------------------------------------- tests */
+
+/* An uninterrupted run to 30 steps, against the same run stopped and resumed:
+ * at step 15 (between checkpoints, on a metrics line), and at steps 7 and 21
+ * (before the first save_every checkpoint, off the metrics lines, twice). */
+START_TEST(test_resume_exact) {
+    Config cfg = tiny_config();
+    TrainResult r;
+    run_ok(&cfg, "full", false, TRAIN_DONE, 30, &r);
+    char *want = metrics_without_timing("full");
+    ck_assert(want[0] != '\0');
+    char full_ckpt[1024], path[1024];
+    tpath(full_ckpt, sizeof full_ckpt, "full", "model.safetensors");
+
+    static const struct {
+        const char *name;
+        long stops[3];
+    } plans[] = {{"stop15", {15, -1}}, {"stop7_21", {7, 21, -1}}};
+    for (int p = 0; p < 2; p++) {
+        const char *name = plans[p].name;
+        tpath(path, sizeof path, name, "model.safetensors");
+        bool resume = false;
+        for (int k = 0; plans[p].stops[k] >= 0; k++) {
+            long stop = plans[p].stops[k];
+            train_stop_after(stop);
+            run_ok(&cfg, name, resume, TRAIN_INTERRUPTED, stop, &r);
+            ck_assert_int_eq(checkpoint_step(path), stop);
+            assert_no_tmp(name);
+            resume = true;
+        }
+        run_ok(&cfg, name, true, TRAIN_DONE, 30, &r);
+        char *got = metrics_without_timing(name);
+        ck_assert_msg(strcmp(got, want) == 0, "%s: metrics differ from the uninterrupted run:\n%s\nwant:\n%s", name, got, want);
+        free(got);
+        assert_same_checkpoint(path, full_ckpt);
+        assert_no_tmp(name);
+    }
+    free(want);
+}
+END_TEST
+
+/* The stop hook applies to one run only. */
+START_TEST(test_stop_hook_is_one_shot) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "10");
+    TrainResult r;
+    train_stop_after(3);
+    run_ok(&cfg, "hook_a", false, TRAIN_INTERRUPTED, 3, &r);
+    run_ok(&cfg, "hook_b", false, TRAIN_DONE, 10, &r);
+}
+END_TEST
+
+/* A checkpoint holding only the parameters (as a model for inference would be
+ * shared) is refused by --resume, and nothing in the run folder changes. */
+START_TEST(test_resume_needs_optimizer_state) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "10");
+    TrainResult r;
+    run_ok(&cfg, "noopt", false, TRAIN_DONE, 10, &r);
+
+    char path[1024], metrics[1024];
+    tpath(path, sizeof path, "noopt", "model.safetensors");
+    tpath(metrics, sizeof metrics, "noopt", "metrics.jsonl");
+    StFile st;
+    Err e;
+    ck_assert_msg(st_open(&st, path, &e) == 0, "%s", e.msg);
+    StTensor *t = calloc((size_t)st.n_entries, sizeof *t);
+    int (*shapes)[ST_MAX_DIMS] = calloc((size_t)st.n_entries, sizeof *shapes);
+    int n = 0;
+    for (int i = 0; i < st.n_entries; i++) {
+        const StEntry *en = &st.entries[i];
+        if (strncmp(en->name, "optim.", 6) == 0) continue;
+        float *data = malloc(en->numel * sizeof(float));
+        ck_assert_msg(st_read(&st, en, data, &e) == 0, "%s", e.msg);
+        for (int d = 0; d < en->ndim; d++) shapes[n][d] = (int)en->shape[d];
+        t[n] = (StTensor){en->name, en->ndim, shapes[n], data};
+        n++;
+    }
+    ck_assert_int_lt(n, st.n_entries);
+    StMeta *meta = calloc((size_t)st.n_meta, sizeof *meta);
+    for (int i = 0; i < st.n_meta; i++) meta[i] = (StMeta){st.meta_keys[i], st.meta_vals[i]};
+    ck_assert_msg(st_save(path, t, n, meta, st.n_meta, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < n; i++) free((void *)t[i].data);
+    free(t);
+    free(shapes);
+    free(meta);
+    st_close(&st);
+
+    size_t ckpt_size, metrics_size;
+    char *ckpt_before = slurp(path, &ckpt_size), *metrics_before = slurp(metrics, &metrics_size);
+    set(&cfg, "steps", "20");
+    ck_assert_int_eq(run_quiet(&cfg, "noopt", true, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "no optimizer state") != NULL, "unexpected error: %s", e.msg);
+    size_t n1, n2;
+    char *ckpt_after = slurp(path, &n1), *metrics_after = slurp(metrics, &n2);
+    ck_assert(n1 == ckpt_size && memcmp(ckpt_before, ckpt_after, n1) == 0);
+    ck_assert(n2 == metrics_size && memcmp(metrics_before, metrics_after, n2) == 0);
+    free(ckpt_before), free(ckpt_after), free(metrics_before), free(metrics_after);
+}
+END_TEST
+
+/* 40 steps: finite, falling loss, and every file of the run folder. */
+START_TEST(test_run_folder) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "40");
+    TrainResult r;
+    run_ok(&cfg, "folder", false, TRAIN_DONE, 40, &r);
+    ck_assert(isfinite(r.val_bpb) && r.val_bpb > 0.0 && r.val_bpb < 8.0);
+    ck_assert(r.best_val_bpb <= r.val_bpb);
+
+    char path[1024];
+    static const char *const files[] = {"model.safetensors", "config.json", "metrics.jsonl", "loss.png", "samples.txt"};
+    for (int i = 0; i < 5; i++) {
+        struct stat st;
+        ck_assert_msg(stat(tpath(path, sizeof path, "folder", files[i]), &st) == 0 && st.st_size > 0, "%s missing or empty", files[i]);
+    }
+    assert_no_tmp("folder");
+
+    /* config.json: a JSON object with every option of the table */
+    char *text = slurp(tpath(path, sizeof path, "folder", "config.json"), NULL);
+    cJSON *j = cJSON_Parse(text);
+    ck_assert_msg(cJSON_IsObject(j), "config.json does not parse as a JSON object");
+    for (int i = 0; i < n_options; i++) ck_assert_msg(cJSON_GetObjectItem(j, options[i].name) != NULL, "config.json lacks %s", options[i].name);
+    ck_assert_int_eq(cJSON_GetObjectItem(j, "steps")->valueint, 40);
+    cJSON_Delete(j);
+    free(text);
+
+    /* metrics.jsonl: one line per 5 steps with the 7 keys; falling loss */
+    text = slurp(tpath(path, sizeof path, "folder", "metrics.jsonl"), NULL);
+    static const char *const keys[] = {"step", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tok_s"};
+    int lines = 0, evals = 0;
+    double first = NAN, last = NAN;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *m = cJSON_Parse(line);
+        ck_assert_msg(cJSON_IsObject(m), "metrics line %d does not parse: %s", lines + 1, line);
+        ck_assert_int_eq(cJSON_GetArraySize(m), 7);
+        for (int k = 0; k < 7; k++) ck_assert_msg(cJSON_GetObjectItem(m, keys[k]) != NULL, "line %d lacks %s", lines + 1, keys[k]);
+        ck_assert_int_eq(cJSON_GetObjectItem(m, "step")->valueint, 5 * (lines + 1));
+        double loss = cJSON_GetObjectItem(m, "loss")->valuedouble;
+        ck_assert(isfinite(loss) && loss > 0.0);
+        ck_assert(isfinite(cJSON_GetObjectItem(m, "grad_norm")->valuedouble));
+        ck_assert(cJSON_GetObjectItem(m, "lr")->valuedouble > 0.0);
+        const cJSON *val = cJSON_GetObjectItem(m, "val_loss"), *bpb = cJSON_GetObjectItem(m, "val_bpb");
+        if (cJSON_IsNumber(val)) {
+            ck_assert(cJSON_IsNumber(bpb));
+            ck_assert_double_eq_tol(bpb->valuedouble, val->valuedouble / M_LN2, 1e-5);
+            evals++;
+        } else {
+            ck_assert(cJSON_IsNull(val) && cJSON_IsNull(bpb));
+        }
+        if (!lines) first = loss;
+        last = loss;
+        lines++;
+        cJSON_Delete(m);
+    }
+    free(text);
+    ck_assert_int_eq(lines, 8);
+    ck_assert_int_eq(evals, 4);
+    ck_assert_msg(first > last, "loss did not fall: first %g, last %g", first, last);
+
+    /* loss.png is a PNG; samples.txt starts with the prompt */
+    text = slurp(tpath(path, sizeof path, "folder", "loss.png"), NULL);
+    ck_assert(memcmp(text, "\x89PNG\r\n\x1a\n", 8) == 0);
+    free(text);
+    text = slurp(tpath(path, sizeof path, "folder", "samples.txt"), NULL);
+    ck_assert_msg(strncmp(text, cfg.sample.prompt, strlen(cfg.sample.prompt)) == 0, "samples.txt: %s", text);
+    free(text);
+
+    /* the checkpoint: the finished step, with optimizer state */
+    ck_assert_int_eq(checkpoint_step(tpath(path, sizeof path, "folder", "model.safetensors")), 40);
+}
+END_TEST
+
+/* Regression: with eval_every below log_every a metrics line is written at
+ * every evaluation; the timing buffer was sized for log_every alone and
+ * overflowed (caught by make check-asan). */
+START_TEST(test_eval_more_often_than_log) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "20");
+    set(&cfg, "log_every", "10");
+    set(&cfg, "eval_every", "1");
+    set(&cfg, "eval_batches", "1");
+    TrainResult r;
+    run_ok(&cfg, "evallog", false, TRAIN_DONE, 20, &r);
+    char *m = metrics_without_timing("evallog");
+    int lines = 0;
+    for (char *c = m; *c; c++) lines += *c == '\n';
+    ck_assert_int_eq(lines, 20);
+    free(m);
+}
+END_TEST
+
+/* Divergence, made deterministic: AdamW's decoupled weight decay multiplies
+ * every matrix by (1 - lr * weight_decay) = 1 - 10 * 10 = -99 each step, so the
+ * weights grow 99-fold per step and the loss overflows to inf/NaN at step 8
+ * (the same for seeds 1, 2 and 3; lr 10 alone, with clip 0, does not diverge:
+ * LayerNorm keeps the loss finite). With a constant schedule and no warmup the
+ * learning rate does not depend on --steps, so a run that stops at the last
+ * checkpoint's step must leave exactly the same checkpoint. */
+START_TEST(test_diverged_keeps_last_good_checkpoint) {
+    Config cfg = tiny_config();
+    static const char *const kv[][2] = {
+        {"steps", "60"},       {"lr", "10"},        {"min_lr", "0"},     {"weight_decay", "10"}, {"clip", "0"},
+        {"warmup", "0"},       {"schedule", "constant"}, {"save_every", "5"}, {"log_every", "1"},  {"eval_every", "100"},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) set(&cfg, kv[i][0], kv[i][1]);
+    TrainResult r;
+    Err e;
+    ck_assert_msg(run_quiet(&cfg, "bad", false, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.status, TRAIN_DIVERGED);
+    ck_assert_int_eq(r.diverged_step, 8);
+    ck_assert_int_eq(r.step, r.diverged_step - 1);
+    char bad[1024], good[1024];
+    tpath(bad, sizeof bad, "bad", "model.safetensors");
+    long saved = checkpoint_step(bad);
+    ck_assert_int_eq(saved, (r.diverged_step - 1) / 5 * 5);
+    assert_no_tmp("bad");
+    ck_assert(!file_exists(tpath(good, sizeof good, "bad", "samples.txt")));
+
+    /* metrics: every completed step, all finite, none for the diverged one */
+    char *m = metrics_without_timing("bad");
+    int lines = 0;
+    for (char *line = strtok(m, "\n"); line; line = strtok(NULL, "\n")) {
+        char full[512];
+        snprintf(full, sizeof full, "%s}", line);
+        cJSON *j = cJSON_Parse(full);
+        ck_assert_msg(j != NULL, "bad metrics line: %s", line);
+        ck_assert(isfinite(cJSON_GetObjectItem(j, "loss")->valuedouble));
+        lines++;
+        cJSON_Delete(j);
+    }
+    free(m);
+    ck_assert_int_eq(lines, r.diverged_step - 1);
+
+    /* the same run, stopped where the checkpoint was taken */
+    char steps[32];
+    snprintf(steps, sizeof steps, "%ld", saved);
+    set(&cfg, "steps", steps);
+    Config ref = cfg;
+    set(&ref, "save_every", steps);
+    run_ok(&ref, "good", false, TRAIN_DONE, saved, &r);
+    /* the configs differ in steps and save_every only; compare the tensors */
+    StFile a, b;
+    ck_assert_msg(st_open(&a, bad, &e) == 0, "%s", e.msg);
+    ck_assert_msg(st_open(&b, tpath(good, sizeof good, "good", "model.safetensors"), &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(a.n_entries, b.n_entries);
+    for (int i = 0; i < a.n_entries; i++) {
+        const StEntry *x = &a.entries[i], *y = st_find(&b, x->name);
+        ck_assert_ptr_nonnull(y);
+        ck_assert_uint_eq(x->numel, y->numel);
+        float *fx = malloc(x->numel * sizeof(float)), *fy = malloc(y->numel * sizeof(float));
+        ck_assert(st_read(&a, x, fx, &e) == 0 && st_read(&b, y, fy, &e) == 0);
+        for (size_t k = 0; k < x->numel; k++) ck_assert_msg(isfinite(fx[k]), "%s[%zu] not finite", x->name, k);
+        ck_assert_msg(memcmp(fx, fy, x->numel * sizeof(float)) == 0, "tensor %s differs from step %ld's", x->name, saved);
+        free(fx);
+        free(fy);
+    }
+    ck_assert_str_eq(st_meta(&a, "step"), st_meta(&b, "step"));
+    ck_assert_str_eq(st_meta(&a, "data_rng"), st_meta(&b, "data_rng"));
+    st_close(&a);
+    st_close(&b);
+
+    /* and it resumes: training on from the kept checkpoint diverges at the same step */
+    set(&cfg, "steps", "60");
+    ck_assert_msg(run_quiet(&cfg, "bad", true, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.status, TRAIN_DIVERGED);
+    ck_assert_int_eq(r.diverged_step, 8);
+    ck_assert_int_eq(checkpoint_step(bad), saved);
+}
+END_TEST
+
+/* Errors before training starts leave no run folder behind. */
+START_TEST(test_bad_corpus_makes_no_folder) {
+    Config cfg = tiny_config();
+    char dir[1024], missing[1024];
+    tpath(dir, sizeof dir, "never", NULL);
+    tpath(missing, sizeof missing, "missing.txt", NULL);
+    TrainJob job = {.cfg = cfg, .corpus = missing, .run_dir = dir, .label = "test", .quiet = true};
+    TrainResult r;
+    Err e;
+    ck_assert_int_eq(train_run(&job, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "missing.txt") != NULL, "%s", e.msg);
+    ck_assert(!file_exists(dir));
+}
+END_TEST
+
+Suite *train_suite(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("train_run");
+    /* one temporary folder and corpus per case, made and removed outside the
+     * forked test, so a failing test cannot leave it behind */
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_resume_exact);
+    tcase_add_test(tc, test_stop_hook_is_one_shot);
+    tcase_add_test(tc, test_resume_needs_optimizer_state);
+    tcase_add_test(tc, test_run_folder);
+    tcase_add_test(tc, test_eval_more_often_than_log);
+    tcase_add_test(tc, test_diverged_keeps_last_good_checkpoint);
+    tcase_add_test(tc, test_bad_corpus_makes_no_folder);
+    suite_add_tcase(s, tc);
+    return s;
+}
