@@ -16,6 +16,7 @@
 
 typedef enum {
     OP_MATMUL,
+    OP_LINEAR,
     OP_ADD,
     OP_MUL,
     OP_SCALE,
@@ -54,6 +55,11 @@ int op_id(const Node *n);
  *  - batched: A and B with the same leading dims, one product per batch
  *    element: [..., M, K] x [..., K, N] -> [..., M, N] (before transposes). */
 Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb);
+
+/* nn.Linear: y = x W^T + b, x [..., in], W [out, in] (PyTorch's layout), b
+ * [out] or NULL. One sgemm: the bias is written into y first and sgemm adds
+ * onto it; backward takes db as a column sum with sgemv. */
+Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b);
 
 /* ---- arithmetic --------------------------------------------------------- */
 

@@ -23,7 +23,7 @@ Tensor *op_add(Tensor *a, Tensor *b) { return binary(OP_ADD, a, b); }
 Tensor *op_mul(Tensor *a, Tensor *b) { return binary(OP_MUL, a, b); }
 
 /* out = a + b, b repeated over a's leading dims */
-void add_forward(Node *n) {
+void op_add_forward(Node *n) {
     const Tensor *a = n->in[0], *b = n->in[1];
     long bn = b->n, reps = a->n / (bn ? bn : 1);
     float *o = n->out->data;
@@ -32,7 +32,7 @@ void add_forward(Node *n) {
         for (long j = 0; j < bn; j++) o[r * bn + j] = a->data[r * bn + j] + b->data[j];
 }
 
-void add_backward(Node *n) {
+void op_add_backward(Node *n) {
     Tensor *a = n->in[0], *b = n->in[1];
     long bn = b->n, reps = a->n / (bn ? bn : 1);
     const float *g = n->out->grad;
@@ -49,7 +49,7 @@ void add_backward(Node *n) {
 }
 
 /* out = a * b, b repeated over a's leading dims */
-void mul_forward(Node *n) {
+void op_mul_forward(Node *n) {
     const Tensor *a = n->in[0], *b = n->in[1];
     long bn = b->n, reps = a->n / (bn ? bn : 1);
     float *o = n->out->data;
@@ -58,7 +58,7 @@ void mul_forward(Node *n) {
         for (long j = 0; j < bn; j++) o[r * bn + j] = a->data[r * bn + j] * b->data[j];
 }
 
-void mul_backward(Node *n) {
+void op_mul_backward(Node *n) {
     Tensor *a = n->in[0], *b = n->in[1];
     long bn = b->n, reps = a->n / (bn ? bn : 1);
     const float *g = n->out->grad;
@@ -83,14 +83,14 @@ Tensor *op_scale(Tensor *a, float s) {
 }
 
 /* out = s * a */
-void scale_forward(Node *n) {
+void op_scale_forward(Node *n) {
     const Tensor *a = n->in[0];
     float s = n->f[0], *o = n->out->data;
     #pragma omp parallel for if (a->n > PAR_MIN)
     for (long i = 0; i < a->n; i++) o[i] = s * a->data[i];
 }
 
-void scale_backward(Node *n) {
+void op_scale_backward(Node *n) {
     Tensor *a = n->in[0];
     if (!a->requires_grad) return;
     float s = n->f[0], *da = tensor_grad(a);
@@ -123,12 +123,12 @@ static void broadcast_grad(Node *n, float scale) {
 }
 
 /* out = sum_i a_i */
-void sum_forward(Node *n) { n->out->data[0] = (float)sum_all(n->in[0]); }
-void sum_backward(Node *n) { broadcast_grad(n, 1.0f); }
+void op_sum_forward(Node *n) { n->out->data[0] = (float)sum_all(n->in[0]); }
+void op_sum_backward(Node *n) { broadcast_grad(n, 1.0f); }
 
 /* out = sum_i a_i / n; the mean of nothing is 0 */
-void mean_forward(Node *n) {
+void op_mean_forward(Node *n) {
     const Tensor *a = n->in[0];
     n->out->data[0] = a->n ? (float)(sum_all(a) / (double)a->n) : 0.0f;
 }
-void mean_backward(Node *n) { broadcast_grad(n, n->in[0]->n ? 1.0f / (float)n->in[0]->n : 0.0f); }
+void op_mean_backward(Node *n) { broadcast_grad(n, n->in[0]->n ? 1.0f / (float)n->in[0]->n : 0.0f); }

@@ -17,7 +17,7 @@ Tensor *op_embedding(Tensor *w, const int *ids, int ndim, const int *shape) {
 }
 
 /* out[r] = w[ids[r]] */
-void embedding_forward(Node *n) {
+void op_embedding_forward(Node *n) {
     const Tensor *w = n->in[0];
     int V = w->shape[0], D = w->shape[1];
     long rows = n->out->n / (D ? D : 1);
@@ -29,7 +29,7 @@ void embedding_forward(Node *n) {
 }
 
 /* dw[ids[r]] += dout[r], in row order (ids repeat, so rows cannot go in parallel). */
-void embedding_backward(Node *n) {
+void op_embedding_backward(Node *n) {
     Tensor *w = n->in[0];
     if (!w->requires_grad) return;
     int D = w->shape[1];

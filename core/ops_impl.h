@@ -9,10 +9,11 @@
 Node *node_with(OpId id, int n_in, Tensor *a, Tensor *b, Tensor *c);
 
 #define OP_DECLARE(name)              \
-    void name##_forward(Node *n);     \
-    void name##_backward(Node *n);
+    void op_##name##_forward(Node *n);  \
+    void op_##name##_backward(Node *n);
 
 OP_DECLARE(matmul)
+OP_DECLARE(linear)
 OP_DECLARE(add)
 OP_DECLARE(mul)
 OP_DECLARE(scale)

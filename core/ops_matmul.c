@@ -1,5 +1,7 @@
-/* ops_matmul.c: C = op(A) op(B) through cblas_sgemm, transposes as flags. */
+/* ops_matmul.c: C = op(A) op(B) through cblas_sgemm, transposes as flags;
+ * and the linear layer y = x W^T + b. */
 #include <cblas.h>
+#include <string.h>
 
 #include "ops_impl.h"
 
@@ -68,7 +70,7 @@ static enum CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
 /* One product per batch element. Batches go to OpenMP threads; inside a
  * parallel region OpenBLAS (the OpenMP build) runs each sgemm on one thread,
  * so there is one pool. A single product is threaded by OpenBLAS itself. */
-void matmul_forward(Node *n) {
+void op_matmul_forward(Node *n) {
     MatmulDims d = matmul_dims(n);
     const float *A = n->in[0]->data, *B = n->in[1]->data;
     float *C = n->out->data;
@@ -79,7 +81,7 @@ void matmul_forward(Node *n) {
     }
 }
 
-void matmul_backward(Node *n) {
+void op_matmul_backward(Node *n) {
     MatmulDims d = matmul_dims(n);
     Tensor *a = n->in[0], *b = n->in[1];
     const float *dC = n->out->grad;
@@ -113,5 +115,46 @@ void matmul_backward(Node *n) {
                 cblas_sgemm(CblasRowMajor, CblasTrans, tr(d.ta), d.N, d.K, d.M, 1.0f, dCt, d.N, At,
                             d.lda, 1.0f, dBt, d.K);
         }
+    }
+}
+
+Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b) {
+    const char *name = "linear";
+    SHAPE_CHECK(x->ndim >= 1 && w->ndim == 2, name, "wants x [..., in] and W [out, in]", x, w);
+    SHAPE_CHECK(x->shape[x->ndim - 1] == w->shape[1], name, "x's last dim differs from W's in", x, w);
+    if (b) SHAPE_CHECK(b->ndim == 1 && b->shape[0] == w->shape[0], name, "bias must be [out]", w, b);
+    int shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = w->shape[0];
+    Node *n = node_with(OP_LINEAR, b ? 3 : 2, x, w, b);
+    n->out = tensor_new(x->ndim, shape);
+    return node_run(n);
+}
+
+/* y = x W^T + b: rows of y start as b, then sgemm adds x W^T (beta = 1). */
+void op_linear_forward(Node *n) {
+    const Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    long N = w->shape[0], K = w->shape[1], M = x->n / K;
+    float *y = n->out->data;
+    if (b) {
+        #pragma omp parallel for if (M * N > PAR_MIN)
+        for (long r = 0; r < M; r++) memcpy(y + r * N, b->data, (size_t)N * sizeof(float));
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x->data, K, w->data, K, b ? 1.0f : 0.0f, y, N);
+}
+
+/* dx += dy W,  dW += dy^T x,  db += dy^T 1 (column sums) */
+void op_linear_backward(Node *n) {
+    Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    long N = w->shape[0], K = w->shape[1], M = x->n / K;
+    const float *dy = n->out->grad;
+    if (x->requires_grad)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
+    if (w->requires_grad)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
+    if (b && b->requires_grad) {
+        float *ones = arena_alloc(engine_arena(), (size_t)M * sizeof(float));
+        for (long r = 0; r < M; r++) ones[r] = 1.0f;
+        cblas_sgemv(CblasRowMajor, CblasTrans, M, N, 1.0f, dy, N, ones, 1, 1.0f, tensor_grad(b), 1);
     }
 }

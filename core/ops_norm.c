@@ -21,7 +21,7 @@ Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps) {
 
 /* y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps), per row.
  * Two passes (mean, then variance about it) for accuracy. */
-void layernorm_forward(Node *n) {
+void op_layernorm_forward(Node *n) {
     const Tensor *x = n->in[0];
     const float *w = n->in[1]->data, *b = n->in[2]->data;
     int D = x->shape[x->ndim - 1];
@@ -44,7 +44,7 @@ void layernorm_forward(Node *n) {
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum dy * xhat,  db = sum dy. */
-void layernorm_backward(Node *n) {
+void op_layernorm_backward(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;
@@ -94,7 +94,7 @@ Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps) {
 }
 
 /* y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps), per row. */
-void rmsnorm_forward(Node *n) {
+void op_rmsnorm_forward(Node *n) {
     const Tensor *x = n->in[0];
     const float *w = n->in[1]->data;
     int D = x->shape[x->ndim - 1];
@@ -111,7 +111,7 @@ void rmsnorm_forward(Node *n) {
 }
 
 /* With xhat = x * rstd and g = dy * w:  dx = rstd * (g - xhat * mean(g * xhat)),  dw = sum dy * xhat. */
-void rmsnorm_backward(Node *n) {
+void op_rmsnorm_backward(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1];
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;

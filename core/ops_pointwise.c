@@ -74,8 +74,8 @@ static void gelu_bwd(const Pointwise *p, long lo, long hi) {
     }
 }
 
-void gelu_forward(Node *n) { run_forward(n, gelu_fwd); }
-void gelu_backward(Node *n) { run_backward(n, gelu_bwd); }
+void op_gelu_forward(Node *n) { run_forward(n, gelu_fwd); }
+void op_gelu_backward(Node *n) { run_backward(n, gelu_bwd); }
 
 /* ---- relu, leakyrelu: the derivative at 0 is taken from the left, as PyTorch does */
 
@@ -96,10 +96,10 @@ static void leaky_bwd(const Pointwise *p, long lo, long hi) {
 }
 
 /* relu is leakyrelu with slope 0, which op_relu stores in f[0]. */
-void relu_forward(Node *n) { run_forward(n, leaky_fwd); }
-void relu_backward(Node *n) { run_backward(n, leaky_bwd); }
-void leakyrelu_forward(Node *n) { run_forward(n, leaky_fwd); }
-void leakyrelu_backward(Node *n) { run_backward(n, leaky_bwd); }
+void op_relu_forward(Node *n) { run_forward(n, leaky_fwd); }
+void op_relu_backward(Node *n) { run_backward(n, leaky_bwd); }
+void op_leakyrelu_forward(Node *n) { run_forward(n, leaky_fwd); }
+void op_leakyrelu_backward(Node *n) { run_backward(n, leaky_bwd); }
 
 /* ---- elu(x) + shift, elu(x) = x if x > 0 else alpha (e^x - 1) -------------- */
 
@@ -119,5 +119,5 @@ static void elu_bwd(const Pointwise *p, long lo, long hi) {
     for (long i = lo; i < hi; i++) dx[i] += x[i] > 0.0f ? g[i] : g[i] * alpha * fm_expf(x[i]);
 }
 
-void elu_forward(Node *n) { run_forward(n, elu_fwd); }
-void elu_backward(Node *n) { run_backward(n, elu_bwd); }
+void op_elu_forward(Node *n) { run_forward(n, elu_fwd); }
+void op_elu_backward(Node *n) { run_backward(n, elu_bwd); }

@@ -22,10 +22,10 @@ Tensor *op_reshape(Tensor *a, int ndim, const int *shape) {
 
 Tensor *op_identity(Tensor *x) { return view(OP_IDENTITY, x, x->ndim, x->shape); }
 
-void view_forward(Node *n) { (void)n; /* the output already shares the input's data */ }
+void op_view_forward(Node *n) { (void)n; /* the output already shares the input's data */ }
 
 /* da += dout, element for element */
-void view_backward(Node *n) {
+void op_view_backward(Node *n) {
     Tensor *a = n->in[0];
     if (!a->requires_grad) return;
     float *da = tensor_grad(a);
@@ -68,24 +68,24 @@ static void permute_bthd(const float *src, float *dst, int B, int T, int H, int 
 }
 
 /* out[b, h, t, d] = x[b, t, h*D + d] */
-void split_heads_forward(Node *n) {
+void op_split_heads_forward(Node *n) {
     const Tensor *o = n->out;
     permute_bthd(n->in[0]->data, o->data, o->shape[0], o->shape[2], o->shape[1], o->shape[3], true, false);
 }
 
-void split_heads_backward(Node *n) {
+void op_split_heads_backward(Node *n) {
     Tensor *x = n->in[0], *o = n->out;
     if (x->requires_grad)
         permute_bthd(o->grad, tensor_grad(x), o->shape[0], o->shape[2], o->shape[1], o->shape[3], false, true);
 }
 
 /* out[b, t, h*D + d] = x[b, h, t, d] */
-void merge_heads_forward(Node *n) {
+void op_merge_heads_forward(Node *n) {
     const Tensor *x = n->in[0];
     permute_bthd(x->data, n->out->data, x->shape[0], x->shape[2], x->shape[1], x->shape[3], false, false);
 }
 
-void merge_heads_backward(Node *n) {
+void op_merge_heads_backward(Node *n) {
     Tensor *x = n->in[0];
     if (x->requires_grad)
         permute_bthd(n->out->grad, tensor_grad(x), x->shape[0], x->shape[2], x->shape[1], x->shape[3], true, true);

@@ -46,7 +46,7 @@ static void softmax_row(const float *restrict x, const float *restrict mask, flo
     for (int i = 0; i < V; i++) y[i] *= inv;
 }
 
-void softmax_forward(Node *n) {
+void op_softmax_forward(Node *n) {
     const Tensor *x = n->in[0], *mask = n->n_in > 1 ? n->in[1] : NULL;
     int V = x->shape[x->ndim - 1];
     long rows = x->n / V, mask_rows = mask ? mask->n / V : 1;
@@ -57,7 +57,7 @@ void softmax_forward(Node *n) {
 
 /* dz = y * (dy - sum(dy * y)); dx += dz, and dmask += dz summed over the rows
  * that share each mask row. */
-void softmax_backward(Node *n) {
+void op_softmax_backward(Node *n) {
     Tensor *x = n->in[0], *mask = n->n_in > 1 ? n->in[1] : NULL;
     int V = x->shape[x->ndim - 1];
     long rows = x->n / V, mask_rows = mask ? mask->n / V : 1;
@@ -93,7 +93,7 @@ Tensor *op_cross_entropy(Tensor *logits, const int *targets, int ignore_index) {
 
 /* loss = mean over counted rows r of (logsumexp(z_r) - z_r[t_r]). Rows run in
  * parallel; the mean is summed in row order, so it does not depend on threads. */
-void cross_entropy_forward(Node *n) {
+void op_cross_entropy_forward(Node *n) {
     const Tensor *z = n->in[0];
     int V = z->shape[z->ndim - 1];
     long rows = z->n / V;
@@ -125,7 +125,7 @@ void cross_entropy_forward(Node *n) {
 }
 
 /* dz_r = dloss / count * (softmax(z_r) - onehot(t_r)) on counted rows. */
-void cross_entropy_backward(Node *n) {
+void op_cross_entropy_backward(Node *n) {
     Tensor *z = n->in[0];
     if (!z->requires_grad || n->i[1] == 0) return;
     int V = z->shape[z->ndim - 1];

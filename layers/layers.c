@@ -18,10 +18,7 @@ void linear_declare(Linear *l, ParamSet *p, const char *name, int in, int out, b
     l->b = bias ? params_add(p, param_name(buf, name, "bias"), 1, (int[]){out}) : NULL;
 }
 
-Tensor *linear_forward(const Linear *l, Tensor *x) {
-    Tensor *y = op_matmul(x, l->w, false, true); /* x W^T: the transpose is a flag to sgemm */
-    return l->b ? op_add(y, l->b) : y;
-}
+Tensor *linear_forward(const Linear *l, Tensor *x) { return op_linear(x, l->w, l->b); }
 
 void norm_declare(Norm *n, ParamSet *p, const char *name, int kind, int d) {
     char buf[128];

@@ -14,6 +14,9 @@ static Tensor *matmul_tt(Tensor **in) { return op_matmul(in[0], in[1], true, tru
 /* x x^T: one input on both sides */
 static Tensor *matmul_twice(Tensor **in) { return op_matmul(in[0], in[0], false, true); }
 
+static Tensor *linear(Tensor **in) { return op_linear(in[0], in[1], in[2]); }
+static Tensor *linear_nobias(Tensor **in) { return op_linear(in[0], in[1], NULL); }
+
 static Tensor *add(Tensor **in) { return op_add(in[0], in[1]); }
 static Tensor *add_twice(Tensor **in) { return op_add(in[0], in[0]); }
 static Tensor *mul(Tensor **in) { return op_mul(in[0], in[1]); }
@@ -82,6 +85,8 @@ const GradCase op_cases[] = {
     {"bmm_tn", 2, {N(3, 2, 3, 4), N(3, 2, 3, 5)}, matmul_tn},
     {"bmm_tt", 2, {N(3, 2, 3, 4), N(3, 2, 5, 3)}, matmul_tt},
     {"matmul_twice", 1, {N(2, 4, 3)}, matmul_twice},
+    {"linear", 3, {N(3, 2, 3, 4), N(2, 5, 4), N(1, 5)}, linear},
+    {"linear_nobias", 2, {N(2, 6, 4), N(2, 3, 4)}, linear_nobias},
     {"add_same", 2, {N(2, 3, 4), N(2, 3, 4)}, add},
     {"add_bias", 2, {N(3, 2, 3, 4), N(1, 4)}, add},
     {"add_table", 2, {N(3, 2, 3, 4), N(2, 3, 4)}, add},

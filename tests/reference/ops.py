@@ -93,6 +93,8 @@ CASES = [
     ("bmm_tn", [(N, (2, 3, 4)), (N, (2, 3, 5))], lambda a, b: a.transpose(-1, -2) @ b),
     ("bmm_tt", [(N, (2, 3, 4)), (N, (2, 5, 3))], lambda a, b: a.transpose(-1, -2) @ b.transpose(-1, -2)),
     ("matmul_twice", [(N, (4, 3))], lambda x: x @ x.T),
+    ("linear", [(N, (2, 3, 4)), (N, (5, 4)), (N, (5,))], F.linear),
+    ("linear_nobias", [(N, (6, 4)), (N, (3, 4))], F.linear),
     ("add_same", [(N, (3, 4)), (N, (3, 4))], lambda a, b: a + b),
     ("add_bias", [(N, (2, 3, 4)), (N, (4,))], lambda a, b: a + b),
     ("add_table", [(N, (2, 3, 4)), (N, (3, 4))], lambda a, b: a + b),

@@ -1,0 +1,226 @@
+#!/bin/sh
+# tests/cli.sh: ./train's command line on bad input, --help, and Ctrl-C.
+#
+# Run from the repository root after `make` (make check does both). Each bad
+# input must give: the expected exit code (2 usage error, 1 runtime failure,
+# never a crash), "error: " and an expected phrase on stderr's first line, at
+# most two lines on stderr (the error and a hint), no *.tmp file anywhere, and
+# no run folder when the error is found before training starts. One line per
+# case, a summary, and a non-zero exit when a case fails. CLI_VERBOSE=1 also
+# shows each error message.
+set -u
+
+TRAIN=${TRAIN:-./train} # TRAIN=... runs another build, e.g. one with sanitizers
+if [ ! -x "$TRAIN" ]; then
+    echo "cli.sh: $TRAIN is not built; run make first" >&2
+    exit 1
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_cli.XXXXXX") || exit 1
+BG=""
+cleanup() {
+    if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+START=$(date +%s)
+PASS=0
+FAIL=0
+R=$T/runs
+
+# A tiny model, one thread.
+TINY="--layers 1 --d_model 32 --heads 2 --context 32 --batch 4 --threads 1 --sample_length 20"
+
+# A pseudo-English corpus of about 100 KB from a fixed seed (Park-Miller
+# generator, exact in awk's doubles).
+awk 'BEGIN {
+    n = split("the of and to a in is it that was he for on are with as his they be at one have this from by word but what some we can out other were all there when up use your how said an each she which do their time", w, " ");
+    x = 12345; len = 0;
+    while (len < 100000) {
+        x = (x * 16807) % 2147483647; k = 3 + x % 10; s = "";
+        for (i = 0; i < k; i++) {
+            x = (x * 16807) % 2147483647; word = w[1 + x % n];
+            if (i == 0) word = toupper(substr(word, 1, 1)) substr(word, 2);
+            s = s (i ? " " : "") word;
+        }
+        x = (x * 16807) % 2147483647; s = s substr(".,;!?", 1 + x % 5, 1);
+        x = (x * 16807) % 2147483647;
+        if (x % 4 == 0) { printf "%s\n", s } else { printf "%s ", s }
+        len += length(s) + 1;
+    }
+}' >"$T/corpus.txt"
+CORPUS=$T/corpus.txt
+mkdir "$T/adir"
+: >"$T/empty.txt"
+head -c 100 "$CORPUS" >"$T/short.txt"
+
+pass() {
+    PASS=$((PASS + 1))
+    echo "ok   $1"
+}
+
+fail() {
+    FAIL=$((FAIL + 1))
+    echo "FAIL $1: $2"
+    if [ -s "$T/err" ]; then sed 's/^/     stderr: /' "$T/err" | head -n 5; fi
+}
+
+# expect NAME CODE PHRASE NODIR ARGS...
+#   runs ./train ARGS; NODIR (or "-") is a run folder that must not exist afterwards.
+expect() {
+    name=$1 code=$2 phrase=$3 nodir=$4
+    shift 4
+    "$TRAIN" "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    why=""
+    first=$(head -n 1 "$T/err")
+    lines=$(wc -l <"$T/err")
+    if [ "$rc" -ge 128 ]; then
+        why="crashed (exit $rc)"
+    elif [ "$rc" -ne "$code" ]; then
+        why="exit $rc, want $code"
+    fi
+    case $first in
+    "error: "*) ;;
+    *) why="${why:+$why; }stderr's first line does not start with 'error: '" ;;
+    esac
+    case $first in
+    *"$phrase"*) ;;
+    *) why="${why:+$why; }stderr's first line lacks '$phrase'" ;;
+    esac
+    if [ "$lines" -gt 2 ]; then why="${why:+$why; }$lines lines on stderr"; fi
+    tmp=$(find "$T" -name '*.tmp' | head -n 1)
+    if [ -n "$tmp" ]; then why="${why:+$why; }left ${tmp#"$T"/}"; fi
+    if [ "$nodir" != "-" ] && [ -e "$nodir" ]; then why="${why:+$why; }created ${nodir#"$T"/}"; fi
+    if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
+    if [ -n "${CLI_VERBOSE:-}" ]; then sed 's/^/     | /' "$T/err"; fi
+}
+
+# ---------------------------------------------------------------- bad input
+expect "no corpus" 2 "no corpus given" "$R/a" $TINY --out "$R/a"
+expect "missing corpus file" 1 "nothere.txt: cannot open" "$R/a" $TINY --out "$R/a" "$T/nothere.txt"
+expect "directory as corpus" 1 "is a directory" "$R/a" $TINY --out "$R/a" "$T/adir"
+expect "empty corpus" 1 "empty" "$R/a" $TINY --out "$R/a" "$T/empty.txt"
+expect "corpus shorter than the context" 1 "context 32 needs at least 33" "$R/a" $TINY --out "$R/a" "$T/short.txt"
+expect "unknown option" 2 "unknown option '--bogus'" "$R/a" $TINY --bogus 1 --out "$R/a" "$CORPUS"
+expect "option without a value" 2 "--layers: needs a value" "$R/a" --out "$R/a" "$CORPUS" --layers
+expect "--resume without a value" 2 "--resume: needs a run folder" "$R/a" --resume
+expect "bad integer" 2 "--heads: expected an integer" "$R/a" $TINY --heads x --out "$R/a" "$CORPUS"
+expect "integer out of range" 2 "got '0'" "$R/a" $TINY --heads 0 --out "$R/a" "$CORPUS"
+expect "fractional integer" 2 "--layers: expected an integer" "$R/a" $TINY --layers 1.5 --out "$R/a" "$CORPUS"
+expect "bad number" 2 "--lr: expected a number" "$R/a" $TINY --lr fast --out "$R/a" "$CORPUS"
+expect "non-finite number" 2 "--lr: expected a number" "$R/a" $TINY --lr nan --out "$R/a" "$CORPUS"
+expect "bad choice lists the choices" 2 "--attn: 'foo' is not one of: softmax" "$R/a" $TINY --attn foo --out "$R/a" "$CORPUS"
+expect "bad choice, several allowed" 2 "is not one of: layernorm, rmsnorm" "$R/a" $TINY --norm foo --out "$R/a" "$CORPUS"
+expect "bad boolean" 2 "is not one of: false, true" "$R/a" $TINY --tie_embeddings yes --out "$R/a" "$CORPUS"
+expect "heads not dividing d_model" 2 "--heads 3 does not divide --d_model 32" "$R/a" $TINY --heads 3 --out "$R/a" "$CORPUS"
+expect "min_lr above lr" 2 "--min_lr" "$R/a" $TINY --lr 1e-4 --min_lr 1e-3 --out "$R/a" "$CORPUS"
+expect "two corpora" 2 "more than one corpus" "$R/a" $TINY --out "$R/a" "$CORPUS" "$CORPUS"
+expect "--resume of a missing folder" 1 "nothere/model.safetensors" "$T/nothere" --resume "$T/nothere"
+expect "--resume of a file" 1 "model.safetensors" - --resume "$CORPUS"
+
+# A finished run of 4 steps to resume from (and to be in the way).
+if "$TRAIN" $TINY --steps 4 --save_every 2 --out "$R/good" "$CORPUS" >"$T/out" 2>"$T/err" &&
+    [ -s "$R/good/model.safetensors" ] && [ -s "$R/good/metrics.jsonl" ] && [ -s "$R/good/config.json" ] &&
+    [ -s "$R/good/loss.png" ] && [ -s "$R/good/samples.txt" ] && [ ! -s "$T/err" ]; then
+    pass "a small run writes the run folder"
+else
+    fail "a small run writes the run folder" "exit or files wrong"
+fi
+cp "$R/good/model.safetensors" "$T/good.safetensors"
+cp "$R/good/metrics.jsonl" "$T/good.metrics"
+
+# untouched NAME FILE ORIGINAL: the failed command left FILE as it was.
+untouched() {
+    if cmp -s "$2" "$3"; then pass "$1: left as it was"; else fail "$1: left as it was" "$2 changed"; fi
+}
+
+expect "run folder already holds a run" 1 "a run is already there" - $TINY --steps 4 --out "$R/good" "$CORPUS"
+untouched "run folder already holds a run" "$R/good/model.safetensors" "$T/good.safetensors"
+expect "--resume changing a model option" 2 "--layers: a model option cannot change when resuming" - --resume "$R/good" --layers 2 --steps 8
+expect "--resume already at --steps" 2 "already trained for 4 steps" - --resume "$R/good"
+untouched "--resume refused" "$R/good/metrics.jsonl" "$T/good.metrics"
+
+# The corpus a run was trained on has gone: resuming it says so.
+cp "$CORPUS" "$T/gone.txt"
+if "$TRAIN" $TINY --steps 2 --out "$R/gone" "$T/gone.txt" >"$T/out" 2>"$T/err"; then
+    rm "$T/gone.txt"
+    cp "$R/gone/model.safetensors" "$T/before"
+    expect "--resume when the run's corpus is gone" 1 "gone.txt: cannot open" - --resume "$R/gone" --steps 4
+    untouched "--resume when the run's corpus is gone" "$R/gone/model.safetensors" "$T/before"
+else
+    fail "--resume when the run's corpus is gone" "the first run failed"
+fi
+
+# Corrupt checkpoints: copies of the good run with model.safetensors broken.
+corrupt() { # NAME PHRASE: resume $R/NAME and expect a runtime error
+    cp "$R/$1/model.safetensors" "$T/before"
+    expect "--resume, $1 checkpoint" 1 "$2" - --resume "$R/$1" --steps 8
+    untouched "--resume, $1 checkpoint" "$R/$1/model.safetensors" "$T/before"
+}
+for kind in truncated garbage empty foreign header; do
+    mkdir -p "$R/$kind"
+    cp "$R/good/config.json" "$R/good/metrics.jsonl" "$R/$kind/"
+done
+head -c 1000 "$T/good.safetensors" >"$R/truncated/model.safetensors"
+head -c 5000 "$CORPUS" >"$R/garbage/model.safetensors"
+: >"$R/empty/model.safetensors"
+# A valid safetensors file of one tensor, not made by attnlab (no metadata).
+json='{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+len=$(printf '%s' "$json" | wc -c)
+printf "\\$(printf %o "$len")\\000\\000\\000\\000\\000\\000\\000%s\\000\\000\\200\\077" "$json" >"$R/foreign/model.safetensors"
+# The good checkpoint cut short inside its data: the header still claims it all.
+size=$(wc -c <"$T/good.safetensors")
+head -c $((size - 100)) "$T/good.safetensors" >"$R/header/model.safetensors"
+corrupt truncated "model.safetensors"
+corrupt garbage "model.safetensors"
+corrupt empty "model.safetensors"
+corrupt foreign "not an attnlab checkpoint"
+corrupt header "model.safetensors"
+
+# ------------------------------------------------------------------- --help
+if "$TRAIN" --help >"$T/out" 2>"$T/err"; then
+    missing=""
+    count=0
+    for opt in $(sed -n 's/^ *{"\([a-z_]*\)", OPT_.*/\1/p' experiments/options.c); do
+        count=$((count + 1))
+        grep -q -- "--$opt " "$T/out" || missing="$missing --$opt"
+    done
+    if [ "$count" -lt 20 ]; then
+        fail "--help lists every option" "found only $count options in experiments/options.c"
+    elif [ -n "$missing" ] || [ -s "$T/err" ]; then
+        fail "--help lists every option" "missing:$missing"
+    else
+        pass "--help lists every option ($count)"
+    fi
+else
+    fail "--help lists every option" "exit $?"
+fi
+
+# ------------------------------------------------------------------- Ctrl-C
+# SIGINT saves a checkpoint and exits 130; the run then resumes to the end.
+"$TRAIN" $TINY --steps 10000000 --warmup 10 --save_every 10000000 --eval_every 10000000 --log_every 1000 \
+    --out "$R/sigint" "$CORPUS" >"$T/out" 2>"$T/err" &
+BG=$!
+sleep 2
+kill -INT "$BG"
+wait "$BG"
+rc=$?
+BG=""
+step=$(sed -n 's/^interrupted at step \([0-9]*\);.*/\1/p' "$T/out")
+why=""
+if [ "$rc" -ne 130 ]; then why="exit $rc, want 130"; fi
+if ! grep -q "interrupted" "$T/out" "$T/err"; then why="${why:+$why; }no 'interrupted' message"; fi
+if [ -s "$T/err" ]; then why="${why:+$why; }stderr not empty"; fi
+if [ -z "$step" ]; then why="${why:+$why; }no step in the message"; fi
+if [ -n "$(find "$T" -name '*.tmp')" ]; then why="${why:+$why; }a *.tmp file left"; fi
+if [ -z "$why" ]; then pass "SIGINT: exit 130, checkpoint at step $step"; else fail "SIGINT" "$why"; fi
+if [ -n "$step" ] && "$TRAIN" --resume "$R/sigint" --steps $((step + 5)) >"$T/out" 2>"$T/err" &&
+    grep -q "after $((step + 5)) steps" "$T/out" && [ -s "$R/sigint/samples.txt" ]; then
+    pass "SIGINT: the checkpoint resumes and finishes"
+else
+    fail "SIGINT: the checkpoint resumes and finishes" "resume failed"
+fi
+
+echo "cli.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
+[ "$FAIL" -eq 0 ]
