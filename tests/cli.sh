@@ -8,6 +8,8 @@
 # no run folder when the error is found before training starts. One line per
 # case, a summary, and a non-zero exit when a case fails. CLI_VERBOSE=1 also
 # shows each error message.
+# $TINY is split into words on purpose:
+# shellcheck disable=SC2086,SC2013
 set -u
 
 TRAIN=${TRAIN:-./train} # TRAIN=... runs another build, e.g. one with sanitizers
@@ -177,6 +179,18 @@ corrupt garbage "model.safetensors"
 corrupt empty "model.safetensors"
 corrupt foreign "not an attnlab checkpoint"
 corrupt header "model.safetensors"
+
+# A run that diverges (weights x(1 - lr*weight_decay) = x(-99) each step: the
+# loss overflows at step 8) fails, and keeps the step-5 checkpoint.
+expect "diverging run" 1 "step 8: the loss is not finite" - $TINY --lr 10 --weight_decay 10 --clip 0 --warmup 0 \
+    --schedule constant --min_lr 0 --save_every 5 --steps 50 --out "$R/diverged" "$CORPUS"
+# (--resume ... --steps 5 is refused as "already trained for 5 steps".)
+"$TRAIN" --resume "$R/diverged" --steps 5 >"$T/out" 2>"$T/err"
+if [ $? -eq 2 ] && grep -q "already trained for 5 steps" "$T/err"; then
+    pass "diverging run: the step-5 checkpoint is kept"
+else
+    fail "diverging run: the step-5 checkpoint is kept" "it does not open as a step-5 checkpoint"
+fi
 
 # ------------------------------------------------------------------- --help
 if "$TRAIN" --help >"$T/out" 2>"$T/err"; then
