@@ -22,12 +22,13 @@ int make_dirs(const char *path, Err *e) {
     return 0;
 }
 
-int write_file_atomic(const char *path, const char *text, Err *e) {
+int write_file_atomic(const char *path, const char *text, Err *e) { return write_bytes_atomic(path, text, strlen(text), e); }
+
+int write_bytes_atomic(const char *path, const void *text, size_t n, Err *e) {
     char tmp[1100];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return err_set(e, "%s: path too long", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) return err_set(e, "%s: cannot write: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
     bool ok = fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved_errno = errno;
     ok = (fclose(f) == 0) && ok;

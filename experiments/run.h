@@ -3,6 +3,7 @@
 #define ATTNLAB_RUN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "util.h"
 
@@ -10,6 +11,8 @@
 int make_dirs(const char *path, Err *e);
 /* Writes text to path through "<path>.tmp", flushed and renamed. */
 int write_file_atomic(const char *path, const char *text, Err *e);
+/* The same for n bytes that may contain zeros. */
+int write_bytes_atomic(const char *path, const void *data, size_t n, Err *e);
 bool file_exists(const char *path);
 bool is_directory(const char *path);
 /* Seconds on a monotonic clock. */

@@ -41,7 +41,7 @@ static int draw(const float *z, int V, float t, int k, Rng *rng) {
     return best;
 }
 
-char *sample_text(Model *m, const SampleConfig *s, Rng *rng) {
+char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
     size_t plen = strlen(s->prompt), total = plen + (size_t)s->length;
     int *ids = xmalloc((total + 1) * sizeof(int));
     char *text = xmalloc(total + 1);
@@ -64,7 +64,8 @@ char *sample_text(Model *m, const SampleConfig *s, Rng *rng) {
     /* the bytes after the prompt */
     size_t first = plen == 0 ? 1 : plen;
     for (size_t i = first; i < n; i++) text[plen + i - first] = (char)ids[i];
-    text[plen + (n - first)] = '\0';
+    *len = plen + (n - first);
+    text[*len] = '\0';
     grad_set(was);
     engine_set_arena(outer);
     arena_free(&arena);

@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
         }
         case TRAIN_INTERRUPTED:
             printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step, run_dir);
-            return 130;
+            return 128 + (train_stop_signal() ? train_stop_signal() : 2); /* the shell's convention: 130 for Ctrl-C */
         default:
             printf("val bpb %.4f (best %.4f) after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb, r.step, r.tok_s);
             printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);

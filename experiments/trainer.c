@@ -26,6 +26,8 @@ static long stop_after = -1;
 
 static void on_signal(int sig) { stop_signal = sig; }
 
+int train_stop_signal(void) { return stop_signal; }
+
 void train_install_signal_handlers(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -300,8 +302,9 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     }
     if (cv.n && plot_curves(plot_path, &cv, e) != 0) goto io_fail;
     if (r->status == TRAIN_DONE) {
-        char *text = sample_text(&m, &cfg.sample, &sample_rng);
-        int src = write_file_atomic(samples_path, text, e);
+        size_t len;
+        char *text = sample_text(&m, &cfg.sample, &sample_rng, &len);
+        int src = write_bytes_atomic(samples_path, text, len, e);
         if (!job->quiet && src == 0) printf("\nsample:\n%s\n\n", text);
         free(text);
         if (src != 0) goto io_fail;
