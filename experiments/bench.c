@@ -1,8 +1,8 @@
 /* bench.c: ./bench, speed measurements.
  *
- * By default: training throughput on the reference configuration (the
- * defaults of the option table: 4 layers, d 256, 4 heads, T 256, B 16, tied
- * embeddings, AdamW), the median over timed steps after warm-up, with a
+ * By default: training throughput on the reference configuration (4 layers,
+ * d 256, 4 heads, T 256, B 16, tied embeddings, AdamW: the option table's
+ * defaults with d_model and context at 256), the median over timed steps after warm-up, with a
  * per-op breakdown. --vs-torch runs experiments/torch_reference.py, the same model
  * in PyTorch, in the same invocation and prints the ratio.
  *
@@ -346,9 +346,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ./bench [--ops] [--vs-torch] [--threads N] [--steps N] [--reps N] [--key value ...]\n"
             "\n"
-            "  (default)    training throughput on the reference configuration (the option\n"
-            "               table's defaults; model and batch options may be changed with\n"
-            "               --key value), with a per-op breakdown\n"
+            "  (default)    training throughput on the reference configuration (4 layers,\n"
+            "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
+            "               options may be changed with --key value), with a per-op breakdown\n"
             "  --vs-torch   also run experiments/torch_reference.py, the same model in PyTorch, and\n"
             "               print the ratio\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
@@ -371,8 +371,11 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) 
 
 int main(int argc, char **argv) {
     Options o = {.reps = 21, .threads = 0, .steps = 10};
+    /* The reference configuration: the defaults, at d_model 256 and T 256. */
     Config cfg;
     config_defaults(&cfg);
+    cfg.model.d_model = 256;
+    cfg.model.context = 256;
     Err e;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
