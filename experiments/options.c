@@ -7,10 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const attn_choices[] = {"softmax", NULL};
+static const char *const attn_choices[] = {"softmax", "linear", "cosformer", "linformer", NULL};
+static const char *const phi_choices[] = {"identity", "relu", "leakyrelu", "elu", NULL};
+static const char *const reweight_choices[] = {"none", "cos", NULL};
+static const char *const talking_choices[] = {"none", "pre", "post", "both", NULL};
+static const char *const lf_share_choices[] = {"none", "headwise", "kv", "layerwise", NULL};
+static const char *const lf_proj_choices[] = {"linear", "mean", "max", "conv", NULL};
 static const char *const pos_choices[] = {"none", "learned", NULL};
 static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
-static const char *const objective_choices[] = {"clm", NULL};
+static const char *const objective_choices[] = {"clm", "mlm", NULL};
 static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
 static const char *const bool_choices[] = {"false", "true", NULL};
 
@@ -20,7 +25,22 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 
 const OptDef options[] = {
     /* model */
-    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, attn_choices, 0, "attention kernel"},
+    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, attn_choices, 0,
+     "attention kernel; cosformer = linear + phi relu + reweight cos"},
+    {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_choices, 0,
+     "linear attention's feature map (elu means elu + 1)"},
+    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu"},
+    {"reweight", OPT_CHOICE, GROUP_MODEL, M(reweight), "none", 0, 0, reweight_choices, 0,
+     "cosFormer's cos re-weighting of linear attention"},
+    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention"},
+    {"talking_heads", OPT_CHOICE, GROUP_MODEL, M(talking_heads), "none", 0, 0, talking_choices, 0,
+     "mix heads before and/or after the softmax"},
+    {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0,
+     "Linformer's projected length"},
+    {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_choices, 0,
+     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers"},
+    {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_choices, 0,
+     "Linformer's projection along the sequence"},
     {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme"},
     {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks"},
     {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "128", 8, 8192, NULL, 0, "model width"},
@@ -35,7 +55,7 @@ const OptDef options[] = {
     {"tie_embeddings", OPT_BOOL, GROUP_MODEL, M(tie_embeddings), "true", 0, 0, bool_choices, 0,
      "LM head shares the token embedding"},
     {"objective", OPT_CHOICE, GROUP_MODEL, M(objective), "clm", 0, 0, objective_choices, 0,
-     "clm: causal language model"},
+     "clm: causal LM; mlm: masked LM (bidirectional)"},
     /* training */
     {"batch", OPT_INT, GROUP_TRAIN, T(batch), "16", 1, 4096, NULL, 0, "windows per step"},
     {"steps", OPT_INT, GROUP_TRAIN, T(steps), "1500", 1, 100000000, NULL, 0, "optimizer steps"},
@@ -81,7 +101,7 @@ void config_defaults(Config *c) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < n_options; i++)
         if (option_set(c, options[i].name, options[i].def, NULL) != 0) DIE("bad default for option %s", options[i].name);
-    c->model.vocab = 256;
+    c->model.vocab = VOCAB_BYTES;
 }
 
 static void choices_text(const OptDef *o, char *buf, size_t size) {
@@ -156,11 +176,52 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
     return buf;
 }
 
-int config_validate(const Config *c, Err *e) {
-    const ModelConfig *m = &c->model;
+/* Whether option `name` differs from its default. */
+static bool changed(const Config *c, const char *name) {
+    Config d;
+    memset(&d, 0, sizeof d);
+    const OptDef *o = option_find(name);
+    option_set(&d, name, o->def, NULL);
+    char a[320], b[320];
+    return strcmp(option_format(c, o, a, sizeof a), option_format(&d, o, b, sizeof b)) != 0;
+}
+
+int config_validate(Config *c, Err *e) {
+    ModelConfig *m = &c->model;
+    bool linear = m->attn == ATTN_LINEAR, cosformer = m->attn == ATTN_COSFORMER;
     if ((!m->key_size || !m->head_size) && m->d_model % m->heads != 0)
         return err_set(e, "--heads %d does not divide --d_model %d", m->heads, m->d_model),
                err_hint(e, "pick heads dividing d_model, or set --key_size and --head_size");
+    if (cosformer && (m->phi != PHI_RELU || changed(c, "leaky_slope")))
+        return err_set(e, "--phi: attn=cosformer fixes phi=relu"), err_hint(e, "use --attn linear --reweight cos to vary phi");
+    if (!linear && !cosformer) {
+        static const char *const linear_only[] = {"phi", "leaky_slope", "reweight", "chunk"};
+        for (int i = 0; i < 4; i++)
+            if (changed(c, linear_only[i]))
+                return err_set(e, "--%s applies to linear attention, not attn=%s", linear_only[i], attn_choices[m->attn]),
+                       err_hint(e, "add --attn linear");
+    }
+    if (changed(c, "leaky_slope") && m->phi != PHI_LEAKYRELU)
+        return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_choices[m->phi]);
+    if (m->talking_heads != TALKING_NONE && m->attn != ATTN_SOFTMAX)
+        return err_set(e, "--talking_heads %s: mixes softmax logits or probabilities, so it needs attn=softmax, not %s",
+                       talking_choices[m->talking_heads], attn_choices[m->attn]);
+    if (m->attn != ATTN_LINFORMER) {
+        static const char *const lf_only[] = {"linformer_k", "linformer_share", "linformer_proj"};
+        for (int i = 0; i < 3; i++)
+            if (changed(c, lf_only[i]))
+                return err_set(e, "--%s applies to attn=linformer, not attn=%s", lf_only[i], attn_choices[m->attn]);
+    } else {
+        if (m->objective == OBJECTIVE_CLM)
+            return err_set(e, "attn=linformer projects keys and values along the sequence, so it cannot be causal"),
+                   err_hint(e, "add --objective mlm");
+        if (m->linformer_k > m->context)
+            return err_set(e, "--linformer_k %d is longer than --context %d", m->linformer_k, m->context);
+        if (m->linformer_proj != LF_PROJ_LINEAR && m->context % m->linformer_k != 0)
+            return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
+                           lf_proj_choices[m->linformer_proj], m->linformer_k, m->context);
+    }
+    m->vocab = m->objective == OBJECTIVE_MLM ? VOCAB_BYTES + 1 : VOCAB_BYTES;
     if (c->train.min_lr > c->train.lr)
         return err_set(e, "--min_lr %g is above --lr %g", (double)c->train.min_lr, (double)c->train.lr);
     return 0;

@@ -71,8 +71,9 @@ void config_defaults(Config *c);
 int option_set(Config *c, const char *name, const char *value, Err *e);
 /* The value as text, as --help and ablation tables show it. */
 const char *option_format(const Config *c, const OptDef *o, char *buf, size_t size);
-/* Refuses combinations that cannot work, with the reason. */
-int config_validate(const Config *c, Err *e);
+/* Refuses combinations that cannot work, with the reason, and derives what
+ * follows from the options (the vocabulary: 257 under objective = mlm). */
+int config_validate(Config *c, Err *e);
 /* Prints the table for --help: the groups given, one line per option. */
 void options_print_help(FILE *f, int group_mask);
 /* The whole config as a JSON object of option name -> value. */

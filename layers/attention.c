@@ -2,32 +2,52 @@
 #include "attention.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "ops.h"
 
-void attention_declare(Attention *a, ParamSet *p, const char *name, const ModelConfig *c) {
+AttnStats attn_stats;
+
+void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
+
+void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, const ModelConfig *c) {
     char buf[128];
+    memset(a, 0, sizeof *a);
     a->heads = c->heads;
     a->key_size = model_key_size(c);
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
-    a->kernel = attn_kernels[c->attn];
-    linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
-    linear_declare(&a->k, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
-    linear_declare(&a->v, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
-    linear_declare(&a->o, p, param_name(buf, name, "o"), a->heads * a->head_size, c->d_model, true);
-}
-
-static AttnCall call_for(const Attention *a, const Tensor *x) {
-    return (AttnCall){
-        .B = x->shape[0],
+    a->kernel = attn_kernel_for(c->attn);
+    /* cosformer is a preset: linear attention with phi = relu and cos re-weighting */
+    bool cosformer = c->attn == ATTN_COSFORMER;
+    a->call = (AttnCall){
         .H = a->heads,
-        .T = x->shape[1],
         .key_size = a->key_size,
         .head_size = a->head_size,
         .causal = a->causal,
         .scale = 1.0f / sqrtf((float)a->key_size),
+        .phi = cosformer ? PHI_RELU : c->phi,
+        .leaky_slope = c->leaky_slope,
+        .reweight = cosformer ? REWEIGHT_COS : c->reweight,
+        .chunk = c->chunk,
+        .talking_heads = c->talking_heads,
+        .linformer_k = c->linformer_k,
+        .linformer_share = c->linformer_share,
+        .linformer_proj = c->linformer_proj,
     };
+    linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
+    linear_declare(&a->k, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
+    linear_declare(&a->v, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
+    linear_declare(&a->o, p, param_name(buf, name, "o"), a->heads * a->head_size, c->d_model, true);
+    if (a->kernel->declare) a->kernel->declare(a, p, name, layer, c);
+}
+
+static AttnCall call_for(const Attention *a, const Tensor *x) {
+    AttnCall c = a->call;
+    c.B = x->shape[0];
+    c.T = x->shape[1];
+    for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
+    return c;
 }
 
 Tensor *attention_forward(const Attention *a, Tensor *x) {

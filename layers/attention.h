@@ -9,38 +9,70 @@
 #include "layers.h"
 #include "tape.h"
 
+/* Counters kernels may add to during forward, read by the trainer per step
+ * (e.g. how many linear-attention denominators hit the clamp). */
+typedef struct {
+    long den_clamped, den_rows;
+} AttnStats;
+
+/* The process-wide counters; attn_stats_reset() zeroes them. */
+extern AttnStats attn_stats;
+void attn_stats_reset(void);
+
+#define ATTN_MAX_PARAMS 4
+
 /* What a kernel is told about the call. */
 typedef struct {
     int B, H, T;
     int key_size, head_size;
     bool causal;  /* query i sees keys j <= i */
     float scale;  /* logits are scale * q.k; 1 / sqrt(key_size) */
+    /* kernel options, from the ModelConfig */
+    int phi;
+    float leaky_slope;
+    int reweight;
+    int chunk;
+    int talking_heads;
+    int linformer_k, linformer_share, linformer_proj;
+    /* the kernel's own parameters for this layer, as its declare() made them */
+    Tensor *params[ATTN_MAX_PARAMS];
 } AttnCall;
+
+typedef struct Attention Attention;
 
 typedef struct {
     const char *name;
+    /* Declares the kernel's own parameters of layer `layer` (NULL when it has
+     * none) into a->params, named under `prefix` (e.g. "blocks.0.attn") so
+     * that they match a PyTorch module's state_dict. */
+    void (*declare)(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c);
     /* q, k [B, H, T, key_size], v [B, H, T, head_size] -> [B, H, T, head_size] */
     Tensor *(*forward)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
     /* The attention matrix P [B, H, T, T] for the same q, k, with gradients
      * off (for ./spectrum): the kernel's output is P v. */
     Tensor *(*probs)(const AttnCall *c, Tensor *q, Tensor *k);
-    /* The kernel's fused op, so the tests can find and check it (NULL when
-     * the kernel is made of primitive ops only). */
-    OpDef *op;
+    /* The kernel's fused ops, so the tests can find and check them
+     * (NULL-terminated; empty when the kernel is made of primitive ops). */
+    OpDef *ops[4];
 } AttnKernel;
 
-/* Indexed by AttnKind. */
+/* Every kernel once (layers/attention/kernels.c). */
 extern const AttnKernel *const attn_kernels[];
 extern const int n_attn_kernels;
 
-typedef struct {
+struct Attention {
     Linear q, k, v, o;
     int heads, key_size, head_size;
     bool causal;
     const AttnKernel *kernel;
-} Attention;
+    AttnCall call;                   /* the options every call gets */
+    Tensor *params[ATTN_MAX_PARAMS]; /* the kernel's own parameters */
+};
 
-void attention_declare(Attention *a, ParamSet *p, const char *name, const ModelConfig *c);
+/* The kernel an AttnKind runs (cosformer runs the linear kernel). */
+const AttnKernel *attn_kernel_for(int attn);
+/* Declares the projections and the kernel's parameters of layer `layer`. */
+void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, const ModelConfig *c);
 /* x [B, T, d] -> [B, T, d] */
 Tensor *attention_forward(const Attention *a, Tensor *x);
 /* The attention matrices [B, H, T, T] of this layer for input x, gradients off. */

@@ -7,10 +7,20 @@
 #include <stdbool.h>
 
 /* Enum values are indices into the option table's choice lists. */
-typedef enum { ATTN_SOFTMAX } AttnKind;
+typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_COSFORMER, ATTN_LINFORMER } AttnKind;
+typedef enum { PHI_IDENTITY, PHI_RELU, PHI_LEAKYRELU, PHI_ELU } PhiKind;
+typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
+typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
+typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
+typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
 typedef enum { POS_NONE, POS_LEARNED } PosKind;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
-typedef enum { OBJECTIVE_CLM } Objective;
+typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
+
+/* The byte vocabulary, and the extra input id that marks a masked position
+ * under objective = mlm (the vocabulary is then 257). */
+#define VOCAB_BYTES 256
+#define MASK_ID 256
 
 typedef struct {
     int vocab;        /* 256 bytes (plus a mask id under MLM) */
@@ -23,7 +33,15 @@ typedef struct {
     int context;      /* training length T */
     int norm;         /* NormKind */
     bool tie_embeddings;
-    int attn;         /* AttnKind */
+    int attn;         /* AttnKind; cosformer is linear + relu + cos */
+    int phi;          /* PhiKind: the feature map of linear attention */
+    float leaky_slope;/* phi = leakyrelu's slope */
+    int reweight;     /* ReweightKind */
+    int chunk;        /* causal linear attention's chunk length */
+    int talking_heads;/* TalkingHeads, softmax kernel only */
+    int linformer_k;  /* Linformer's projected length */
+    int linformer_share; /* LinformerShare */
+    int linformer_proj;  /* LinformerProj */
     int pos;          /* PosKind */
     int objective;    /* Objective */
 } ModelConfig;

@@ -26,7 +26,7 @@ void model_init(Model *m, const ModelConfig *c) {
         snprintf(name, sizeof name, "blocks.%d", i);
         Block *b = &m->blocks[i];
         norm_declare(&b->ln1, p, param_name(buf, name, "ln1"), c->norm, d);
-        attention_declare(&b->attn, p, param_name(buf, name, "attn"), c);
+        attention_declare(&b->attn, p, param_name(buf, name, "attn"), i, c);
         norm_declare(&b->ln2, p, param_name(buf, name, "ln2"), c->norm, d);
         mlp_declare(&b->mlp, p, param_name(buf, name, "mlp"), d, c->mlp_ratio * d);
     }

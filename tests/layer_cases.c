@@ -21,6 +21,14 @@ AttnCall kernel_case_call(bool causal) {
         .head_size = KC_DV,
         .causal = causal,
         .scale = 1.0f / sqrtf((float)KC_DK),
+        .phi = PHI_RELU,
+        .leaky_slope = 0.01f,
+        .reweight = REWEIGHT_NONE,
+        .chunk = 2, /* small, so that T = 5 spans chunks and a partial one */
+        .talking_heads = TALKING_NONE,
+        .linformer_k = 3,
+        .linformer_share = LF_SHARE_NONE,
+        .linformer_proj = LF_PROJ_LINEAR,
     };
 }
 
@@ -65,6 +73,7 @@ const KernelCase kernel_cases[] = {
 const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
 
 const KernelRef kernel_refs[] = {
-    {"softmax", softmax_compose},
+    {"softmax causal", "softmax", true, NULL, 0, {{0}}, softmax_compose, true},
+    {"softmax bidirectional", "softmax", false, NULL, 0, {{0}}, softmax_compose, true},
 };
 const int n_kernel_refs = (int)(sizeof kernel_refs / sizeof kernel_refs[0]);

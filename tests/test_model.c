@@ -372,7 +372,7 @@ END_TEST
 START_TEST(test_golden_catches_broken_kernel_backward) {
     StFile sf = open_fixture();
     const int k = 0;
-    OpDef *op = attn_kernels[golden_configs[k].m.attn]->op;
+    OpDef *op = attn_kernel_for(golden_configs[k].m.attn)->ops[0];
     ck_assert_ptr_nonnull(op);
     for (int mu = 0; mu < MUTATION_COUNT; mu++) {
         char msg[512] = "";
@@ -416,12 +416,6 @@ START_TEST(test_kernel_gradcheck) {
 }
 END_TEST
 
-static const KernelRef *ref_for(const char *kernel) {
-    for (int i = 0; i < n_kernel_refs; i++)
-        if (strcmp(kernel_refs[i].kernel, kernel) == 0) return &kernel_refs[i];
-    return NULL;
-}
-
 static Tensor *random_leaf(Rng *rng, int d) {
     Tensor *t = tensor_4d(KC_B, KC_H, KC_T, d);
     rng_fill_normal(rng, t->data, t->n, 0.0f, 1.0f);
@@ -435,19 +429,32 @@ static float *copy_of(const float *x, long n) {
     return c;
 }
 
-/* Output and gradients of kernel _i / 2 (causal when _i is even) against its
- * composition of primitive ops, for the same q, k, v and seed gradient. */
+/* The call of reference r, with random leaves for the kernel's parameters. */
+static AttnCall ref_call(const KernelRef *r, Rng *rng) {
+    AttnCall c = kernel_case_call(r->causal);
+    if (r->setup) r->setup(&c);
+    for (int i = 0; i < r->n_params; i++) {
+        Tensor *p = tensor_new(r->params[i].ndim, r->params[i].shape);
+        rng_fill_normal(rng, p->data, p->n, 0.0f, 0.5f);
+        p->requires_grad = true;
+        c.params[i] = p;
+    }
+    return c;
+}
+
+/* Output and gradients of reference variant _i's kernel against its
+ * composition of primitive ops, for the same q, k, v, parameters and seed. */
 START_TEST(test_kernel_matches_composition) {
-    const AttnKernel *kern = attn_kernels[_i / 2];
-    const KernelRef *ref = ref_for(kern->name);
-    ck_assert_msg(ref != NULL, "kernel %s has no reference in tests/layer_cases.c", kern->name);
-    AttnCall c = kernel_case_call(_i % 2 == 0);
+    const KernelRef *ref = &kernel_refs[_i];
+    const AttnKernel *kern = kernel_by_name(ref->kernel);
+    ck_assert_msg(kern != NULL, "reference %s: no kernel named %s", ref->name, ref->kernel);
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
     bool was = grad_set(true);
     Rng rng;
     rng_seed(&rng, 77 + (uint64_t)_i);
+    AttnCall c = ref_call(ref, &rng);
     Tensor *in[3] = {random_leaf(&rng, KC_DK), random_leaf(&rng, KC_DK), random_leaf(&rng, KC_DV)};
     const long n_out = (long)KC_B * KC_H * KC_T * KC_DV;
     float *seed = arena_alloc(&a, (size_t)n_out * sizeof(float));
@@ -456,11 +463,14 @@ START_TEST(test_kernel_matches_composition) {
     tape_reset();
     Tensor *out = kern->forward(&c, in[0], in[1], in[2]);
     backward_seeded(out, seed);
-    float *grads[3];
-    for (int i = 0; i < 3; i++) {
-        ck_assert_ptr_nonnull(in[i]->grad);
-        grads[i] = copy_of(in[i]->grad, in[i]->n);
-        in[i]->grad = NULL;
+    int n_leaves = 3 + ref->n_params;
+    Tensor *leaves[3 + ATTN_MAX_PARAMS] = {in[0], in[1], in[2]};
+    for (int i = 0; i < ref->n_params; i++) leaves[3 + i] = c.params[i];
+    float *grads[3 + ATTN_MAX_PARAMS];
+    for (int i = 0; i < n_leaves; i++) {
+        ck_assert_msg(leaves[i]->grad != NULL, "%s: leaf %d got no gradient", ref->name, i);
+        grads[i] = copy_of(leaves[i]->grad, leaves[i]->n);
+        leaves[i]->grad = NULL;
     }
     tape_reset();
     Tensor *P;
@@ -469,12 +479,13 @@ START_TEST(test_kernel_matches_composition) {
 
     char detail[256];
     ck_assert(tensor_same_shape(out, want));
-    ck_assert_msg(close_enough(out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail), "%s %s output: %s",
-                  kern->name, c.causal ? "causal" : "bidirectional", detail);
-    const char *const names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++)
-        ck_assert_msg(close_enough(grads[i], in[i]->grad, in[i]->n, ATOL, RTOL, detail, sizeof detail),
-                      "%s %s gradient of %s: %s", kern->name, c.causal ? "causal" : "bidirectional", names[i], detail);
+    ck_assert_msg(close_enough(out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail), "%s output: %s",
+                  ref->name, detail);
+    for (int i = 0; i < n_leaves; i++) {
+        ck_assert_msg(leaves[i]->grad != NULL, "%s: the composition gives leaf %d no gradient", ref->name, i);
+        ck_assert_msg(close_enough(grads[i], leaves[i]->grad, leaves[i]->n, ATOL, RTOL, detail, sizeof detail),
+                      "%s gradient of leaf %d (q, k, v, then parameters): %s", ref->name, i, detail);
+    }
     tape_reset();
     grad_set(was);
     engine_set_arena(NULL);
@@ -482,21 +493,21 @@ START_TEST(test_kernel_matches_composition) {
 }
 END_TEST
 
-/* kernel->probs against the composition's softmax matrix, and P v against the
- * kernel's output; causal P is exactly 0 above the diagonal. */
+/* kernel->probs against the composition's attention matrix, and P v against
+ * the kernel's output where that holds; causal P is exactly 0 above the
+ * diagonal. */
 START_TEST(test_kernel_probs) {
-    const AttnKernel *kern = attn_kernels[_i / 2];
-    const KernelRef *ref = ref_for(kern->name);
-    ck_assert_msg(ref != NULL, "kernel %s has no reference in tests/layer_cases.c", kern->name);
+    const KernelRef *ref = &kernel_refs[_i];
+    const AttnKernel *kern = kernel_by_name(ref->kernel);
+    ck_assert_msg(kern != NULL, "reference %s: no kernel named %s", ref->name, ref->kernel);
     ck_assert_ptr_nonnull(kern->probs);
-    AttnCall c = kernel_case_call(_i % 2 == 0);
-    const char *how = c.causal ? "causal" : "bidirectional";
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
     bool was = grad_set(false);
     Rng rng;
     rng_seed(&rng, 991 + (uint64_t)_i);
+    AttnCall c = ref_call(ref, &rng);
     Tensor *q = random_leaf(&rng, KC_DK), *k = random_leaf(&rng, KC_DK), *v = random_leaf(&rng, KC_DV);
     Tensor *out = kern->forward(&c, q, k, v);
     Tensor *P = kern->probs(&c, q, k);
@@ -505,19 +516,21 @@ START_TEST(test_kernel_probs) {
     ck_assert_ptr_null(tape_last());
 
     char detail[256], s1[64], s2[64];
-    ck_assert_msg(tensor_same_shape(P, P_ref), "%s probs: shape %s, want %s", kern->name,
+    ck_assert_msg(tensor_same_shape(P, P_ref), "%s probs: shape %s, want %s", ref->name,
                   tensor_shape_str(P, s1, sizeof s1), tensor_shape_str(P_ref, s2, sizeof s2));
-    ck_assert_msg(close_enough(P->data, P_ref->data, P->n, ATOL, RTOL, detail, sizeof detail), "%s %s probs: %s",
-                  kern->name, how, detail);
-    if (c.causal)
+    ck_assert_msg(close_enough(P->data, P_ref->data, P->n, ATOL, RTOL, detail, sizeof detail), "%s probs: %s",
+                  ref->name, detail);
+    if (c.causal && P->shape[3] == KC_T)
         for (long h = 0; h < (long)KC_B * KC_H; h++)
             for (int i = 0; i < KC_T; i++)
                 for (int j = i + 1; j < KC_T; j++)
-                    ck_assert_msg(P->data[(h * KC_T + i) * KC_T + j] == 0.0f, "%s causal probs: P[%d, %d] != 0",
-                                  kern->name, i, j);
-    Tensor *pv = op_matmul(P, v, false, false);
-    ck_assert_msg(close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail),
-                  "%s %s: output is not probs . v: %s", kern->name, how, detail);
+                    ck_assert_msg(P->data[(h * KC_T + i) * KC_T + j] == 0.0f, "%s probs: P[%d, %d] != 0", ref->name,
+                                  i, j);
+    if (ref->probs_times_v) {
+        Tensor *pv = op_matmul(P, v, false, false);
+        ck_assert_msg(close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail),
+                      "%s: output is not probs . v: %s", ref->name, detail);
+    }
     grad_set(was);
     engine_set_arena(NULL);
     arena_free(&a);
@@ -556,20 +569,22 @@ START_TEST(test_every_kernel_has_cases) {
         ck_assert_msg(kern != NULL, "attn_kernels[%d] is empty", i);
         ck_assert_msg(kern->name && kern->forward && kern->probs, "attn_kernels[%d] is incomplete", i);
         for (int j = 0; j < i; j++) ck_assert_str_ne(kern->name, attn_kernels[j]->name);
-        if (kern->op) ck_assert_msg(kern->op->forward && kern->op->backward, "kernel %s: op incomplete", kern->name);
+        for (int o = 0; kern->ops[o]; o++)
+            ck_assert_msg(kern->ops[o]->forward && kern->ops[o]->backward, "kernel %s: op incomplete", kern->name);
         bool has[2] = {false, false};
-        for (int c = 0; c < n_kernel_cases; c++) {
-            const KernelCase *kc = &kernel_cases[c];
-            if (strcmp(kc->kernel, kern->name) != 0) continue;
-            has[kc->causal] = true;
-            if (kern->op)
-                ck_assert_msg(case_runs_op(kc, kern->op), "case %s does not run the op %s of kernel %s", kc->gc.name,
-                              kern->op->name, kern->name);
+        for (int c = 0; c < n_kernel_cases; c++)
+            if (strcmp(kernel_cases[c].kernel, kern->name) == 0) has[kernel_cases[c].causal] = true;
+        for (int o = 0; kern->ops[o]; o++) {
+            bool run = false;
+            for (int c = 0; c < n_kernel_cases && !run; c++)
+                run = strcmp(kernel_cases[c].kernel, kern->name) == 0 && case_runs_op(&kernel_cases[c], kern->ops[o]);
+            ck_assert_msg(run, "no gradient-check case runs the op %s of kernel %s", kern->ops[o]->name, kern->name);
         }
         ck_assert_msg(has[1], "kernel %s has no causal gradient-check case in tests/layer_cases.c", kern->name);
         ck_assert_msg(has[0], "kernel %s has no bidirectional gradient-check case in tests/layer_cases.c", kern->name);
-        ck_assert_msg(ref_for(kern->name) != NULL, "kernel %s has no primitive-op reference in tests/layer_cases.c",
-                      kern->name);
+        bool has_ref = false;
+        for (int r = 0; r < n_kernel_refs; r++) has_ref |= strcmp(kernel_refs[r].kernel, kern->name) == 0;
+        ck_assert_msg(has_ref, "kernel %s has no primitive-op reference in tests/layer_cases.c", kern->name);
     }
     for (int c = 0; c < n_kernel_cases; c++)
         ck_assert_msg(kernel_by_name(kernel_cases[c].kernel) != NULL, "case %s: no kernel named %s",
@@ -585,21 +600,23 @@ END_TEST
 START_TEST(test_kernel_gradcheck_catches_broken_backward) {
     for (int i = 0; i < n_attn_kernels; i++) {
         const AttnKernel *kern = attn_kernels[i];
-        if (!kern->op) continue; /* primitive ops only: tests/test_ops.c checks those */
-        for (int mu = 0; mu < MUTATION_COUNT; mu++) {
-            int ran = 0;
-            for (int c = 0; c < n_kernel_cases; c++) {
-                const KernelCase *kc = &kernel_cases[c];
-                if (strcmp(kc->kernel, kern->name) != 0) continue;
-                GcResult r;
-                kernel_mutation_install(kern->op, (Mutation)mu);
-                bool ok = gradcheck(&kc->gc, 99, NULL, &r);
-                kernel_mutation_remove(kern->op);
-                ran++;
-                ck_assert_msg(!ok, "a %s backward for %s passed the gradient check %s", mutation_name((Mutation)mu),
-                              kern->op->name, kc->gc.name);
+        for (int o = 0; kern->ops[o]; o++) { /* primitive ops: tests/test_ops.c checks those */
+            OpDef *op = kern->ops[o];
+            for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+                int ran = 0;
+                for (int c = 0; c < n_kernel_cases; c++) {
+                    const KernelCase *kc = &kernel_cases[c];
+                    if (strcmp(kc->kernel, kern->name) != 0 || !case_runs_op(kc, op)) continue;
+                    GcResult r;
+                    kernel_mutation_install(op, (Mutation)mu);
+                    bool ok = gradcheck(&kc->gc, 99, NULL, &r);
+                    kernel_mutation_remove(op);
+                    ran++;
+                    ck_assert_msg(!ok, "a %s backward for %s passed the gradient check %s",
+                                  mutation_name((Mutation)mu), op->name, kc->gc.name);
+                }
+                ck_assert_int_gt(ran, 0);
             }
-            ck_assert_int_gt(ran, 0);
         }
     }
 }
@@ -619,8 +636,8 @@ Suite *model_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_every_kernel_has_cases);
     tcase_add_loop_test(tc, test_kernel_gradcheck, 0, n_kernel_cases);
-    tcase_add_loop_test(tc, test_kernel_matches_composition, 0, 2 * n_attn_kernels);
-    tcase_add_loop_test(tc, test_kernel_probs, 0, 2 * n_attn_kernels);
+    tcase_add_loop_test(tc, test_kernel_matches_composition, 0, n_kernel_refs);
+    tcase_add_loop_test(tc, test_kernel_probs, 0, n_kernel_refs);
     tcase_add_test(tc, test_kernel_gradcheck_catches_broken_backward);
     suite_add_tcase(s, tc);
     return s;

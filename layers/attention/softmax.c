@@ -126,4 +126,4 @@ static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return P;
 }
 
-const AttnKernel attn_kernel_softmax = {"softmax", attn_softmax, attn_softmax_probs, &attn_softmax_op};
+const AttnKernel attn_kernel_softmax = {"softmax", NULL, attn_softmax, attn_softmax_probs, {&attn_softmax_op}};
