@@ -1,4 +1,6 @@
 /* ops_shape.c: reshape and identity (views), and the head split/merge permutes. */
+#include <string.h>
+
 #include "ops_impl.h"
 
 static Tensor *view(OpId id, Tensor *a, int ndim, const int *shape) {
@@ -50,20 +52,26 @@ Tensor *op_merge_heads(Tensor *x) {
 }
 
 /* Copies between [B, T, H, D] (split = the layout of [B, T, H*D]) and
- * [B, H, T, D] (heads). to_heads picks the direction; accumulate adds. */
+ * [B, H, T, D] (heads), D floats at a time. to_heads picks the direction;
+ * accumulate adds instead of copying. */
+static void add_row(float *restrict d, const float *restrict s, int D) {
+    #pragma omp simd
+    for (int k = 0; k < D; k++) d[k] += s[k];
+}
+
 static void permute_bthd(const float *src, float *dst, int B, int T, int H, int D, bool to_heads, bool accumulate) {
     #pragma omp parallel for collapse(2) if ((long)B * T * H * D > PAR_MIN)
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
                 long heads_at = (((long)b * H + h) * T + t) * D; /* [b, h, t, :] */
                 long split_at = (((long)b * T + t) * H + h) * D; /* [b, t, h*D + :] */
                 const float *s = src + (to_heads ? split_at : heads_at);
                 float *d = dst + (to_heads ? heads_at : split_at);
                 if (accumulate)
-                    for (int k = 0; k < D; k++) d[k] += s[k];
+                    add_row(d, s, D);
                 else
-                    for (int k = 0; k < D; k++) d[k] = s[k];
+                    memcpy(d, s, (size_t)D * sizeof(float));
             }
 }
 
