@@ -61,25 +61,43 @@ void model_init_weights(Model *m, Rng *rng) {
             for (long j = 0; j < t->n; j++) t->data[j] = value;
         }
     }
+    /* then the kernels that draw their own parameters their own way */
+    for (int i = 0; i < m->cfg.layers; i++) attention_init(&m->blocks[i].attn, i, rng);
+}
+
+static Tensor *embed(Model *m, const int *ids, int B, int T) {
+    if (m->pos_emb && T > m->cfg.context) DIE("model: length %d beyond the learned positions (%d)", T, m->cfg.context);
+    Tensor *x = op_embedding(m->tok_emb, ids, 2, (int[]){B, T});
+    if (m->pos_emb) /* rows 0..T-1 of the position table, added to every batch row */
+        x = op_add(x, op_embedding(m->pos_emb, m->positions, 1, (int[]){T}));
+    return x;
+}
+
+static Tensor *block_forward(Block *b, Tensor *x) {
+    x = op_add(x, attention_forward(&b->attn, norm_forward(&b->ln1, x)));
+    return op_add(x, mlp_forward(&b->mlp, norm_forward(&b->ln2, x)));
 }
 
 Tensor *model_forward(Model *m, const int *ids, int B, int T) {
     const ModelConfig *c = &m->cfg;
-    if (m->pos_emb && T > c->context) DIE("model_forward: length %d beyond the learned positions (%d)", T, c->context);
-    Tensor *x = op_embedding(m->tok_emb, ids, 2, (int[]){B, T});
-    if (m->pos_emb) {
-        /* rows 0..T-1 of the position table, added to every batch row */
-        x = op_add(x, op_embedding(m->pos_emb, m->positions, 1, (int[]){T}));
-    }
-    for (int i = 0; i < c->layers; i++) {
-        Block *b = &m->blocks[i];
-        x = op_add(x, attention_forward(&b->attn, norm_forward(&b->ln1, x)));
-        x = op_add(x, mlp_forward(&b->mlp, norm_forward(&b->ln2, x)));
-    }
+    Tensor *x = embed(m, ids, B, T);
+    for (int i = 0; i < c->layers; i++) x = block_forward(&m->blocks[i], x);
     x = norm_forward(&m->ln_f, x);
     return op_matmul(x, m->lm_head ? m->lm_head : m->tok_emb, false, true);
 }
 
 Tensor *model_loss(Model *m, const int *ids, const int *targets, int B, int T) {
     return op_cross_entropy(model_forward(m, ids, B, T), targets, -1);
+}
+
+void model_attention_probs(Model *m, const int *ids, int B, int T, void (*fn)(int layer, const Tensor *P, void *ctx),
+                           void *ctx) {
+    bool was = grad_set(false);
+    Tensor *x = embed(m, ids, B, T);
+    for (int i = 0; i < m->cfg.layers; i++) {
+        Block *b = &m->blocks[i];
+        fn(i, attention_probs(&b->attn, norm_forward(&b->ln1, x)), ctx);
+        x = block_forward(b, x);
+    }
+    grad_set(was);
 }

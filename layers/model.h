@@ -33,12 +33,17 @@ typedef struct {
 void model_init(Model *m, const ModelConfig *c);
 void model_free(Model *m);
 /* GPT-2 initialisation: weights N(0, 0.02), the residual output projections
- * (attn.o, mlp.proj) N(0, 0.02 / sqrt(2 layers)), biases 0, norm gains 1. */
+ * (attn.o, mlp.proj) N(0, 0.02 / sqrt(2 layers)), biases 0, norm gains 1;
+ * then each attention kernel's init hook (e.g. Linformer's projections). */
 void model_init_weights(Model *m, Rng *rng);
 /* ids [B, T] -> logits [B, T, vocab]. T may be at most cfg.context when pos =
  * learned. ids must stay valid until backward. */
 Tensor *model_forward(Model *m, const int *ids, int B, int T);
 /* Mean cross-entropy of the logits against targets (-1 = not counted). */
 Tensor *model_loss(Model *m, const int *ids, const int *targets, int B, int T);
+/* Runs the model on ids [B, T] with gradients off and hands every layer's
+ * attention matrices P [B, H, T, T or k] to fn (for ./spectrum). */
+void model_attention_probs(Model *m, const int *ids, int B, int T, void (*fn)(int layer, const Tensor *P, void *ctx),
+                           void *ctx);
 
 #endif

@@ -1,0 +1,317 @@
+/* spectrum.c: ./spectrum RUN_DIR_OR_CHECKPOINT [corpus.txt] [--samples N] [--length T] [--eigen]
+ *
+ * The Linformer paper's analysis (Wang et al. 2020, section 3): take the
+ * attention matrix P of every layer and head over held-out text and compute
+ * its singular values. The normalised cumulative spectrum
+ *   c(k) = sum_{i <= k} s_i / sum_i s_i
+ * averaged over the windows says how much of P a rank-k matrix can hold. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "corpus.h"
+#include "plot.h"
+#include "progress.h"
+#include "run.h"
+
+/* LAPACK (in OpenBLAS), column-major. */
+void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u,
+             const int *ldu, float *vt, const int *ldvt, float *work, const int *lwork, int *iwork, int *info);
+void sgeev_(const char *jobvl, const char *jobvr, const int *n, float *a, const int *lda, float *wr, float *wi,
+            float *vl, const int *ldvl, float *vr, const int *ldvr, float *work, const int *lwork, int *info);
+
+typedef struct {
+    int layers, heads, rows, cols; /* P is rows x cols (T x T, or T x k for Linformer) */
+    int n_values;                  /* min(rows, cols) singular values, or rows eigenvalues */
+    bool eigen;
+    double *sum_c; /* [layers][heads][n_values]: c(k) summed over windows */
+    float *a, *s, *wi, *work;
+    int *iwork;
+    int lwork;
+    int windows;
+    bool failed;
+} Spectrum;
+
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* Singular values (or eigenvalue moduli) of one P, descending, into sp->s. */
+static bool head_values(Spectrum *sp, const float *P) {
+    int m = sp->cols, n = sp->rows, info = 0, one = 1;
+    /* Row-major P is column-major P^T: same singular values; eigenvalues of P^T
+     * are those of P. */
+    memcpy(sp->a, P, (size_t)m * n * sizeof(float));
+    if (sp->eigen) {
+        sgeev_("N", "N", &n, sp->a, &n, sp->s, sp->wi, NULL, &one, NULL, &one, sp->work, &sp->lwork, &info);
+        for (int i = 0; i < n; i++) sp->s[i] = hypotf(sp->s[i], sp->wi[i]);
+        qsort(sp->s, (size_t)n, sizeof(float), cmp_desc);
+    } else {
+        sgesdd_("N", &m, &n, sp->a, &m, sp->s, NULL, &one, NULL, &one, sp->work, &sp->lwork, sp->iwork, &info);
+    }
+    return info == 0;
+}
+
+/* Sizes the buffers from the first P, and asks LAPACK for its workspace. */
+static void spectrum_init(Spectrum *sp, const Tensor *P) {
+    sp->rows = P->shape[2];
+    sp->cols = P->shape[3];
+    sp->n_values = sp->rows < sp->cols ? sp->rows : sp->cols;
+    long nv = sp->eigen ? sp->rows : sp->n_values;
+    sp->sum_c = xcalloc((size_t)sp->layers * sp->heads * nv, sizeof(double));
+    sp->a = xmalloc((size_t)sp->rows * sp->cols * sizeof(float));
+    sp->s = xmalloc((size_t)sp->rows * sizeof(float) + sizeof(float));
+    sp->wi = xmalloc((size_t)sp->rows * sizeof(float));
+    sp->iwork = xmalloc((size_t)8 * sp->n_values * sizeof(int));
+    int m = sp->cols, n = sp->rows, one = 1, info = 0, query = -1;
+    float size = 0;
+    if (sp->eigen)
+        sgeev_("N", "N", &n, sp->a, &n, sp->s, sp->wi, NULL, &one, NULL, &one, &size, &query, &info);
+    else
+        sgesdd_("N", &m, &n, sp->a, &m, sp->s, NULL, &one, NULL, &one, &size, &query, sp->iwork, &info);
+    sp->lwork = (int)size + 1;
+    sp->work = xmalloc((size_t)sp->lwork * sizeof(float));
+    if (sp->eigen) sp->n_values = sp->rows;
+}
+
+static void spectrum_free(Spectrum *sp) {
+    free(sp->sum_c), free(sp->a), free(sp->s), free(sp->wi), free(sp->iwork), free(sp->work);
+}
+
+static void on_layer(int layer, const Tensor *P, void *ctx) {
+    Spectrum *sp = ctx;
+    if (!sp->sum_c) spectrum_init(sp, P);
+    for (int h = 0; h < sp->heads; h++) {
+        if (!head_values(sp, P->data + (long)h * sp->rows * sp->cols)) {
+            sp->failed = true;
+            return;
+        }
+        double total = 0, run = 0;
+        for (int i = 0; i < sp->n_values; i++) total += sp->s[i];
+        double *c = sp->sum_c + ((long)layer * sp->heads + h) * sp->n_values;
+        for (int i = 0; i < sp->n_values; i++) {
+            run += sp->s[i];
+            c[i] += total > 0 ? run / total : 0.0;
+        }
+    }
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
+            "\n"
+            "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
+            "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
+            "sgesdd. Writes the normalised cumulative spectrum c(k) = sum_{i<=k} s_i / sum_i s_i,\n"
+            "averaged over the windows, as spectrum.csv (layer, head, k, c), spectrum.png (one curve\n"
+            "per layer, averaged over heads, over light per-head curves) and heatmap.png (c(T/4) per\n"
+            "layer and head), and prints per layer c(T/4) and the k that reaches 90%% and 99%%.\n"
+            "\n"
+            "A causal P is lower triangular, so its eigenvalues are just its diagonal: singular values\n"
+            "are the meaningful spectrum. --eigen uses eigenvalue moduli instead (LAPACK sgeev).\n"
+            "\n"
+            "  corpus.txt   default: the corpus recorded in the checkpoint, if it still exists\n"
+            "  --samples N  windows (default 8)\n"
+            "  --length T   window length (default: the model's context)\n"
+            "  --out DIR    where the outputs go (default: the run folder)\n");
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "error: %s: expected an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
+    int samples = 8, length = 0;
+    bool eigen = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--samples")) {
+            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &samples)) return 2;
+        } else if (!strcmp(a, "--length")) {
+            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 2, 1 << 20, &length)) return 2;
+        } else if (!strcmp(a, "--eigen")) {
+            eigen = true;
+        } else if (!strcmp(a, "--out")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: --out: needs a folder\n");
+                return 2;
+            }
+            out_dir = argv[++i];
+        } else if (!strncmp(a, "--", 2)) {
+            fprintf(stderr, "error: unknown option '%s'\nhint: ./spectrum --help lists the options\n", a);
+            return 2;
+        } else if (!target) {
+            target = a;
+        } else if (!corpus_path) {
+            corpus_path = a;
+        } else {
+            fprintf(stderr, "error: too many arguments ('%s')\n", a);
+            return 2;
+        }
+    }
+    if (!target) {
+        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
+        return 2;
+    }
+
+    /* A run folder or a bare checkpoint. */
+    char ckpt[1100], dir[1100];
+    Err e;
+    if (is_directory(target)) {
+        if (path_join(ckpt, sizeof ckpt, target, "model.safetensors", &e) != 0) goto user_error;
+        snprintf(dir, sizeof dir, "%s", target);
+    } else {
+        snprintf(ckpt, sizeof ckpt, "%s", target);
+        const char *slash = strrchr(target, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - target) : 1, slash ? target : ".");
+    }
+    if (out_dir) snprintf(dir, sizeof dir, "%s", out_dir);
+    StFile st;
+    CheckpointInfo info;
+    if (checkpoint_open(&st, ckpt, &info, &e) != 0) goto runtime_error;
+    Model m;
+    model_init(&m, &info.cfg.model);
+    int rc = checkpoint_load(&st, &m, false, &e);
+    st_close(&st);
+    if (rc != 0) goto runtime_error;
+    const ModelConfig *mc = &info.cfg.model;
+    int T = length ? length : mc->context;
+    if (mc->pos == POS_LEARNED && T > mc->context) {
+        fprintf(stderr, "error: --length %d: the model learned positions up to %d only\nhint: use --length %d or less\n",
+                T, mc->context, mc->context);
+        return 2;
+    }
+    if (mc->attn == ATTN_LINFORMER && T != mc->context && mc->linformer_proj != LF_PROJ_LINEAR && T % (mc->context / mc->linformer_k)) {
+        fprintf(stderr, "error: --length %d: Linformer's pooling needs a multiple of %d\n", T, mc->context / mc->linformer_k);
+        return 2;
+    }
+    if (!corpus_path) {
+        corpus_path = info.corpus;
+        if (!corpus_path[0] || !file_exists(corpus_path)) {
+            fprintf(stderr, "error: no corpus given, and the checkpoint's (%s) is not there\nhint: ./spectrum %s corpus.txt\n",
+                    corpus_path[0] ? corpus_path : "none recorded", target);
+            return 2;
+        }
+    }
+    Corpus corpus;
+    if (corpus_open(&corpus, corpus_path, info.cfg.train.val_fraction, T, &e) != 0) goto runtime_error;
+    if (make_dirs(dir, &e) != 0) goto runtime_error;
+    int threads = engine_set_threads(info.cfg.train.threads);
+
+    if (eigen && mc->attn == ATTN_LINFORMER) {
+        fprintf(stderr, "error: --eigen: Linformer's P is T x k, not square, so it has no eigenvalues\n");
+        return 2;
+    }
+    Arena arena;
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    long count = corpus_val_count(&corpus, T, samples);
+    if (count == 0) {
+        fprintf(stderr, "error: %s: the validation split is shorter than one window of %d bytes\n", corpus_path, T);
+        return 1;
+    }
+    int *ids = xmalloc((size_t)(T + 1) * sizeof(int)), *targets = xmalloc((size_t)(T + 1) * sizeof(int));
+    Spectrum sp = {.layers = mc->layers, .heads = mc->heads, .eigen = eigen};
+    printf("spectrum: %s, %ld windows of %d bytes, %s, %d threads\n", ckpt, count, T,
+           eigen ? "eigenvalue moduli" : "singular values", threads);
+    Progress prog;
+    progress_init(&prog, "spectrum", count, stdout);
+    for (long w = 0; w < count && !sp.failed; w++) {
+        arena_reset(&arena);
+        corpus_val_window(&corpus, T, samples, w, ids, targets);
+        model_attention_probs(&m, ids, 1, T, on_layer, &sp);
+        sp.windows++;
+        progress_update(&prog, w + 1, NULL);
+    }
+    progress_finish(&prog, NULL);
+    if (sp.failed) {
+        fprintf(stderr, "error: LAPACK did not converge on an attention matrix\n");
+        return 1;
+    }
+
+    /* The averages, the CSV, the table. */
+    int L = sp.layers, H = sp.heads, K = sp.n_values;
+    double *c = sp.sum_c;
+    for (long i = 0; i < (long)L * H * K; i++) c[i] /= sp.windows;
+    size_t cap = (size_t)L * H * K * 40 + 64, len = 0;
+    char *csv = xmalloc(cap);
+    len += (size_t)snprintf(csv + len, cap - len, "layer,head,k,c\n");
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int k = 0; k < K; k++)
+                len += (size_t)snprintf(csv + len, cap - len, "%d,%d,%d,%.6f\n", l, h, k + 1,
+                                        c[((long)l * H + h) * K + k]);
+    char path[1200];
+    if (path_join(path, sizeof path, dir, "spectrum.csv", &e) != 0 || write_file_atomic(path, csv, &e) != 0) goto runtime_error;
+    free(csv);
+
+    int quarter = K / 4 > 0 ? K / 4 : 1;
+    printf("\n%-6s %8s %8s %8s   (of %d %s)\n", "layer", "c(T/4)", "k 90%", "k 99%", K,
+           eigen ? "eigenvalues" : "singular values");
+    double *x = xmalloc((size_t)K * sizeof(double)), *mean = xmalloc((size_t)L * K * sizeof(double));
+    double *heat = xmalloc((size_t)L * H * sizeof(double));
+    for (int k = 0; k < K; k++) x[k] = k + 1;
+    for (int l = 0; l < L; l++) {
+        for (int k = 0; k < K; k++) {
+            double sum = 0;
+            for (int h = 0; h < H; h++) sum += c[((long)l * H + h) * K + k];
+            mean[(long)l * K + k] = sum / H;
+        }
+        for (int h = 0; h < H; h++) heat[l * H + h] = c[((long)l * H + h) * K + quarter - 1];
+        int k90 = K, k99 = K;
+        for (int k = K - 1; k >= 0; k--) {
+            if (mean[(long)l * K + k] >= 0.90) k90 = k + 1;
+            if (mean[(long)l * K + k] >= 0.99) k99 = k + 1;
+        }
+        printf("%-6d %8.3f %8d %8d\n", l, mean[(long)l * K + quarter - 1], k90, k99);
+    }
+
+    /* The plots: per-layer means over light per-head curves. */
+    PlotSeries *series = xmalloc((size_t)L * (H + 1) * sizeof *series);
+    char (*labels)[32] = xmalloc((size_t)L * sizeof *labels);
+    int n = 0;
+    for (int l = 0; l < L; l++) {
+        snprintf(labels[l], sizeof labels[l], "layer %d", l);
+        series[n++] = (PlotSeries){labels[l], x, mean + (long)l * K, K, 0};
+        for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, x, c + ((long)l * H + h) * K, K, 1};
+    }
+    char title[160];
+    snprintf(title, sizeof title, "normalised cumulative %s of P (%d windows of %d bytes)",
+             eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
+    PlotSpec spec = {title, "k", "c(k)", 0, 0, 0, 0};
+    if (path_join(path, sizeof path, dir, "spectrum.png", &e) != 0 || plot_lines(path, &spec, series, n, &e) != 0)
+        goto runtime_error;
+    snprintf(title, sizeof title, "c(%d): the share of the spectrum in the first T/4 values", quarter);
+    PlotSpec hspec = {title, "head", "layer", 0, 0, 0, 0};
+    if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
+        plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
+        goto runtime_error;
+    printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/heatmap.png\n", dir, dir, dir);
+    free(series), free(labels), free(x), free(mean), free(heat), free(ids), free(targets);
+    spectrum_free(&sp);
+    engine_set_arena(NULL);
+    arena_free(&arena);
+    corpus_close(&corpus);
+    model_free(&m);
+    return 0;
+user_error:
+    err_print(&e);
+    return 2;
+runtime_error:
+    err_print(&e);
+    return 1;
+}
