@@ -25,7 +25,7 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum
+COMMANDS := train bench spectrum ablate
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
