@@ -1,0 +1,118 @@
+#!/bin/sh
+# tests/cli_experiments.sh: ./ablate and ./spectrum end to end, and on bad input.
+#
+# Run from the repository root after `make` (make check does both). A tiny
+# ablation must finish in seconds and write all its outputs; ./spectrum on its
+# softmax run must write all of its own. Each bad input must give the expected
+# exit code (2 usage, 1 runtime; never a crash), "error: " and an expected
+# phrase on stderr's first line, at most two lines on stderr, and no *.tmp left.
+# shellcheck disable=SC2086
+set -u
+
+for c in ./ablate ./spectrum; do
+    if [ ! -x "$c" ]; then
+        echo "cli_experiments.sh: $c is not built; run make first" >&2
+        exit 1
+    fi
+done
+T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_exp.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
+START=$(date +%s)
+PASS=0
+FAIL=0
+
+# A pseudo-English corpus of about 60 KB from a fixed seed.
+awk 'BEGIN {
+    n = split("the of and to a in is it that was he for on are with as his they be at one have this from by word but what some we can out other were all there when up use your how said an each she which do their time", w, " ");
+    x = 4242; len = 0;
+    while (len < 60000) {
+        x = (x * 16807) % 2147483647; k = 3 + x % 10; s = "";
+        for (i = 0; i < k; i++) { x = (x * 16807) % 2147483647; s = s (i ? " " : "") w[1 + x % n]; }
+        printf "%s.\n", s; len += length(s) + 2;
+    }
+}' >"$T/small.txt"
+printf 'not a checkpoint at all' >"$T/bogus.safetensors"
+
+pass() {
+    PASS=$((PASS + 1))
+    echo "ok   $1"
+}
+fail() {
+    FAIL=$((FAIL + 1))
+    echo "FAIL $1: $2"
+    if [ -s "$T/err" ]; then sed 's/^/     stderr: /' "$T/err" | head -n 5; fi
+}
+
+# expect NAME CODE PHRASE COMMAND ARGS...
+expect() {
+    name=$1 code=$2 phrase=$3
+    shift 3
+    "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    why=""
+    first=$(head -n 1 "$T/err")
+    if [ "$rc" -ge 128 ]; then why="crashed (exit $rc)"; elif [ "$rc" -ne "$code" ]; then why="exit $rc, want $code"; fi
+    case $first in "error: "*"$phrase"*) ;; *) why="${why:+$why; }stderr's first line is not 'error: ...$phrase...'" ;; esac
+    if [ "$(wc -l <"$T/err")" -gt 2 ]; then why="${why:+$why; }more than 2 lines on stderr"; fi
+    if [ -n "$(find "$T" -name '*.tmp' | head -n 1)" ]; then why="${why:+$why; }left a .tmp file"; fi
+    if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
+}
+
+# ---------------------------------------------------------------- ./ablate
+A=$T/abl
+SMALL="--steps 50 --layers 1 --d_model 32 --heads 2 --context 32 --threads 1"
+if ./ablate phi=relu/identity/elu $SMALL --out "$A" "$T/small.txt" >"$T/out" 2>"$T/err"; then
+    pass "a tiny phi ablation finishes"
+else
+    fail "a tiny phi ablation finishes" "exit $?"
+fi
+rows=$(grep -c '^| [a-z]' "$A/results.md" 2>/dev/null || echo 0)
+if [ "$rows" = 5 ]; then pass "results.md has 4 rows (3 + baseline)"; else fail "results.md has 4 rows" "found $((rows - 1))"; fi
+if [ "$(wc -l <"$A/results.csv" 2>/dev/null)" = 5 ] && [ -s "$A/curves.png" ]; then pass "results.csv and curves.png"; else fail "results.csv and curves.png" "missing or short"; fi
+missing=""
+for run in phi-relu phi-identity phi-elu baseline_attn-softmax; do
+    for f in model.safetensors metrics.jsonl config.json loss.png result.json; do
+        [ -s "$A/$run/$f" ] || missing="$missing $run/$f"
+    done
+done
+if [ -z "$missing" ]; then pass "every run folder is complete"; else fail "every run folder is complete" "missing$missing"; fi
+if ./ablate phi=relu/identity/elu $SMALL --out "$A" "$T/small.txt" >"$T/out" 2>&1 && [ "$(grep -c 'finished before' "$T/out")" = 4 ]; then
+    pass "running it again skips the finished runs"
+else
+    fail "running it again skips the finished runs" "did not skip"
+fi
+expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
+expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
+expect "ablate: empty axis value" 2 "empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"
+expect "ablate: empty axis" 2 "no value" ./ablate phi= $SMALL "$T/small.txt"
+expect "ablate: no axis" 2 "no axis given" ./ablate $SMALL "$T/small.txt"
+expect "ablate: no corpus" 2 "no corpus given" ./ablate phi=relu/elu $SMALL
+expect "ablate: missing corpus" 1 "cannot open" ./ablate phi=relu/elu $SMALL --out "$T/abl2" "$T/nothere.txt"
+
+# ---------------------------------------------------------------- ./spectrum
+S=$A/baseline_attn-softmax
+if ./spectrum "$S" "$T/small.txt" --samples 2 >"$T/out" 2>"$T/err" && [ -s "$S/spectrum.csv" ] && [ -s "$S/spectrum.png" ] &&
+    [ -s "$S/heatmap.png" ] && grep -q 'k 90%' "$T/out"; then
+    pass "spectrum of the softmax run writes its outputs"
+else
+    fail "spectrum of the softmax run writes its outputs" "exit or files wrong"
+fi
+if [ "$(head -n 1 "$S/spectrum.csv" 2>/dev/null)" = "layer,head,k,c" ] && [ "$(wc -l <"$S/spectrum.csv")" = $((1 + 2 * 32)) ]; then
+    pass "spectrum.csv: layer, head, k, c for 2 heads x 32 values"
+else
+    fail "spectrum.csv" "wrong header or length"
+fi
+if ./spectrum "$S/model.safetensors" --samples 1 --eigen --out "$T/eig" >"$T/out" 2>"$T/err" && [ -s "$T/eig/spectrum.csv" ]; then
+    pass "spectrum of a bare checkpoint, its corpus from the metadata, --eigen"
+else
+    fail "spectrum of a bare checkpoint" "exit or files wrong"
+fi
+expect "spectrum: not a checkpoint" 1 "bogus.safetensors" ./spectrum "$T/bogus.safetensors" "$T/small.txt"
+expect "spectrum: missing run" 1 "nothere" ./spectrum "$T/nothere" "$T/small.txt"
+expect "spectrum: T longer than the model allows" 2 "learned positions up to 32" ./spectrum "$S" "$T/small.txt" --length 64
+expect "spectrum: bad --samples" 2 "--samples: expected an integer" ./spectrum "$S" --samples x
+expect "spectrum: unknown option" 2 "unknown option '--bogus'" ./spectrum "$S" --bogus
+
+echo "cli_experiments.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
+[ "$FAIL" -eq 0 ]
