@@ -13,7 +13,8 @@
 
 #include "ops.h"
 
-#define GC_MAX_IN 4
+/* as many leaves as an op has inputs (NODE_MAX_IN) */
+#define GC_MAX_IN 5
 
 typedef enum {
     GC_NORMAL,    /* N(0, 1) */

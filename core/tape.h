@@ -11,7 +11,8 @@
 
 #include "tensor.h"
 
-#define NODE_MAX_IN 4
+/* q, k, v and both Talking-Heads mixing matrices (layers/attention/softmax.c) */
+#define NODE_MAX_IN 5
 
 typedef struct Node Node;
 

@@ -9,8 +9,30 @@
  * --ops: each matmul product of a training step (forward, and the two
  * backward products) through op_matmul, against raw cblas_sgemm on the same
  * shapes and transposes, in one run. Then the other ops' time per call.
- * Every figure is the median of --reps timed runs after one warm-up. */
+ * Every figure is the median of --reps timed runs after one warm-up.
+ *
+ * --attn X (and any model option) changes the training configuration; attn=
+ * linformer has no causal form, so it benchmarks objective=mlm unless
+ * --objective is given.
+ *
+ * --scaling: how one attention layer's time and memory grow with the length.
+ * The layer is the attention module: x [1, T, d] -> q, k, v projections, the
+ * kernel, the output projection (no norm, no MLP), forward and backward (with
+ * dx, as in a model) from a random output gradient; d 256 and 4 heads (the
+ * reference configuration), B 1, 2 threads unless --threads says otherwise.
+ * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
+ * cosformer by default, or the one --attn names. Per row: the median time per
+ * step of --reps timed steps (default 5; 3 when a step takes over a second)
+ * after one warm-up step, time per token, the arena's peak bytes over those
+ * steps (every activation, gradient and saved tensor of the layer; the
+ * parameters, 1 MiB here, are not in it) and the process's peak RSS during
+ * the row. A kernel whose estimated memory passes the cap (8 GiB, or 3/4 of
+ * RAM if less) is skipped at that length with a note: softmax keeps P, B H T^2
+ * floats, plus a T^2 scratch per thread in backward. Writes the table to
+ * bench-scaling.csv, time per token against T to bench-scaling.png and the
+ * arena peak against T to bench-scaling-memory.png, in the current folder. */
 #include <cblas.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +40,16 @@
 #include <time.h>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include "mlm.h"
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
 #include "options.h"
+#include "plot.h"
 #include "rng.h"
+#include "run.h"
 #include "util.h"
 
 static double now(void) {
@@ -44,9 +70,12 @@ static double median(double *t, int n) {
 
 typedef struct {
     int reps;
+    bool reps_given;
     int threads;
     int steps;
-    bool ops, vs_torch;
+    bool ops, vs_torch, scaling;
+    bool attn_given;
+    int lengths[32], n_lengths; /* --scaling */
 } Options;
 
 /* ---- matmul: op_matmul against cblas_sgemm ------------------------------- */
@@ -256,6 +285,8 @@ static double bench_train(const Options *o, const Config *cfg) {
         ids[i] = (int)rng_below(&rng, 256);
         targets[i] = (int)rng_below(&rng, 256);
     }
+    if (mc->objective == OBJECTIVE_MLM) /* masked inputs, targets at the chosen positions only */
+        for (int b = 0; b < B; b++) mlm_mask_row(&rng, ids + (long)b * T, targets + (long)b * T, T);
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
@@ -286,8 +317,11 @@ static double bench_train(const Options *o, const Config *cfg) {
     double med = median(step_s, o->steps), tok_s = B * T / med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    char attn[32];
     printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
            mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
+    printf("  attention: attn=%s, objective=%s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
+           mc->objective == OBJECTIVE_MLM ? "mlm" : "clm");
     printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);
     printf("  throughput   %8.0f tok/s\n", tok_s);
     printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
@@ -315,6 +349,260 @@ static double bench_train(const Options *o, const Config *cfg) {
     arena_free(&arena);
     model_free(&m);
     return tok_s;
+}
+
+/* ---- scaling: one attention layer against the length --------------------- */
+
+static double rss_peak_mib(void) {
+    /* VmHWM since the last reset_rss_peak (Linux), else the lifetime peak */
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        long kb = -1;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+        fclose(f);
+        if (kb >= 0) return kb / 1024.0;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+/* Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
+ * Free heap goes back to the system first, so that an earlier row's memory
+ * does not count in this one's. */
+static bool reset_rss_peak(void) {
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* The memory cap for a row: 8 GiB, or 3/4 of the machine's RAM if less. */
+static double memory_cap_bytes(void) {
+    double cap = 8.0 * (1 << 30);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && 0.75 * (double)pages * (double)page < cap) cap = 0.75 * (double)pages * (double)page;
+    return cap;
+}
+
+/* The part of the layer's memory that grows faster than T: softmax keeps P
+ * (H T^2 floats at B 1) for backward, and its backward takes a T^2 scratch per
+ * thread; talking heads, an H T^2 one, twice, per thread. */
+static double layer_quadratic_bytes(const ModelConfig *m, int T, int threads) {
+    if (m->attn != ATTN_SOFTMAX) return 0;
+    double per_thread = m->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
+    return 4.0 * (double)T * T * (m->heads + per_thread * threads);
+}
+
+typedef struct {
+    int attn, T;
+    double step_s, arena_mib, rss_mib;
+} ScalingRow;
+
+/* Times forward + backward of one attention layer at length T. */
+static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) {
+    ModelConfig mc = *base;
+    mc.context = T; /* Linformer's E, F are [k, n] with n = the context */
+    ScalingRow row = {mc.attn, T, 0, 0, 0};
+    ParamSet ps;
+    params_init(&ps);
+    Attention a;
+    attention_declare(&a, &ps, "attn", 0, &mc);
+    params_alloc(&ps);
+    Rng rng;
+    rng_seed(&rng, 3);
+    for (int i = 0; i < params_count(&ps); i++) {
+        Tensor *t = ps.list[i];
+        if (t->ndim >= 2) rng_fill_normal(&rng, t->data, t->n, 0.0f, 0.02f);
+    }
+    int d = mc.d_model;
+    long n = (long)T * d;
+    float *xdata = xmalloc((size_t)n * sizeof(float)), *seed = xmalloc((size_t)n * sizeof(float));
+    rng_fill_normal(&rng, xdata, n, 0.0f, 1.0f);
+    rng_fill_normal(&rng, seed, n, 0.0f, 1.0f);
+
+    bool rss_reset = reset_rss_peak();
+    Arena arena;
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    grad_set(true);
+    int reps = o->reps_given ? o->reps : 5;
+    double *t = xmalloc((size_t)(reps + 1) * sizeof(double));
+    int done = 0;
+    for (int s = 0; s <= reps; s++) {
+        double t0 = now();
+        arena_reset(&arena);
+        tape_reset();
+        params_zero_grad(&ps);
+        Tensor x;
+        tensor_wrap(&x, xdata, 3, (int[]){1, T, d});
+        x.requires_grad = true;
+        x.grad = NULL;
+        Tensor *y = attention_forward(&a, &x);
+        backward_seeded(y, seed);
+        double dt = now() - t0;
+        if (s == 0) { /* the warm-up step sizes the arena */
+            if (!o->reps_given && dt > 1.0 && reps > 3) reps = 3;
+            continue;
+        }
+        t[done++] = dt;
+    }
+    row.step_s = median(t, done);
+    row.arena_mib = (double)arena.peak / (1 << 20);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&arena);
+    row.rss_mib = rss_reset ? rss_peak_mib() : NAN;
+    free(t);
+    free(xdata);
+    free(seed);
+    params_free(&ps);
+    return row;
+}
+
+/* "cosformer causal", "linear phi=elu reweight=cos causal", "linformer k=64 bidirectional" ... */
+static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
+    static const char *const names[] = {"softmax", "linear", "cosformer", "linformer"};
+    static const char *const phis[] = {"identity", "relu", "leakyrelu", "elu"};
+    static const char *const talking[] = {"none", "pre", "post", "both"};
+    char extra[64] = "";
+    if (m->attn == ATTN_LINEAR)
+        snprintf(extra, sizeof extra, " phi=%s%s", phis[m->phi], m->reweight == REWEIGHT_COS ? " reweight=cos" : "");
+    else if (m->attn == ATTN_LINFORMER)
+        snprintf(extra, sizeof extra, " k=%d", m->linformer_k);
+    else if (m->attn == ATTN_SOFTMAX && m->talking_heads != TALKING_NONE)
+        snprintf(extra, sizeof extra, " talking_heads=%s", talking[m->talking_heads]);
+    snprintf(buf, size, "%s%s %s", names[m->attn], extra, m->objective == OBJECTIVE_CLM ? "causal" : "bidirectional");
+    return buf;
+}
+
+static int bench_scaling(const Options *o, const Config *cfg, int threads) {
+    /* the kernels: softmax and cosformer, causal, unless --attn named one */
+    ModelConfig kernels[2];
+    int n_kernels = 0;
+    if (o->attn_given) {
+        kernels[n_kernels++] = cfg->model;
+    } else {
+        static const int defaults[] = {ATTN_SOFTMAX, ATTN_COSFORMER};
+        for (int i = 0; i < 2; i++) {
+            Config c = *cfg;
+            c.model.attn = defaults[i];
+            Err e;
+            if (config_validate(&c, &e) != 0) {
+                err_print(&e);
+                return 2;
+            }
+            kernels[n_kernels++] = c.model;
+        }
+    }
+    double cap = memory_cap_bytes();
+    printf("scaling: one attention layer (q, k, v, o projections and the kernel), forward + backward,\n"
+           "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median of %s timed steps\n\n",
+           cfg->model.d_model, cfg->model.heads, model_key_size(&cfg->model), model_head_size(&cfg->model), threads,
+           o->reps_given ? "--reps" : "5 (3 past 1 s a step)");
+    printf("  %-32s %6s %11s %11s %11s %11s\n", "kernel", "T", "ms/step", "us/token", "arena MiB", "RSS MiB");
+    ScalingRow rows[2 * 32];
+    int n_rows = 0;
+    char label[64], skipped[1024] = "";
+    size_t sk = 0;
+    for (int k = 0; k < n_kernels; k++) {
+        for (int i = 0; i < o->n_lengths; i++) {
+            int T = o->lengths[i];
+            kernel_label(&kernels[k], label, sizeof label);
+            if (kernels[k].attn == ATTN_LINFORMER && kernels[k].linformer_k > T) {
+                printf("  %-32s %6d  (skipped: linformer_k %d is longer than T)\n", label, T, kernels[k].linformer_k);
+                continue;
+            }
+            double need = layer_quadratic_bytes(&kernels[k], T, threads);
+            if (need > cap) {
+                printf("  %-32s %6d  (skipped: needs over %.1f GiB, above the %.1f GiB cap)\n", label, T,
+                       need / (1 << 30), cap / (1 << 30));
+                sk += (size_t)snprintf(skipped + sk, sizeof skipped - sk, "%s%s at T=%d", sk ? ", " : "", label, T);
+                continue;
+            }
+            fflush(stdout);
+            ScalingRow r = scaling_row(o, &kernels[k], T);
+            rows[n_rows++] = r;
+            printf("  %-32s %6d %11.2f %11.3f %11.1f %11.1f\n", label, T, r.step_s * 1e3, r.step_s * 1e6 / T, r.arena_mib,
+                   r.rss_mib);
+        }
+    }
+    if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
+
+    /* causal cosformer: flat time per token, linear memory, the T = 8192 target */
+    const ScalingRow *first = NULL, *last = NULL;
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < n_rows; i++) {
+        if (rows[i].attn != ATTN_COSFORMER) continue;
+        if (!first) first = &rows[i];
+        last = &rows[i];
+        double per = rows[i].step_s / rows[i].T;
+        lo = fmin(lo, per), hi = fmax(hi, per);
+    }
+    if (first && last != first)
+        printf("\n  cosformer, T %d to %d: time per token %.3f to %.3f us (max / min %.2f); arena %.1f to %.1f KiB per token\n",
+               first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, first->arena_mib * 1024 / first->T,
+               last->arena_mib * 1024 / last->T);
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].attn == ATTN_COSFORMER && rows[i].T == 8192)
+            printf("  cosformer at T=8192: %.1f ms per step (target <= 105), arena %.1f MiB (target <= 150), peak RSS %.1f MiB\n",
+                   rows[i].step_s * 1e3, rows[i].arena_mib, rows[i].rss_mib);
+
+    /* bench-scaling.csv and bench-scaling.png */
+    size_t cap_text = 256 + (size_t)n_rows * 160, len = 0;
+    char *csv = xmalloc(cap_text);
+    len += (size_t)snprintf(csv + len, cap_text - len, "kernel,T,ms_per_step,us_per_token,arena_mib,rss_mib\n");
+    for (int i = 0; i < n_rows; i++) {
+        ModelConfig m = kernels[0];
+        for (int k = 0; k < n_kernels; k++)
+            if (kernels[k].attn == rows[i].attn) m = kernels[k];
+        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.5f,%.2f,%.2f\n", kernel_label(&m, label, sizeof label),
+                                rows[i].T, rows[i].step_s * 1e3, rows[i].step_s * 1e6 / rows[i].T, rows[i].arena_mib,
+                                rows[i].rss_mib);
+    }
+    Err e;
+    int rc = write_file_atomic("bench-scaling.csv", csv, &e);
+    free(csv);
+    if (rc != 0) {
+        err_print(&e);
+        return 1;
+    }
+    double xs[2][32], ys[2][32];
+    PlotSeries series[2];
+    char labels[2][64];
+    int n_series = 0;
+    for (int k = 0; k < n_kernels; k++) {
+        int n = 0;
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].attn == kernels[k].attn) xs[k][n] = rows[i].T, ys[k][n++] = rows[i].step_s * 1e6 / rows[i].T;
+        if (!n) continue;
+        kernel_label(&kernels[k], labels[k], sizeof labels[k]);
+        series[n_series++] = (PlotSeries){labels[k], xs[k], ys[k], n, 0};
+    }
+    if (n_series) {
+        PlotSpec spec = {"one attention layer, forward + backward", "length T", "time per token (us)", 1, 0, 0, 0};
+        if (plot_lines("bench-scaling.png", &spec, series, n_series, &e) != 0) {
+            err_print(&e);
+            return 1;
+        }
+        /* memory on log-log axes: slope 1 is linear in T, slope 2 quadratic */
+        for (int k = 0, j = 0; k < n_kernels; k++) {
+            int n = 0;
+            for (int i = 0; i < n_rows; i++)
+                if (rows[i].attn == kernels[k].attn) ys[k][n++] = rows[i].arena_mib;
+            if (n) series[j++].y = ys[k];
+        }
+        PlotSpec mem = {"one attention layer, forward + backward", "length T", "arena peak (MiB)", 1, 1, 0, 0};
+        if (plot_lines("bench-scaling-memory.png", &mem, series, n_series, &e) != 0) {
+            err_print(&e);
+            return 1;
+        }
+    }
+    printf("\nwrote bench-scaling.csv, bench-scaling.png (time per token) and bench-scaling-memory.png\n");
+    return 0;
 }
 
 /* Runs experiments/torch_reference.py with the same configuration; returns its tok/s or 0. */
@@ -345,6 +633,7 @@ static double bench_torch(const Options *o, const Config *cfg, int threads) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./bench [--ops] [--vs-torch] [--threads N] [--steps N] [--reps N] [--key value ...]\n"
+            "       ./bench --scaling [--attn X] [--lengths 512,1024,...] [--threads N] [--reps N]\n"
             "\n"
             "  (default)    training throughput on the reference configuration (4 layers,\n"
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
@@ -353,9 +642,21 @@ static void usage(FILE *f) {
             "               print the ratio\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
             "               cblas_sgemm on the same shapes, then the other ops\n"
+            "  --scaling    one attention layer (projections and kernel, d_model 256, 4 heads, B 1),\n"
+            "               forward + backward, at each length: time per step and per token, arena\n"
+            "               peak and RSS peak; softmax and causal cosformer, or the --attn kernel\n"
+            "               (linformer runs bidirectionally). Writes bench-scaling.csv,\n"
+            "               bench-scaling.png and bench-scaling-memory.png in the current folder.\n"
+            "               Default 2 threads. Skips a length whose memory would\n"
+            "               pass 8 GiB (softmax keeps T x T per head)\n"
+            "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
             "  --threads N  threads for OpenMP and OpenBLAS (default: all cores)\n"
             "  --steps N    timed training steps, after 3 warm-up steps (default 10)\n"
-            "  --reps N     timed runs per --ops figure; each figure is their median (default 21)\n");
+            "  --reps N     timed runs per --ops figure (default 21) or --scaling row (default 5);\n"
+            "               each figure is their median\n"
+            "  --attn X     the kernel to measure (softmax, linear, cosformer, linformer); with model\n"
+            "               options such as --phi or --talking_heads. attn=linformer has no causal\n"
+            "               form: it runs with objective mlm unless --objective is given\n");
 }
 
 static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -369,8 +670,26 @@ static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) 
     return 0;
 }
 
+/* "512,1024,2048" into o->lengths. */
+static int parse_lengths(const char *flag, const char *v, Options *o) {
+    o->n_lengths = 0;
+    const char *p = v;
+    while (p && *p && o->n_lengths < 32) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 1 << 20) break;
+        o->lengths[o->n_lengths++] = (int)x;
+        if (*end == '\0') return 0;
+        if (*end != ',' || end[1] == '\0') break;
+        p = end + 1;
+    }
+    fprintf(stderr, "error: %s: expected up to 32 comma-separated lengths in [1, 1048576], got '%s'\n", flag, v ? v : "");
+    return -1;
+}
+
 int main(int argc, char **argv) {
     Options o = {.reps = 21, .threads = 0, .steps = 10};
+    bool objective_given = false;
     /* The reference configuration: the defaults, at d_model 256 and T 256. */
     Config cfg;
     config_defaults(&cfg);
@@ -388,8 +707,13 @@ int main(int argc, char **argv) {
             o.vs_torch = true;
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &o.threads)) return 2;
+        } else if (!strcmp(a, "--scaling")) {
+            o.scaling = true;
+        } else if (!strcmp(a, "--lengths")) {
+            if (parse_lengths(a, i + 1 < argc ? argv[++i] : NULL, &o)) return 2;
         } else if (!strcmp(a, "--reps")) {
             if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.reps)) return 2;
+            o.reps_given = true;
         } else if (!strcmp(a, "--steps")) {
             if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.steps)) return 2;
         } else if (!strncmp(a, "--", 2) && option_find(a + 2) &&
@@ -402,17 +726,31 @@ int main(int argc, char **argv) {
                 err_print(&e);
                 return 2;
             }
+            if (!strcmp(a + 2, "attn")) o.attn_given = true;
+            if (!strcmp(a + 2, "objective")) objective_given = true;
         } else {
             fprintf(stderr, "error: unknown option '%s'\nhint: ./bench --help lists the options\n", a);
             return 2;
         }
     }
+    if (cfg.model.attn == ATTN_LINFORMER && !objective_given) {
+        cfg.model.objective = OBJECTIVE_MLM;
+        printf("attn=linformer has no causal form: measuring objective=mlm (bidirectional)\n");
+    }
     if (config_validate(&cfg, &e) != 0) {
         err_print(&e);
         return 2;
     }
+    if (o.scaling && (o.ops || o.vs_torch)) {
+        fprintf(stderr, "error: --scaling: runs on its own, not with --ops or --vs-torch\n");
+        return 2;
+    }
+    if (!o.n_lengths)
+        for (int T = 512; T <= 16384; T *= 2) o.lengths[o.n_lengths++] = T;
+    if (o.scaling && !o.threads) o.threads = 2; /* the 2-core setting */
     int threads = engine_set_threads(o.threads);
     printf("attnlab bench: %d threads (OpenMP, shared with OpenBLAS: %s)\n\n", threads, openblas_get_config());
+    if (o.scaling) return bench_scaling(&o, &cfg, threads);
     if (o.ops) {
         printf("matmul, (4096 x 256) . (256 x 768), B stored [K, N]:\n");
         bench_matmul(&o, 4096, 256, 768, false);

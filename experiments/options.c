@@ -203,6 +203,9 @@ int config_validate(Config *c, Err *e) {
     }
     if (changed(c, "leaky_slope") && m->phi != PHI_LEAKYRELU)
         return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_choices[m->phi]);
+    if ((linear || cosformer) && m->objective == OBJECTIVE_MLM && changed(c, "chunk"))
+        return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
+               err_hint(e, "drop --chunk, or use --objective clm");
     if (m->talking_heads != TALKING_NONE && m->attn != ATTN_SOFTMAX)
         return err_set(e, "--talking_heads %s: mixes softmax logits or probabilities, so it needs attn=softmax, not %s",
                        talking_choices[m->talking_heads], attn_choices[m->attn]);
@@ -220,6 +223,20 @@ int config_validate(Config *c, Err *e) {
         if (m->linformer_proj != LF_PROJ_LINEAR && m->context % m->linformer_k != 0)
             return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
                            lf_proj_choices[m->linformer_proj], m->linformer_k, m->context);
+        if ((m->linformer_proj == LF_PROJ_MEAN || m->linformer_proj == LF_PROJ_MAX) && m->linformer_share != LF_SHARE_NONE)
+            return err_set(e, "--linformer_share %s: linformer_proj=%s pools without parameters, so there is nothing to share",
+                           lf_share_choices[m->linformer_share], lf_proj_choices[m->linformer_proj]),
+                   err_hint(e, "sharing applies to linformer_proj linear or conv");
+    }
+    if (m->objective == OBJECTIVE_MLM) {
+        /* samples.txt of an mlm run is a fill-in demo (experiments/sample.h):
+         * nothing is sampled left to right, so there is no prompt or temperature */
+        static const char *const clm_sampling[] = {"prompt", "temperature", "top_k"};
+        for (int i = 0; i < 3; i++)
+            if (changed(c, clm_sampling[i]))
+                return err_set(e, "--%s: objective=mlm is not sampled left to right (its samples are a fill-in demo)",
+                               clm_sampling[i]),
+                       err_hint(e, "--sample_length sets how many bytes the demo shows");
     }
     m->vocab = m->objective == OBJECTIVE_MLM ? VOCAB_BYTES + 1 : VOCAB_BYTES;
     if (c->train.min_lr > c->train.lr)

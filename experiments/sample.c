@@ -1,9 +1,12 @@
 #include "sample.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mlm.h"
 #include "tape.h"
 
 /* Draws a byte from logits z[256] at temperature t (0 = argmax) among the top k (0 = all). */
@@ -71,4 +74,97 @@ char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
     arena_free(&arena);
     free(ids);
     return text;
+}
+
+/* A growing text buffer. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Text;
+
+static void text_put(Text *t, const char *s, size_t n) {
+    if (t->len + n + 1 > t->cap) {
+        t->cap = 2 * (t->len + n + 1);
+        t->p = realloc(t->p, t->cap);
+        if (!t->p) DIE("out of memory");
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+}
+
+static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_printf(Text *t, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    text_put(t, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* One line of a window: label, then one column per id. */
+static void text_row(Text *t, const char *label, const int *ids, int T) {
+    text_printf(t, "%-8s | ", label);
+    for (int i = 0; i < T; i++) {
+        int b = ids[i];
+        char ch = b == MASK_ID ? '_' : (b < 0x20 || b == 0x7f) ? '~' : (char)b;
+        text_put(t, &ch, 1);
+    }
+    text_put(t, "\n", 1);
+}
+
+char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *len) {
+    int T = m->cfg.context, V = m->cfg.vocab < VOCAB_BYTES ? m->cfg.vocab : VOCAB_BYTES;
+    long fit = corpus_val_count(c, T, 0), k = ((long)s->length + T - 1) / T;
+    if (k > fit) k = fit;
+    Text t = {0};
+    text_printf(&t,
+                "fill-in demo (objective = mlm: the model reads the whole window, so it is not sampled left to right).\n"
+                "In each validation window, the positions validation scores are all masked and predicted at once\n"
+                "(argmax over the 256 bytes). '_' is a masked byte, '~' a control byte such as a newline.\n");
+    int *orig = xmalloc((size_t)T * sizeof(int)), *ids = xmalloc((size_t)T * sizeof(int));
+    int *targets = xmalloc((size_t)T * sizeof(int)), *filled = xmalloc((size_t)T * sizeof(int));
+    Arena arena, *outer = engine_arena_or_null();
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    bool was = grad_set(false);
+    long right_all = 0, masked_all = 0;
+    for (long w = 0; w < k; w++) {
+        corpus_val_window(c, T, k, w, orig, targets);
+        mlm_val_window(c, T, k, w, ids, targets);
+        for (int i = 0; i < T; i++)
+            if (targets[i] >= 0) ids[i] = MASK_ID; /* every chosen position, not 80% of them */
+        arena_reset(&arena);
+        Tensor *logits = model_forward(m, ids, 1, T);
+        int right = 0, masked = 0;
+        for (int i = 0; i < T; i++) {
+            filled[i] = ids[i];
+            if (ids[i] != MASK_ID) continue;
+            const float *z = logits->data + (long)i * logits->shape[2];
+            int best = 0;
+            for (int j = 1; j < V; j++)
+                if (z[j] > z[best]) best = j;
+            filled[i] = best;
+            masked++;
+            right += best == orig[i];
+        }
+        size_t off = corpus_val_offset(c, T, k, w);
+        text_printf(&t, "\nwindow %ld of %ld, bytes %zu..%zu: %d of %d masked bytes right\n", w + 1, k, off,
+                    off + (size_t)T - 1, right, masked);
+        text_row(&t, "original", orig, T);
+        text_row(&t, "masked", ids, T);
+        text_row(&t, "filled", filled, T);
+        right_all += right;
+        masked_all += masked;
+    }
+    if (masked_all)
+        text_printf(&t, "\nall windows: %ld of %ld masked bytes right (%.1f%%)\n", right_all, masked_all,
+                    100.0 * (double)right_all / (double)masked_all);
+    grad_set(was);
+    engine_set_arena(outer);
+    arena_free(&arena);
+    free(orig), free(ids), free(targets), free(filled);
+    *len = t.len;
+    return t.p;
 }

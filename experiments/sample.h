@@ -2,6 +2,7 @@
 #ifndef ATTNLAB_SAMPLE_H
 #define ATTNLAB_SAMPLE_H
 
+#include "corpus.h"
 #include "model.h"
 #include "options.h"
 
@@ -10,5 +11,23 @@
  * (a sampled byte may itself be 0). Runs with gradients off in its own arena;
  * the model sees at most its context. */
 char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len);
+
+/* The samples of an objective = mlm model, which cannot be sampled left to
+ * right: a fill-in demo. k = ceil(s->length / context) validation windows,
+ * evenly spaced over the validation split (corpus_val_window with max_windows
+ * k; at most as many as fit), each with the positions data/mlm.h's validation
+ * masking chooses for it all replaced by the mask id, and predicted at once
+ * (argmax over the 256 bytes). The text, malloc'd and NUL-terminated, *len
+ * bytes long, is a short header, then per window
+ *
+ *   window 1 of 4, bytes 52051..52178: 15 of 19 masked bytes right
+ *   original | The jury further said in term-end presentments that ...
+ *   masked   | The j_ry further s_id in term-end pres_ntments that ...
+ *   filled   | The jury further said in term-end presentments that ...
+ *
+ * and a total. One column per byte: '_' is a masked byte, a control byte
+ * (newline, tab ...) is shown as '~', and other bytes as they are (so UTF-8
+ * text reads as text). Gradients off, in its own arena. */
+char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *len);
 
 #endif

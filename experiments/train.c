@@ -16,9 +16,10 @@ static void usage(FILE *f) {
             "\n"
             "Trains a byte-level language model on corpus.txt (any text; the last val_fraction\n"
             "is held out). The run folder gets model.safetensors, config.json, metrics.jsonl,\n"
-            "loss.png and samples.txt. Ctrl-C saves a checkpoint and stops; --resume continues\n"
-            "the run exactly (training, sampling and threads options may change; model\n"
-            "options may not).\n");
+            "loss.png and samples.txt (under --objective mlm, a fill-in demo: masked\n"
+            "validation windows and the model's predictions). Ctrl-C saves a checkpoint and\n"
+            "stops; --resume continues the run exactly (training, sampling and threads options\n"
+            "may change; model options may not).\n");
     options_print_help(f, 7);
 }
 
@@ -142,7 +143,8 @@ int main(int argc, char **argv) {
             printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step, run_dir);
             return 128 + (train_stop_signal() ? train_stop_signal() : 2); /* the shell's convention: 130 for Ctrl-C */
         default:
-            printf("val bpb %.4f (best %.4f) after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb, r.step, r.tok_s);
+            printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb,
+                   cfg.model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r.step, r.tok_s);
             printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
             return 0;
     }

@@ -4,7 +4,12 @@
  * Every log_every steps a metrics line; every eval_every steps the validation
  * loss on fixed windows; every save_every steps a checkpoint. The arena is
  * reset at the top of each step, so after the first step the loop makes no
- * malloc. */
+ * malloc.
+ *
+ * objective = clm: windows of T inputs predicting the next byte each
+ * (data/corpus.h). objective = mlm: the same windows, masked (data/mlm.h);
+ * the loss, val_loss and val_bpb are on the masked positions only, and
+ * samples.txt is a fill-in demo instead of a left-to-right sample. */
 #include "trainer.h"
 
 #include <math.h>
@@ -14,6 +19,7 @@
 
 #include "checkpoint.h"
 #include "corpus.h"
+#include "mlm.h"
 #include "model.h"
 #include "plot.h"
 #include "progress.h"
@@ -41,6 +47,9 @@ void train_install_signal_handlers(void) {
 enum { STREAM_INIT = 0, STREAM_DATA = 1, STREAM_SAMPLE = 2 };
 static void rng_stream(Rng *r, int64_t seed, int stream) { rng_seed(r, (uint64_t)seed * 3 + (uint64_t)stream); }
 
+/* data/ knows nothing of layers/: the two must agree on the mask id. */
+_Static_assert(MLM_MASK_ID == MASK_ID, "data/mlm.h and layers/config.h disagree on the mask id");
+
 /* Mean validation loss (nats per byte) over the fixed windows. */
 static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, int *targets, Arena *arena) {
     int B = cfg->train.batch, T = cfg->model.context;
@@ -51,8 +60,16 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
     long rows = 0;
     for (long w = 0; w < count; w += B) {
         int b = (int)(count - w < B ? count - w : B);
-        for (int i = 0; i < b; i++) corpus_val_window(c, T, max_windows, w + i, ids + (long)i * T, targets + (long)i * T);
+        for (int i = 0; i < b; i++) {
+            int *in = ids + (long)i * T, *tg = targets + (long)i * T;
+            if (cfg->model.objective == OBJECTIVE_MLM)
+                mlm_val_window(c, T, max_windows, w + i, in, tg);
+            else
+                corpus_val_window(c, T, max_windows, w + i, in, tg);
+        }
         arena_reset(arena);
+        /* the mean over the batch's counted positions; under mlm every row
+         * has the same number of them (mlm_count), so rows weigh alike */
         Tensor *loss = model_loss(m, ids, targets, b, T);
         total += (double)loss->data[0] * b;
         rows += b;
@@ -237,10 +254,16 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         arena_reset(&arena);
         tape_reset();
         params_zero_grad(&m.params);
-        corpus_train_batch(&corpus, &data_rng, B, T, ids, targets);
+        if (cfg.model.objective == OBJECTIVE_MLM)
+            mlm_train_batch(&corpus, &data_rng, B, T, ids, targets);
+        else
+            corpus_train_batch(&corpus, &data_rng, B, T, ids, targets);
         float lr = lr_at(tc->schedule, step, tc->warmup, tc->steps, tc->lr, tc->min_lr);
+        attn_stats_reset();
         Tensor *l = model_loss(&m, ids, targets, B, T);
         loss = l->data[0];
+        /* this step's forward only: read before backward and evaluation */
+        AttnStats stats = attn_stats;
         if (!isfinite(loss)) {
             diverged = true;
             break;
@@ -269,7 +292,14 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
                 fprintf(metrics, "%.6f, \"val_bpb\": %.6f", val, val / M_LN2);
             else
                 fprintf(metrics, "null, \"val_bpb\": null");
-            fprintf(metrics, ", \"lr\": %.6g, \"grad_norm\": %.6f, \"tok_s\": %.0f}\n", lr, norm, tok_s);
+            fprintf(metrics, ", \"lr\": %.6g, \"grad_norm\": %.6f", lr, norm);
+            /* the fraction of linear-attention denominators clamped at eps in
+             * this step's forward; null for kernels without denominators */
+            if (stats.den_rows > 0)
+                fprintf(metrics, ", \"den_clamped\": %.6g", (double)stats.den_clamped / (double)stats.den_rows);
+            else
+                fprintf(metrics, ", \"den_clamped\": null");
+            fprintf(metrics, ", \"tok_s\": %.0f}\n", tok_s);
             fflush(metrics);
             curves_add(&cv, (double)done, loss, eval ? val : NAN);
             char extra[160];
@@ -303,9 +333,10 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     if (cv.n && plot_curves(plot_path, &cv, e) != 0) goto io_fail;
     if (r->status == TRAIN_DONE) {
         size_t len;
-        char *text = sample_text(&m, &cfg.sample, &sample_rng, &len);
+        bool mlm = cfg.model.objective == OBJECTIVE_MLM;
+        char *text = mlm ? sample_fill_in(&m, &corpus, &cfg.sample, &len) : sample_text(&m, &cfg.sample, &sample_rng, &len);
         int src = write_bytes_atomic(samples_path, text, len, e);
-        if (!job->quiet && src == 0) printf("\nsample:\n%s\n\n", text);
+        if (!job->quiet && src == 0) printf(mlm ? "\n%s\n" : "\nsample:\n%s\n\n", text); /* the demo has its own title */
         free(text);
         if (src != 0) goto io_fail;
     }

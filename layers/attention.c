@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "util.h"
 
 AttnStats attn_stats;
 
@@ -18,6 +19,8 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
     a->kernel = attn_kernel_for(c->attn);
+    if (a->causal && a->kernel->bidirectional_only)
+        DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
     /* cosformer is a preset: linear attention with phi = relu and cos re-weighting */
     bool cosformer = c->attn == ATTN_COSFORMER;
     a->call = (AttnCall){
@@ -34,12 +37,17 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         .linformer_k = c->linformer_k,
         .linformer_share = c->linformer_share,
         .linformer_proj = c->linformer_proj,
+        .context = c->context,
     };
     linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
     linear_declare(&a->k, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
     linear_declare(&a->v, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
     linear_declare(&a->o, p, param_name(buf, name, "o"), a->heads * a->head_size, c->d_model, true);
     if (a->kernel->declare) a->kernel->declare(a, p, name, layer, c);
+}
+
+void attention_init(Attention *a, int layer, Rng *rng) {
+    if (a->kernel->init) a->kernel->init(a, layer, rng);
 }
 
 static AttnCall call_for(const Attention *a, const Tensor *x) {

@@ -34,6 +34,7 @@ typedef struct {
     int chunk;
     int talking_heads;
     int linformer_k, linformer_share, linformer_proj;
+    int context;  /* the training length n (ModelConfig.context): Linformer's pooling stride is n / linformer_k */
     /* the kernel's own parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
 } AttnCall;
@@ -49,11 +50,20 @@ typedef struct {
     /* q, k [B, H, T, key_size], v [B, H, T, head_size] -> [B, H, T, head_size] */
     Tensor *(*forward)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
     /* The attention matrix P [B, H, T, T] for the same q, k, with gradients
-     * off (for ./spectrum): the kernel's output is P v. */
+     * off (for ./spectrum): the kernel's output is P v. Linformer's is
+     * [B, H, T, k'] and its output P (F v). */
     Tensor *(*probs)(const AttnCall *c, Tensor *q, Tensor *k);
     /* The kernel's fused ops, so the tests can find and check them
      * (NULL-terminated; empty when the kernel is made of primitive ops). */
     OpDef *ops[4];
+    /* Draws the kernel's own parameters of layer `layer` after
+     * model_init_weights' generic rule has filled them (NULL: that rule
+     * stands). */
+    void (*init)(Attention *a, int layer, Rng *rng);
+    /* The kernel has no causal form (Linformer mixes positions): the model
+     * refuses it under a causal objective and the tests ask for no causal
+     * case. */
+    bool bidirectional_only;
 } AttnKernel;
 
 /* Every kernel once (layers/attention/kernels.c). */
@@ -73,6 +83,8 @@ struct Attention {
 const AttnKernel *attn_kernel_for(int attn);
 /* Declares the projections and the kernel's parameters of layer `layer`. */
 void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, const ModelConfig *c);
+/* Runs the kernel's init hook (if any) on layer `layer`'s parameters. */
+void attention_init(Attention *a, int layer, Rng *rng);
 /* x [B, T, d] -> [B, T, d] */
 Tensor *attention_forward(const Attention *a, Tensor *x);
 /* The attention matrices [B, H, T, T] of this layer for input x, gradients off. */

@@ -12,7 +12,12 @@ Suite *optim_suite(void);
 Suite *data_suite(void);
 Suite *plot_suite(void);
 Suite *model_suite(void);
+Suite *attn_linformer_suite(void);
+Suite *attn_talking_suite(void);
+Suite *attn_linear_suite(void);
 Suite *train_suite(void);
+Suite *options_suite(void);
+Suite *zoo_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -25,7 +30,12 @@ int main(void) {
     srunner_add_suite(sr, data_suite());
     srunner_add_suite(sr, plot_suite());
     srunner_add_suite(sr, model_suite());
+    srunner_add_suite(sr, attn_linformer_suite());
+    srunner_add_suite(sr, attn_talking_suite());
+    srunner_add_suite(sr, attn_linear_suite());
     srunner_add_suite(sr, train_suite());
+    srunner_add_suite(sr, options_suite());
+    srunner_add_suite(sr, zoo_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

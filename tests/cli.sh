@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/cli.sh: ./train's command line on bad input, --help, and Ctrl-C.
+# tests/cli.sh: ./train's command line on bad input (combinations of options
+# that cannot work among it), --help, and Ctrl-C; ./bench --attn and --scaling.
 #
 # Run from the repository root after `make` (make check does both). Each bad
 # input must give: the expected exit code (2 usage error, 1 runtime failure,
@@ -118,6 +119,26 @@ expect "bad boolean" 2 "is not one of: false, true" "$R/a" $TINY --tie_embedding
 expect "heads not dividing d_model" 2 "--heads 3 does not divide --d_model 32" "$R/a" $TINY --heads 3 --out "$R/a" "$CORPUS"
 expect "min_lr above lr" 2 "--min_lr" "$R/a" $TINY --lr 1e-4 --min_lr 1e-3 --out "$R/a" "$CORPUS"
 expect "two corpora" 2 "more than one corpus" "$R/a" $TINY --out "$R/a" "$CORPUS" "$CORPUS"
+
+# ---------------------------------------------- combinations that cannot work
+# config_validate's refusals (tests/test_options.c checks each one directly).
+expect "linformer with clm" 2 "attn=linformer projects keys and values along the sequence, so it cannot be causal" "$R/a" $TINY --attn linformer --linformer_k 8 --out "$R/a" "$CORPUS"
+expect "phi without attn=linear" 2 "--phi applies to linear attention, not attn=softmax" "$R/a" $TINY --phi elu --out "$R/a" "$CORPUS"
+expect "reweight without attn=linear" 2 "--reweight applies to linear attention, not attn=linformer" "$R/a" $TINY --attn linformer --objective mlm --linformer_k 8 --reweight cos --out "$R/a" "$CORPUS"
+expect "cosformer with another phi" 2 "attn=cosformer fixes phi=relu" "$R/a" $TINY --attn cosformer --phi identity --out "$R/a" "$CORPUS"
+expect "talking heads with a linear kernel" 2 "--talking_heads pre: mixes softmax logits or probabilities, so it needs attn=softmax, not cosformer" "$R/a" $TINY --attn cosformer --talking_heads pre --out "$R/a" "$CORPUS"
+expect "talking heads with linformer" 2 "needs attn=softmax, not linformer" "$R/a" $TINY --attn linformer --objective mlm --linformer_k 8 --talking_heads both --out "$R/a" "$CORPUS"
+expect "chunk without attn=linear" 2 "--chunk applies to linear attention" "$R/a" $TINY --chunk 16 --out "$R/a" "$CORPUS"
+expect "chunk under mlm" 2 "--chunk: chunks are how causal linear attention runs" "$R/a" $TINY --attn linear --objective mlm --chunk 16 --out "$R/a" "$CORPUS"
+expect "leaky_slope without phi=leakyrelu" 2 "--leaky_slope applies to phi=leakyrelu, not phi=elu" "$R/a" $TINY --attn linear --phi elu --leaky_slope 0.2 --out "$R/a" "$CORPUS"
+expect "linformer option without linformer" 2 "--linformer_k applies to attn=linformer, not attn=linear" "$R/a" $TINY --attn linear --linformer_k 8 --out "$R/a" "$CORPUS"
+expect "linformer_k beyond the context" 2 "--linformer_k 64 is longer than --context 32" "$R/a" $TINY --attn linformer --objective mlm --out "$R/a" "$CORPUS"
+expect "linformer pooling k not dividing" 2 "--linformer_k 12 must divide --context 32" "$R/a" $TINY --attn linformer --objective mlm --linformer_k 12 --linformer_proj conv --out "$R/a" "$CORPUS"
+expect "linformer sharing a parameter-free pooling" 2 "pools without parameters, so there is nothing to share" "$R/a" $TINY --attn linformer --objective mlm --linformer_k 8 --linformer_proj mean --linformer_share kv --out "$R/a" "$CORPUS"
+expect "key_size without head_size, heads not dividing" 2 "--heads 3 does not divide --d_model 32" "$R/a" $TINY --heads 3 --key_size 8 --out "$R/a" "$CORPUS"
+expect "a prompt under mlm" 2 "--prompt: objective=mlm is not sampled left to right" "$R/a" $TINY --objective mlm --prompt Once --out "$R/a" "$CORPUS"
+expect "a temperature under mlm" 2 "--temperature: objective=mlm" "$R/a" $TINY --objective mlm --temperature 1 --out "$R/a" "$CORPUS"
+
 expect "--resume of a missing folder" 1 "nothere/model.safetensors" "$T/nothere" --resume "$T/nothere"
 expect "--resume of a file" 1 "model.safetensors" - --resume "$CORPUS"
 
@@ -234,6 +255,48 @@ if [ -n "$step" ] && "$TRAIN" --resume "$R/sigint" --steps $((step + 5)) >"$T/ou
     pass "SIGINT: the checkpoint resumes and finishes"
 else
     fail "SIGINT: the checkpoint resumes and finishes" "resume failed"
+fi
+
+# -------------------------------------------------------------------- bench
+# ./bench --attn X measures every kernel (tiny settings: this checks that it
+# runs, not the speed); linformer picks objective mlm by itself.
+BENCH=${BENCH:-./bench}
+if [ -x "$BENCH" ]; then
+    BENCH_ABS=$(cd "$(dirname "$BENCH")" && pwd)/$(basename "$BENCH")
+    BTINY="--steps 1 --layers 1 --d_model 32 --heads 2 --context 32 --batch 2 --threads 1"
+    for attn in softmax linear cosformer linformer; do
+        extra=""
+        if [ "$attn" = linformer ]; then extra="--linformer_k 8"; fi
+        if "$BENCH" $BTINY --attn "$attn" $extra >"$T/out" 2>"$T/err" && grep -q "attn=$attn" "$T/out" &&
+            grep -q "throughput" "$T/out" && [ ! -s "$T/err" ]; then
+            pass "bench --attn $attn"
+        else
+            fail "bench --attn $attn" "exit or output wrong"
+        fi
+    done
+    SAVED_TRAIN=$TRAIN
+    TRAIN=$BENCH # expect runs $TRAIN
+    expect "bench: linformer with --objective clm" 2 "cannot be causal" - $BTINY --attn linformer --objective clm --linformer_k 8
+    expect "bench: bad --lengths" 2 "--lengths: expected up to 32 comma-separated lengths" - --scaling --lengths 64,x
+    TRAIN=$SAVED_TRAIN
+    mkdir "$T/scaling"
+    if (cd "$T/scaling" && "$BENCH_ABS" --scaling --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
+        [ "$(wc -l <"$T/scaling/bench-scaling.csv")" -eq 5 ] && [ -s "$T/scaling/bench-scaling.png" ] &&
+        [ -s "$T/scaling/bench-scaling-memory.png" ] && grep -q "^cosformer causal,64," "$T/scaling/bench-scaling.csv" &&
+        grep -q "^softmax causal,32," "$T/scaling/bench-scaling.csv" && [ ! -s "$T/err" ]; then
+        pass "bench --scaling writes its table and plots"
+    else
+        fail "bench --scaling writes its table and plots" "exit, csv or png wrong"
+    fi
+    if (cd "$T/scaling" && "$BENCH_ABS" --scaling --attn linformer --linformer_k 16 --lengths 16,64 --reps 1 --threads 1 \
+        >"$T/out" 2>"$T/err") && grep -q "^linformer k=16 bidirectional,64," "$T/scaling/bench-scaling.csv" &&
+        [ "$(wc -l <"$T/scaling/bench-scaling.csv")" -eq 3 ]; then
+        pass "bench --scaling --attn linformer"
+    else
+        fail "bench --scaling --attn linformer" "exit or csv wrong"
+    fi
+else
+    fail "bench" "$BENCH is not built"
 fi
 
 echo "cli.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"

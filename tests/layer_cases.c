@@ -3,6 +3,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "cases_linear.h"
+#include "cases_linformer.h"
+#include "cases_talking.h"
 #include "ops.h"
 #include "util.h"
 
@@ -69,11 +72,17 @@ static Tensor *softmax_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
 const KernelCase kernel_cases[] = {
     {{"attn_softmax_causal", 3, QKV, softmax_causal}, "softmax", true},
     {{"attn_softmax_bidirectional", 3, QKV, softmax_bidirectional}, "softmax", false},
+    TALKING_KERNEL_CASES, /* tests/cases_talking.c */
+    LINFORMER_KERNEL_CASES, /* tests/cases_linformer.c */
+    LINEAR_KERNEL_CASES, /* tests/cases_linear.c */
 };
 const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
 
 const KernelRef kernel_refs[] = {
     {"softmax causal", "softmax", true, NULL, 0, {{0}}, softmax_compose, true},
     {"softmax bidirectional", "softmax", false, NULL, 0, {{0}}, softmax_compose, true},
+    TALKING_KERNEL_REFS, /* tests/cases_talking.c */
+    LINFORMER_KERNEL_REFS, /* tests/cases_linformer.c */
+    LINEAR_KERNEL_REFS, /* tests/cases_linear.c */
 };
 const int n_kernel_refs = (int)(sizeof kernel_refs / sizeof kernel_refs[0]);

@@ -1,7 +1,11 @@
 /* test_data.c: the corpus (data/corpus.h): every way opening can fail gives one clear error,
  * the split follows its rounding rule, training batches stay inside the train split and follow
  * the seed, validation windows are fixed, evenly spaced and inside the validation split, and
- * every byte value is a token. Files live in a fresh temporary directory per test. */
+ * every byte value is a token. Files live in a fresh temporary directory per test.
+ *
+ * Masked-LM batches (data/mlm.h): the number of chosen positions, the 80/10/10 corruption and
+ * the targets, uniform choice, reproducible training masks from the data RNG, and validation
+ * masks fixed by the window index alone. */
 #include <check.h>
 #include <dirent.h>
 #include <math.h>
@@ -13,6 +17,7 @@
 #include <unistd.h>
 
 #include "data/corpus.h"
+#include "data/mlm.h"
 
 static char tmp_dir[512];
 
@@ -446,6 +451,157 @@ START_TEST(test_utf8_text) {
 }
 END_TEST
 
+
+/* --------------------------------------------------------------------------------- masked LM */
+
+START_TEST(test_mlm_count) {
+    /* max(1, round(0.15 T)), halves away from zero */
+    static const int T[] = {1, 2, 6, 7, 10, 32, 100, 128, 1024};
+    static const int want[] = {1, 1, 1, 1, 2, 5, 15, 19, 154};
+    for (int i = 0; i < 9; i++) ck_assert_int_eq(mlm_count(T[i]), want[i]);
+}
+END_TEST
+
+START_TEST(test_mlm_mask_rule) {
+    /* Many windows of T = 40 bytes: exactly 6 chosen each; targets the original byte there and
+     * -1 elsewhere; unchosen inputs untouched; chosen ones masked ~80%, a random byte ~10%,
+     * unchanged ~10%; every position and every replacement byte equally likely. */
+    enum { T = 40, ROWS = 20000 };
+    const int n = mlm_count(T);
+    ck_assert_int_eq(n, 6);
+    Rng rng;
+    rng_seed(&rng, 5);
+    int in[T], tg[T], orig[T];
+    long per_pos[T] = {0}, masked = 0, kept = 0, swapped = 0, chosen = 0;
+    long byte_seen[256] = {0};
+    for (int r = 0; r < ROWS; r++) {
+        for (int t = 0; t < T; t++) orig[t] = in[t] = (int)((r * 31 + t * 7) % 256);
+        mlm_mask_row(&rng, in, tg, T);
+        int row_chosen = 0;
+        for (int t = 0; t < T; t++) {
+            if (tg[t] < 0) {
+                ck_assert_int_eq(tg[t], -1);
+                ck_assert_int_eq(in[t], orig[t]);
+                continue;
+            }
+            row_chosen++;
+            per_pos[t]++;
+            ck_assert_int_eq(tg[t], orig[t]);
+            if (in[t] == MLM_MASK_ID) {
+                masked++;
+            } else {
+                ck_assert(in[t] >= 0 && in[t] < 256);
+                if (in[t] == orig[t])
+                    kept++;
+                else
+                    swapped++;
+                byte_seen[in[t]]++;
+            }
+        }
+        ck_assert_int_eq(row_chosen, n);
+        chosen += row_chosen;
+    }
+    ck_assert_int_eq(chosen, (long)ROWS * n);
+    /* 120000 chosen: the fractions' standard deviations are about 0.001 */
+    double fm = (double)masked / chosen, fk = (double)kept / chosen, fs = (double)swapped / chosen;
+    ck_assert_msg(fabs(fm - 0.8) < 0.01, "masked fraction %g, want 0.8", fm);
+    ck_assert_msg(fabs(fk - (0.1 + 0.1 / 256)) < 0.01, "unchanged fraction %g, want 0.1", fk);
+    ck_assert_msg(fabs(fs - 0.1 * 255 / 256) < 0.01, "random-byte fraction %g, want 0.1", fs);
+    /* each position is chosen with probability n / T = 0.15: 3000 of 20000, sd 50 */
+    for (int t = 0; t < T; t++)
+        ck_assert_msg(labs(per_pos[t] - ROWS * n / T) < 300, "position %d chosen %ld times, want ~%d", t, per_pos[t],
+                      ROWS * n / T);
+    /* the random bytes cover every value (about 47 draws each) */
+    for (int b = 0; b < 256; b++) ck_assert_msg(byte_seen[b] > 0, "byte %d never drawn", b);
+}
+END_TEST
+
+START_TEST(test_mlm_train_batch) {
+    /* The windows of corpus_train_batch (the same offsets from the same seed), masked; the same
+     * seed gives the same batches and leaves the RNG in the same state; the masks come after the
+     * offsets in the stream. */
+    const char *path = make_file("ramp.txt", 5000, fill_ramp);
+    Corpus c;
+    open_ok(&c, path, 0.1, 32);
+    enum { B = 8, T = 32 };
+    int in1[B * T], tg1[B * T], in2[B * T], tg2[B * T], plain[B * T], shifted[B * T];
+    Rng r1, r2, r3;
+    rng_seed(&r1, 42);
+    rng_seed(&r2, 42);
+    rng_seed(&r3, 42);
+    for (int step = 0; step < 5; step++) {
+        mlm_train_batch(&c, &r1, B, T, in1, tg1);
+        mlm_train_batch(&c, &r2, B, T, in2, tg2);
+        ck_assert_mem_eq(in1, in2, sizeof in1);
+        ck_assert_mem_eq(tg1, tg2, sizeof tg1);
+        /* replay: the offsets, then one mask per row */
+        corpus_train_batch(&c, &r3, B, T, plain, shifted);
+        for (int b = 0; b < B; b++) mlm_mask_row(&r3, plain + b * T, shifted + b * T, T);
+        ck_assert_mem_eq(in1, plain, sizeof in1);
+        ck_assert_mem_eq(tg1, shifted, sizeof tg1);
+        for (int b = 0; b < B; b++) {
+            int chosen = 0;
+            for (int t = 0; t < T; t++) {
+                int i = b * T + t;
+                /* the window's first byte, from an unchosen or a chosen position */
+                int first = tg1[b * T] >= 0 ? tg1[b * T] : in1[b * T];
+                int byte = (first + t) % 256; /* a ramp: byte at off + t */
+                if (tg1[i] >= 0) {
+                    chosen++;
+                    ck_assert_int_eq(tg1[i], byte);
+                } else {
+                    ck_assert_int_eq(in1[i], byte);
+                }
+            }
+            ck_assert_int_eq(chosen, mlm_count(T));
+        }
+    }
+    ck_assert_mem_eq(&r1, &r2, sizeof r1);
+    ck_assert_mem_eq(&r1, &r3, sizeof r1);
+    corpus_close(&c);
+}
+END_TEST
+
+START_TEST(test_mlm_val_fixed) {
+    /* Validation masks depend on the window index alone: the same across calls, across opens
+     * and whatever the training side draws meanwhile; different between windows; the targets
+     * are the window's bytes. */
+    const char *path = make_file("text.txt", 6000, fill_text);
+    enum { T = 40, CAP = 6 };
+    int in1[CAP][T], tg1[CAP][T], in2[T], tg2[T], raw[T], rawt[T], bi[4 * T], bt[4 * T];
+    Corpus c;
+    open_ok(&c, path, 0.2, T);
+    for (long i = 0; i < CAP; i++) {
+        mlm_val_window(&c, T, CAP, i, in1[i], tg1[i]);
+        corpus_val_window(&c, T, CAP, i, raw, rawt);
+        int chosen = 0;
+        for (int t = 0; t < T; t++) {
+            if (tg1[i][t] >= 0) {
+                chosen++;
+                ck_assert_int_eq(tg1[i][t], raw[t]);
+            } else {
+                ck_assert_int_eq(in1[i][t], raw[t]);
+            }
+        }
+        ck_assert_int_eq(chosen, mlm_count(T));
+    }
+    ck_assert_msg(memcmp(tg1[0], tg1[1], sizeof tg1[0]) != 0 || memcmp(in1[0], in1[1], sizeof in1[0]) != 0,
+                  "windows 0 and 1 masked alike");
+    corpus_close(&c);
+
+    open_ok(&c, path, 0.2, 64);
+    Rng rng;
+    rng_seed(&rng, 3);
+    for (long i = CAP - 1; i >= 0; i--) { /* any order */
+        mlm_train_batch(&c, &rng, 4, T, bi, bt);
+        mlm_val_window(&c, T, CAP, i, in2, tg2);
+        ck_assert_mem_eq(in1[i], in2, sizeof in2);
+        ck_assert_mem_eq(tg1[i], tg2, sizeof tg2);
+    }
+    corpus_close(&c);
+}
+END_TEST
+
 Suite *data_suite(void) {
     Suite *s = suite_create("data");
     TCase *tc = tcase_create("corpus");
@@ -468,5 +624,12 @@ Suite *data_suite(void) {
     tcase_add_test(tc, test_binary_bytes);
     tcase_add_test(tc, test_utf8_text);
     suite_add_tcase(s, tc);
+    TCase *mlm = tcase_create("mlm");
+    tcase_add_checked_fixture(mlm, setup, teardown);
+    tcase_add_test(mlm, test_mlm_count);
+    tcase_add_test(mlm, test_mlm_mask_rule);
+    tcase_add_test(mlm, test_mlm_train_batch);
+    tcase_add_test(mlm, test_mlm_val_fixed);
+    suite_add_tcase(s, mlm);
     return s;
 }

@@ -68,6 +68,10 @@ static const GoldenConfig golden_configs[] = {
       .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_NONE,
       .objective = OBJECTIVE_CLM},
      2, 8, 0},
+    {{.vocab = 80, .layers = 2, .d_model = 24, .heads = 3, .key_size = 10, .head_size = 6, .mlp_ratio = 2,
+      .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX,
+      .talking_heads = TALKING_BOTH, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM},
+     2, 12, 2},
 };
 #define N_GOLDEN ((int)(sizeof golden_configs / sizeof golden_configs[0]))
 
@@ -84,27 +88,6 @@ static StFile open_fixture(void) {
     if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
     return sf;
 }
-
-/* ---- breaking a kernel's backward ------------------------------------------ */
-
-/* Like mutation_install (tests/test_util.c), for a fused kernel's OpDef. */
-static void (*kernel_real_backward)(Node *);
-
-static void kernel_scaled_backward(Node *n) {
-    Tensor *out = n->out;
-    for (long i = 0; i < out->n; i++) out->grad[i] *= 1.1f;
-    kernel_real_backward(n);
-    for (long i = 0; i < out->n; i++) out->grad[i] /= 1.1f;
-}
-
-static void kernel_dropped_backward(Node *n) { (void)n; }
-
-static void kernel_mutation_install(OpDef *op, Mutation m) {
-    kernel_real_backward = op->backward;
-    op->backward = m == MUTATION_SCALE ? kernel_scaled_backward : kernel_dropped_backward;
-}
-
-static void kernel_mutation_remove(OpDef *op) { op->backward = kernel_real_backward; }
 
 /* ---- golden: the model against PyTorch ------------------------------------- */
 
@@ -359,6 +342,9 @@ START_TEST(test_golden_fixture_configs) {
         ck_assert_int_eq(json_int(o, "ignored"), g->ignored);
         ck_assert_str_eq(json_str(o, "norm"), c->norm == NORM_LAYERNORM ? "layernorm" : "rmsnorm");
         ck_assert_str_eq(json_str(o, "pos"), c->pos == POS_LEARNED ? "learned" : "none");
+        static const char *const talking[] = {"none", "pre", "post", "both"};
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "talking_heads"); /* absent: none */
+        ck_assert_str_eq(cJSON_IsString(th) ? th->valuestring : "none", talking[c->talking_heads]);
         ck_assert(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(o, "tie_embeddings")));
         ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_embeddings")), c->tie_embeddings);
         cJSON_Delete(o);
@@ -368,19 +354,29 @@ START_TEST(test_golden_fixture_configs) {
 END_TEST
 
 /* A 10%-scaled or missing backward in the attention kernel must break the
- * gradients (and only them: logits and loss still match). */
+ * gradients (and only them: logits and loss still match): plain attention's
+ * op in the reference config, Talking-Heads attention's in cfg3. */
 START_TEST(test_golden_catches_broken_kernel_backward) {
     StFile sf = open_fixture();
-    const int k = 0;
-    OpDef *op = attn_kernel_for(golden_configs[k].m.attn)->ops[0];
-    ck_assert_ptr_nonnull(op);
-    for (int mu = 0; mu < MUTATION_COUNT; mu++) {
-        char msg[512] = "";
-        kernel_mutation_install(op, (Mutation)mu);
-        GoldenStage s = golden_run(&sf, k, NULL, msg, sizeof msg);
-        kernel_mutation_remove(op);
-        ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for %s: the golden run stopped at the %s (%s)",
-                      mutation_name((Mutation)mu), op->name, stage_names[s], msg);
+    const struct {
+        int config;
+        const char *op;
+    } runs[] = {{0, "attn_softmax"}, {3, "attn_talking"}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        const int k = runs[r].config;
+        const AttnKernel *kern = attn_kernel_for(golden_configs[k].m.attn);
+        OpDef *op = NULL;
+        for (int o = 0; kern->ops[o]; o++)
+            if (strcmp(kern->ops[o]->name, runs[r].op) == 0) op = kern->ops[o];
+        ck_assert_msg(op != NULL, "kernel %s has no op %s", kern->name, runs[r].op);
+        for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+            char msg[512] = "";
+            kernel_mutation_install(op, (Mutation)mu);
+            GoldenStage s = golden_run(&sf, k, NULL, msg, sizeof msg);
+            kernel_mutation_remove(op);
+            ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for %s: golden cfg%d stopped at the %s (%s)",
+                          mutation_name((Mutation)mu), op->name, k, stage_names[s], msg);
+        }
     }
     st_close(&sf);
 }
@@ -559,8 +555,9 @@ static bool case_runs_op(const KernelCase *kc, const OpDef *op) {
     return found;
 }
 
-/* Walks attn_kernels: each kernel is complete, has a causal and a
- * bidirectional gradient-check case that run its fused op, and a reference;
+/* Walks attn_kernels: each kernel is complete, has a causal (unless it is
+ * bidirectional-only) and a bidirectional gradient-check case that run its
+ * fused ops, and a reference;
  * and every case and reference names a kernel that exists. */
 START_TEST(test_every_kernel_has_cases) {
     ck_assert_int_gt(n_attn_kernels, 0);
@@ -580,7 +577,10 @@ START_TEST(test_every_kernel_has_cases) {
                 run = strcmp(kernel_cases[c].kernel, kern->name) == 0 && case_runs_op(&kernel_cases[c], kern->ops[o]);
             ck_assert_msg(run, "no gradient-check case runs the op %s of kernel %s", kern->ops[o]->name, kern->name);
         }
-        ck_assert_msg(has[1], "kernel %s has no causal gradient-check case in tests/layer_cases.c", kern->name);
+        if (kern->bidirectional_only)
+            ck_assert_msg(!has[1], "kernel %s is bidirectional-only but has a causal case", kern->name);
+        else
+            ck_assert_msg(has[1], "kernel %s has no causal gradient-check case in tests/layer_cases.c", kern->name);
         ck_assert_msg(has[0], "kernel %s has no bidirectional gradient-check case in tests/layer_cases.c", kern->name);
         bool has_ref = false;
         for (int r = 0; r < n_kernel_refs; r++) has_ref |= strcmp(kernel_refs[r].kernel, kern->name) == 0;

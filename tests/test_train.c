@@ -4,7 +4,9 @@
  *   stops the loop exactly as SIGINT does) and resumed gives the same metrics
  *   and the same final checkpoint, bit for bit, as an uninterrupted run.
  * - A checkpoint without optimizer state cannot be resumed.
- * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives.
+ * - The same under objective = mlm.
+ * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives;
+ *   under objective = mlm, samples.txt is a fill-in demo.
  * - A diverging run stops with TRAIN_DIVERGED and the step, and leaves the last good
  *   checkpoint as it was.
  *
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "mlm.h"
 #include "run.h"
 #include "safetensors.h"
 #include "trainer.h"
@@ -239,33 +242,36 @@ static void assert_no_tmp(const char *run) {
 
 /* An uninterrupted run to 30 steps, against the same run stopped and resumed:
  * at step 15 (between checkpoints, on a metrics line), and at steps 7 and 21
- * (before the first save_every checkpoint, off the metrics lines, twice). */
-START_TEST(test_resume_exact) {
-    Config cfg = tiny_config();
+ * (before the first save_every checkpoint, off the metrics lines, twice).
+ * Run names start with `tag`. */
+static void check_resume_exact(const Config *cfg, const char *tag) {
     TrainResult r;
-    run_ok(&cfg, "full", false, TRAIN_DONE, 30, &r);
-    char *want = metrics_without_timing("full");
+    char full[64], path[1024];
+    snprintf(full, sizeof full, "%s_full", tag);
+    run_ok(cfg, full, false, TRAIN_DONE, 30, &r);
+    char *want = metrics_without_timing(full);
     ck_assert(want[0] != '\0');
-    char full_ckpt[1024], path[1024];
-    tpath(full_ckpt, sizeof full_ckpt, "full", "model.safetensors");
+    char full_ckpt[1024];
+    tpath(full_ckpt, sizeof full_ckpt, full, "model.safetensors");
 
     static const struct {
         const char *name;
         long stops[3];
     } plans[] = {{"stop15", {15, -1}}, {"stop7_21", {7, 21, -1}}};
     for (int p = 0; p < 2; p++) {
-        const char *name = plans[p].name;
+        char name[64];
+        snprintf(name, sizeof name, "%s_%s", tag, plans[p].name);
         tpath(path, sizeof path, name, "model.safetensors");
         bool resume = false;
         for (int k = 0; plans[p].stops[k] >= 0; k++) {
             long stop = plans[p].stops[k];
             train_stop_after(stop);
-            run_ok(&cfg, name, resume, TRAIN_INTERRUPTED, stop, &r);
+            run_ok(cfg, name, resume, TRAIN_INTERRUPTED, stop, &r);
             ck_assert_int_eq(checkpoint_step(path), stop);
             assert_no_tmp(name);
             resume = true;
         }
-        run_ok(&cfg, name, true, TRAIN_DONE, 30, &r);
+        run_ok(cfg, name, true, TRAIN_DONE, 30, &r);
         char *got = metrics_without_timing(name);
         ck_assert_msg(strcmp(got, want) == 0, "%s: metrics differ from the uninterrupted run:\n%s\nwant:\n%s", name, got, want);
         free(got);
@@ -273,6 +279,22 @@ START_TEST(test_resume_exact) {
         assert_no_tmp(name);
     }
     free(want);
+}
+
+START_TEST(test_resume_exact) {
+    Config cfg = tiny_config();
+    check_resume_exact(&cfg, "clm");
+}
+END_TEST
+
+/* The same under objective = mlm: the masks come from the data RNG, so the
+ * checkpoint's RNG state is enough to continue exactly. */
+START_TEST(test_resume_exact_mlm) {
+    Config cfg = tiny_config();
+    set(&cfg, "objective", "mlm");
+    Err e;
+    ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
+    check_resume_exact(&cfg, "mlm");
 }
 END_TEST
 
@@ -362,21 +384,23 @@ START_TEST(test_run_folder) {
     cJSON_Delete(j);
     free(text);
 
-    /* metrics.jsonl: one line per 5 steps with the 7 keys; falling loss */
+    /* metrics.jsonl: one line per 5 steps with the 8 keys; falling loss */
     text = slurp(tpath(path, sizeof path, "folder", "metrics.jsonl"), NULL);
-    static const char *const keys[] = {"step", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "tok_s"};
+    static const char *const keys[] = {"step", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "den_clamped", "tok_s"};
     int lines = 0, evals = 0;
     double first = NAN, last = NAN;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *m = cJSON_Parse(line);
         ck_assert_msg(cJSON_IsObject(m), "metrics line %d does not parse: %s", lines + 1, line);
-        ck_assert_int_eq(cJSON_GetArraySize(m), 7);
-        for (int k = 0; k < 7; k++) ck_assert_msg(cJSON_GetObjectItem(m, keys[k]) != NULL, "line %d lacks %s", lines + 1, keys[k]);
+        ck_assert_int_eq(cJSON_GetArraySize(m), 8);
+        for (int k = 0; k < 8; k++) ck_assert_msg(cJSON_GetObjectItem(m, keys[k]) != NULL, "line %d lacks %s", lines + 1, keys[k]);
         ck_assert_int_eq(cJSON_GetObjectItem(m, "step")->valueint, 5 * (lines + 1));
         double loss = cJSON_GetObjectItem(m, "loss")->valuedouble;
         ck_assert(isfinite(loss) && loss > 0.0);
         ck_assert(isfinite(cJSON_GetObjectItem(m, "grad_norm")->valuedouble));
         ck_assert(cJSON_GetObjectItem(m, "lr")->valuedouble > 0.0);
+        /* softmax attention has no denominators to clamp */
+        ck_assert(cJSON_IsNull(cJSON_GetObjectItem(m, "den_clamped")));
         const cJSON *val = cJSON_GetObjectItem(m, "val_loss"), *bpb = cJSON_GetObjectItem(m, "val_bpb");
         if (cJSON_IsNumber(val)) {
             ck_assert(cJSON_IsNumber(bpb));
@@ -405,6 +429,71 @@ START_TEST(test_run_folder) {
 
     /* the checkpoint: the finished step, with optimizer state */
     ck_assert_int_eq(checkpoint_step(tpath(path, sizeof path, "folder", "model.safetensors")), 40);
+}
+END_TEST
+
+/* objective = mlm: the run learns (val_bpb on the masked positions), and
+ * samples.txt is the fill-in demo of experiments/sample.h: a header, then per
+ * window a title and three rows of T columns (original, masked, filled) where
+ * the masked row has '_' at exactly the mlm_count(T) chosen positions and
+ * agrees with the original elsewhere, and the filled row agrees with the
+ * masked one except at the masks. */
+START_TEST(test_mlm_run_folder) {
+    Config cfg = tiny_config();
+    set(&cfg, "objective", "mlm");
+    set(&cfg, "steps", "40");
+    set(&cfg, "sample_length", "70"); /* ceil(70 / 32) = 3 windows */
+    Err e;
+    ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(cfg.model.vocab, 257);
+    TrainResult r;
+    run_ok(&cfg, "mlm", false, TRAIN_DONE, 40, &r);
+    ck_assert(isfinite(r.val_bpb) && r.val_bpb > 0.0 && r.val_bpb < 8.0);
+
+    char path[1024];
+    char *text = slurp(tpath(path, sizeof path, "mlm", "metrics.jsonl"), NULL);
+    double first = NAN, last = NAN;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *m = cJSON_Parse(line);
+        ck_assert_msg(cJSON_IsObject(m), "metrics line does not parse: %s", line);
+        ck_assert_int_eq(cJSON_GetArraySize(m), 8);
+        double loss = cJSON_GetObjectItem(m, "loss")->valuedouble;
+        ck_assert(isfinite(loss));
+        if (isnan(first)) first = loss;
+        last = loss;
+        cJSON_Delete(m);
+    }
+    free(text);
+    ck_assert_msg(first > last, "mlm loss did not fall: first %g, last %g", first, last);
+
+    const int T = cfg.model.context;
+    text = slurp(tpath(path, sizeof path, "mlm", "samples.txt"), NULL);
+    ck_assert_msg(strncmp(text, "fill-in demo", 12) == 0, "samples.txt: %s", text);
+    int windows = 0;
+    for (char *w = strstr(text, "\nwindow "); w; w = strstr(w + 1, "\nwindow ")) {
+        windows++;
+        char want[32];
+        snprintf(want, sizeof want, "\nwindow %d of 3, bytes ", windows);
+        ck_assert_msg(strncmp(w, want, strlen(want)) == 0, "window title: %.60s", w);
+        char *orig = strstr(w, "\noriginal | "), *masked = strstr(w, "\nmasked   | "), *filled = strstr(w, "\nfilled   | ");
+        ck_assert_msg(orig && masked && filled && orig < masked && masked < filled, "window %d: rows missing", windows);
+        orig += 12, masked += 12, filled += 12;
+        ck_assert(orig[T] == '\n' && masked[T] == '\n' && filled[T] == '\n');
+        int n_masks = 0;
+        for (int t = 0; t < T; t++) {
+            if (masked[t] == '_') {
+                n_masks++;
+                ck_assert(filled[t] != '_');
+            } else {
+                ck_assert_int_eq(masked[t], orig[t]);
+                ck_assert_int_eq(filled[t], orig[t]);
+            }
+        }
+        ck_assert_int_eq(n_masks, mlm_count(T));
+    }
+    ck_assert_int_eq(windows, 3);
+    ck_assert_msg(strstr(text, "\nall windows: ") != NULL, "no total line");
+    free(text);
 }
 END_TEST
 
@@ -529,9 +618,11 @@ Suite *train_suite(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_resume_exact);
+    tcase_add_test(tc, test_resume_exact_mlm);
     tcase_add_test(tc, test_stop_hook_is_one_shot);
     tcase_add_test(tc, test_resume_needs_optimizer_state);
     tcase_add_test(tc, test_run_folder);
+    tcase_add_test(tc, test_mlm_run_folder);
     tcase_add_test(tc, test_eval_more_often_than_log);
     tcase_add_test(tc, test_diverged_keeps_last_good_checkpoint);
     tcase_add_test(tc, test_bad_corpus_makes_no_folder);

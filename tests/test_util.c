@@ -27,6 +27,22 @@ void mutation_remove(int op) { op_defs[op].backward = real_backward[op]; }
 
 const char *mutation_name(Mutation m) { return m == MUTATION_SCALE ? "10%-scaled" : "missing"; }
 
+static void (*kernel_real_backward)(Node *);
+
+static void kernel_scaled_backward(Node *n) {
+    Tensor *out = n->out;
+    for (long i = 0; i < out->n; i++) out->grad[i] *= 1.1f;
+    kernel_real_backward(n);
+    for (long i = 0; i < out->n; i++) out->grad[i] /= 1.1f;
+}
+
+void kernel_mutation_install(OpDef *op, Mutation m) {
+    kernel_real_backward = op->backward;
+    op->backward = m == MUTATION_SCALE ? kernel_scaled_backward : dropped_backward;
+}
+
+void kernel_mutation_remove(OpDef *op) { op->backward = kernel_real_backward; }
+
 bool case_covers(int k, int op) {
     static bool known[64][OP_COUNT];
     static bool done[64];

@@ -16,6 +16,9 @@ typedef enum {
 void mutation_install(int op, Mutation m);
 void mutation_remove(int op);
 const char *mutation_name(Mutation m);
+/* The same for a fused kernel's op (an OpDef outside op_defs); one at a time. */
+void kernel_mutation_install(OpDef *op, Mutation m);
+void kernel_mutation_remove(OpDef *op);
 
 /* Whether case k of op_cases puts `op` on the tape. */
 bool case_covers(int k, int op);

@@ -11,7 +11,11 @@ shapes attnlab declares, so an attnlab checkpoint loads with load_state_dict.
 
 with LayerNorm (eps 1e-5) or RMSNorm, GELU in its tanh form, causal softmax
 attention scaled by 1/sqrt(key_size), q, k [H*key_size, d], v [H*head_size, d],
-o [d, H*head_size], every Linear with a bias except the untied LM head.
+o [d, H*head_size], every Linear with a bias except the untied LM head. With
+talking_heads (Shazeer et al. 2020), talking_pre / talking_post are
+nn.Linear(H, H, bias=False) over the head axis: the first mixes the scaled
+logits across heads before the causal mask and the softmax, the second mixes
+the probabilities after it.
 
 For each config in CONFIGS the script draws float32 weights (larger than the
 N(0, 0.02) of training, with norm gains 1 +- 0.1 and non-zero biases, so that
@@ -72,6 +76,12 @@ CONFIGS = [
     # rmsnorm (no biases in the norms), no position embedding, one layer
     dict(vocab=64, layers=1, d_model=16, heads=2, key_size=8, head_size=8, mlp_ratio=4, context=8,
          norm="rmsnorm", tie_embeddings=True, pos="none", batch=2, length=8, ignored=0),
+    # Talking-Heads attention, mixing both the logits and the probabilities (talking_pre and
+    # talking_post), with 3 heads and key_size 10 != head_size 6; configs without the key have
+    # talking_heads "none"
+    dict(vocab=80, layers=2, d_model=24, heads=3, key_size=10, head_size=6, mlp_ratio=2, context=12,
+         norm="layernorm", tie_embeddings=False, pos="learned", batch=2, length=12, ignored=2,
+         talking_heads="both"),
 ]
 
 
@@ -102,6 +112,11 @@ class Attention(nn.Module):
         self.k = nn.Linear(d, h * self.key_size)
         self.v = nn.Linear(d, h * self.head_size)
         self.o = nn.Linear(h * self.head_size, d)
+        talking = cfg.get("talking_heads", "none")
+        if talking in ("pre", "both"):
+            self.talking_pre = nn.Linear(h, h, bias=False)
+        if talking in ("post", "both"):
+            self.talking_post = nn.Linear(h, h, bias=False)
 
     def forward(self, x):
         b, t, _ = x.shape
@@ -110,8 +125,12 @@ class Attention(nn.Module):
         k = self.k(x).reshape(b, t, h, self.key_size).transpose(1, 2)
         v = self.v(x).reshape(b, t, h, self.head_size).transpose(1, 2)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(self.key_size)
+        if hasattr(self, "talking_pre"):  # out head g = sum_h W[g, h] in head h
+            s = torch.einsum("gh,bhij->bgij", self.talking_pre.weight, s)
         causal = torch.ones(t, t, dtype=torch.bool).triu(1)
         p = torch.softmax(s.masked_fill(causal, float("-inf")), -1)
+        if hasattr(self, "talking_post"):
+            p = torch.einsum("gh,bhij->bgij", self.talking_post.weight, p)
         y = (p @ v).transpose(1, 2).reshape(b, t, h * self.head_size)
         return self.o(y)
 
@@ -169,10 +188,13 @@ class GPT(nn.Module):
 
 
 def random_weights(model, gen):
-    """float32 values: matrices N(0, 0.2), biases N(0, 0.1), norm gains 1 + N(0, 0.1)."""
+    """float32 values: matrices N(0, 0.2), biases N(0, 0.1), norm gains 1 + N(0, 0.1), talking-heads
+    matrices I + N(0, 0.3) (mixing, but not far from where training starts)."""
     weights = {}
     for name, p in model.state_dict().items():
-        if p.ndim >= 2:
+        if ".talking_" in name:
+            w = torch.eye(p.shape[0]) + 0.3 * torch.randn(p.shape, generator=gen)
+        elif p.ndim >= 2:
             w = 0.2 * torch.randn(p.shape, generator=gen)
         elif name.endswith(".weight"):  # a norm gain
             w = 1 + 0.1 * torch.randn(p.shape, generator=gen)

@@ -1,0 +1,615 @@
+/* linear.c: linear attention (Katharopoulos et al. 2020, "Transformers are
+ * RNNs") with the feature maps phi = identity | relu | leakyrelu | elu+1, and
+ * cosFormer's cos re-weighting (Qin et al. 2022), as one fused op with a
+ * hand-written backward. attn=linear and attn=cosformer (= linear, relu, cos)
+ * both run it.
+ *
+ * Per batch element and head, with features q~_i, k~_j of size F:
+ *   reweight = none: q~_i = phi(q_i), F = key_size;
+ *   reweight = cos:  q~_i = [phi(q_i) sin t_i, phi(q_i) cos t_i], F = 2 key_size,
+ *                    t_i = (pi/2) i / M, i = 1..M, M = the current length T,
+ *                    so q~_i . k~_j = phi(q_i) . phi(k_j) cos(pi (i - j) / (2M));
+ *   num_i = sum_j (q~_i . k~_j) v_j,  den_i = sum_j q~_i . k~_j  (j <= i when causal)
+ *   d_i = max(den_i, 1e-6),  o_i = num_i / d_i.
+ * The clamp is the cosFormer reference's (clamp_min(den, eps)): identity and
+ * leakyrelu can give a zero or negative denominator, and there the row's
+ * gradient through d is zero (torch's clamp_min passes it where den >= eps).
+ * Forward adds the clamped rows to attn_stats.den_clamped and all rows to
+ * attn_stats.den_rows, so the trainer can log the fraction.
+ *
+ * No logit scale: call->scale (1 / sqrt(key_size)) is not applied. For the
+ * homogeneous maps (identity, relu, leakyrelu) a scale on q cancels between
+ * num and den anyway; Katharopoulos et al. and the cosFormer reference apply
+ * none, and neither do we, so elu+1 sees q and k as they come.
+ *
+ * The denominator rides along with the numerator: v' = [v, 1] (dv + 1
+ * columns), so [num_i, den_i] = sum_j (q~_i . k~_j) v'_j, and one state
+ * S' = [S, z] = sum_j k~_j v'_j^T (F x (dv + 1)) carries both the k v^T sum and
+ * z = sum_j k~_j.
+ *
+ * Causal form, in chunks of C rows (call->chunk). Per chunk t, with M the
+ * causal mask inside the chunk (keep j <= i):
+ *   A_t = (Q~_t K~_t^T) . M,  [Num_t, den_t] = Q~_t S'_{t-1} + A_t V'_t
+ *                                            = [Q~_t | A_t] [S'_{t-1} ; V'_t] (one sgemm),
+ *   S'_t = S'_{t-1} + K~_t^T V'_t.
+ * Inside a chunk, cos re-weighting uses the identity above: A_t = (phi(Q_t)
+ * phi(K_t)^T) . M . W with W_ij = cos(pi (i - j) / 2M), half the work of the
+ * 2 dk features; the same holds for the intra-chunk parts of backward. The
+ * states, which carry positions across chunks, need the 2 dk features.
+ * Bidirectional: S' = K~^T V' over all rows, then [Num, den] = Q~ S'.
+ *
+ * Backward. With g_i = dL/do_i, the gradient of o_i = num_i / d_i is
+ *   g^_i = g_i / d_i (into num_i),  delta_i = -(g_i . o_i) / d_i (into den_i;
+ *   0 where the row was clamped),
+ * and with g'_i = [g^_i, delta_i] the rest is unnormalised linear attention
+ * run backwards on v' and g':
+ *   dq~_i = sum_{j<=i} (g'_i . v'_j) k~_j,   dk~_j = sum_{i>=j} (g'_i . v'_j) q~_i,
+ *   dv_j  = sum_{i>=j} (q~_i . k~_j) g^_i.
+ * In chunks, with D_t = (G'_t V'_t^T) . M and A_t as in forward:
+ *   dQ~_t = D_t K~_t + G'_t S'_{t-1}^T            (a sweep forwards: S' as in forward,
+ *                                                   from 0)
+ *   dK~_t = D_t^T Q~_t + V'_t U'_{t+1}^T          (a sweep backwards, from U' = 0,
+ *   dV_t  = A_t^T G^_t + K~_t U_{t+1}              U' = [U, w] = sum_{later chunks} Q~^T G')
+ * and U'_t = U'_{t+1} + Q~_t^T G'_t. The states are recomputed by running the
+ * chunks again, never stored: forward keeps only den (T floats per head) and
+ * the output. Every chunk recomputes its features from q and k too, so the
+ * memory per head is O(T (dk + dv)) for q, k, v, o and their gradients plus
+ * O(C (C + F + dv) + F dv) scratch per thread; nothing is O(T dk dv).
+ *
+ * Heads run in parallel on OpenMP threads, each with its own scratch; inside
+ * a parallel region OpenBLAS runs each sgemm on its calling thread. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "attention.h"
+#include "fastmath.h"
+#include "kernel.h"
+#include "util.h"
+
+/* The cosFormer reference's clamp on the denominator. */
+#define LINEAR_EPS 1e-6f
+
+/* What every head of one call shares. */
+typedef struct {
+    int T, dk, dv;
+    int F;      /* feature size: dk, or 2 dk with cos re-weighting */
+    int dv1;    /* dv + 1: v' = [v, 1] */
+    int C;      /* chunk length, at most T */
+    int phi;    /* PhiKind */
+    float slope;
+    bool causal;
+    /* cos re-weighting (NULL without): sin t_i, cos t_i for rows i = 0..T-1,
+     * and w[m] = cos(pi m / 2T) for m = 0..C-1, the weight of a pair i - j = m */
+    const float *sn, *cs, *w;
+} Lin;
+
+/* Per thread, rows of a chunk (c <= C of them):
+ *  x  [C, F + C]: Q~ in columns [0, F), A_t in columns [F, F + c)
+ *  y  [F + C, dv1]: the state S' or U' in rows [0, F), V' in rows [F, F + c)
+ *  kf [C, F]: K~;  qp, kp [C, dk]: phi(q), phi(k) (with re-weighting)
+ *  ob, gb [C, dv1]: forward's [Num, den]; G'
+ *  d [C, C]: D;  df [C, F], dp [C, dk]: gradients of the features and of phi */
+typedef struct {
+    float *x, *y, *kf, *qp, *kp, *ob, *gb, *d, *df, *dp;
+    int ldx;
+} Scratch;
+
+static long scratch_floats(const Lin *L) {
+    long C = L->C, F = L->F;
+    return C * (F + C) + (F + C) * L->dv1 + C * F + 2 * C * L->dk + 2 * C * L->dv1 + C * C + C * F + C * L->dk;
+}
+
+static Scratch scratch_at(const Lin *L, float *base) {
+    long C = L->C, F = L->F;
+    Scratch s = {.ldx = (int)(F + C)};
+    s.x = base;
+    s.y = s.x + C * (F + C);
+    s.kf = s.y + (F + C) * L->dv1;
+    s.qp = s.kf + C * F;
+    s.kp = s.qp + C * L->dk;
+    s.ob = s.kp + C * L->dk;
+    s.gb = s.ob + C * L->dv1;
+    s.d = s.gb + C * L->dv1;
+    s.df = s.d + C * C;
+    s.dp = s.df + C * F;
+    return s;
+}
+
+/* ---- features ---------------------------------------------------------------- */
+
+/* f[0, dk) = phi(x) for one row. */
+static void phi_row(const Lin *L, const float *restrict x, float *restrict f) {
+    int dk = L->dk;
+    float slope = L->slope;
+    switch (L->phi) {
+        case PHI_IDENTITY: memcpy(f, x, (size_t)dk * sizeof(float)); break;
+        case PHI_RELU:
+            #pragma omp simd
+            for (int c = 0; c < dk; c++) f[c] = x[c] > 0.0f ? x[c] : 0.0f;
+            break;
+        case PHI_LEAKYRELU:
+            #pragma omp simd
+            for (int c = 0; c < dk; c++) f[c] = x[c] > 0.0f ? x[c] : slope * x[c];
+            break;
+        case PHI_ELU: /* elu(x) + 1 = x + 1 for x > 0, e^x otherwise */
+            #pragma omp simd
+            for (int c = 0; c < dk; c++) f[c] = x[c] > 0.0f ? x[c] + 1.0f : fm_expf(x[c]);
+            break;
+        default: DIE("linear attention: unknown phi %d", L->phi);
+    }
+}
+
+/* Rows [p0, p0 + c) of x [T, dk]: features into f [c, F] (row stride ldf) and,
+ * with re-weighting, phi(x) into p [c, dk] (which may be NULL when not needed). */
+static void features(const Lin *L, const float *x, int p0, int c, float *f, int ldf, float *p) {
+    int dk = L->dk;
+    for (int i = 0; i < c; i++) {
+        float *fi = f + (long)i * ldf;
+        if (!L->sn) {
+            phi_row(L, x + (long)(p0 + i) * dk, fi);
+            continue;
+        }
+        float *pi = p ? p + (long)i * dk : fi + dk; /* without p, phi(x) goes to the cos half first */
+        phi_row(L, x + (long)(p0 + i) * dk, pi);
+        float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
+        #pragma omp simd
+        for (int e = 0; e < dk; e++) fi[e] = pi[e] * sn;
+        #pragma omp simd
+        for (int e = 0; e < dk; e++) fi[dk + e] = pi[e] * cs;
+    }
+}
+
+/* dx rows [p0, p0 + c) += phi'(x) g. g, the gradient of phi(x), is dp [c, dk]
+ * (scratch, updated in place) plus, with re-weighting, what df [c, 2 dk] (the
+ * gradient of the features, or NULL) gives: df_sin sin t + df_cos cos t.
+ * phi' at 0 is taken from the left, as op_relu and PyTorch do. */
+static void features_backward(const Lin *L, const float *x, int p0, int c, float *dp, const float *df, float *dx) {
+    int dk = L->dk;
+    float slope = L->slope;
+    for (int i = 0; i < c; i++) {
+        const float *restrict xi = x + (long)(p0 + i) * dk;
+        float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * dk;
+        if (df) {
+            const float *restrict dfi = df + (long)i * L->F;
+            float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
+            #pragma omp simd
+            for (int e = 0; e < dk; e++) g[e] += dfi[e] * sn + dfi[dk + e] * cs;
+        }
+        switch (L->phi) {
+            case PHI_IDENTITY:
+                #pragma omp simd
+                for (int e = 0; e < dk; e++) dxi[e] += g[e];
+                break;
+            case PHI_RELU:
+                #pragma omp simd
+                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : 0.0f;
+                break;
+            case PHI_LEAKYRELU:
+                #pragma omp simd
+                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : slope * g[e];
+                break;
+            case PHI_ELU: /* (elu + 1)' = 1 for x > 0, e^x otherwise */
+                #pragma omp simd
+                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : fm_expf(xi[e]) * g[e];
+                break;
+            default: DIE("linear attention: unknown phi %d", L->phi);
+        }
+    }
+}
+
+/* V'_t = [v, 1] for rows [p0, p0 + c) of v [T, dv] into vb [c, dv1]. */
+static void v_ones(const Lin *L, const float *v, int p0, int c, float *vb) {
+    int dv = L->dv, dv1 = L->dv1;
+    for (int i = 0; i < c; i++) {
+        memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * dv, (size_t)dv * sizeof(float));
+        vb[(long)i * dv1 + dv] = 1.0f;
+    }
+}
+
+/* The causal mask M times the pair weights on x [c, c] (row stride ld): keeps
+ * j <= i, times w[i - j] with re-weighting. */
+static void mask_weight(const Lin *L, float *x, int c, int ld) {
+    for (int i = 0; i < c; i++) {
+        float *restrict row = x + (long)i * ld;
+        if (L->w) {
+            const float *restrict w = L->w;
+            #pragma omp simd
+            for (int j = 0; j <= i; j++) row[j] *= w[i - j];
+        }
+        for (int j = i + 1; j < c; j++) row[j] = 0.0f;
+    }
+}
+
+/* X = op(A) op(B) (+ X when acc), row-major, all leading dims as given. */
+static void gemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb, bool acc,
+                 float *x, int ldx) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+                b, ldb, acc ? 1.0f : 0.0f, x, ldx);
+}
+
+/* A_t = (Q~_t K~_t^T) . M into a [c, c] (row stride lda). With re-weighting
+ * q~_i . k~_j = (phi(q_i) . phi(k_j)) w[i - j], which takes half the work of
+ * the 2 dk features: phi(q) phi(k)^T, then the weights. */
+static void intra_scores(const Lin *L, const Scratch *s, int c, float *a, int lda) {
+    if (L->sn) gemm(false, true, c, c, L->dk, s->qp, L->dk, s->kp, L->dk, false, a, lda);
+    else gemm(false, true, c, c, L->F, s->x, s->ldx, s->kf, L->F, false, a, lda);
+    mask_weight(L, a, c, lda);
+}
+
+/* phi(q) or phi(k) of the chunk, as intra-chunk products take them: the
+ * features themselves without re-weighting. */
+static const float *phi_of(const Lin *L, const Scratch *s, bool key, int *ld) {
+    *ld = L->sn ? L->dk : key ? L->F : s->ldx;
+    return L->sn ? (key ? s->kp : s->qp) : (key ? s->kf : s->x);
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+/* o = num / max(den, eps) for c rows of [Num, den] (ob); saves den; returns
+ * how many rows were clamped. */
+static long normalise(const Lin *L, const float *ob, int c, float *o, float *den) {
+    int dv = L->dv, dv1 = L->dv1;
+    long clamped = 0;
+    for (int i = 0; i < c; i++) {
+        const float *restrict num = ob + (long)i * dv1;
+        float *restrict oi = o + (long)i * dv;
+        float dn = num[dv];
+        bool clamp = !(dn >= LINEAR_EPS);
+        float inv = 1.0f / (clamp ? LINEAR_EPS : dn);
+        den[i] = dn;
+        clamped += clamp;
+        #pragma omp simd
+        for (int j = 0; j < dv; j++) oi[j] = num[j] * inv;
+    }
+    return clamped;
+}
+
+/* Per chunk: [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t], one product. */
+static long head_forward_causal(const Lin *L, const float *q, const float *k, const float *v, float *o, float *den,
+                                Scratch *s) {
+    int T = L->T, F = L->F, dv1 = L->dv1;
+    float *vb = s->y + (long)F * dv1;
+    long clamped = 0;
+    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
+    for (int p0 = 0; p0 < T; p0 += L->C) {
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        features(L, q, p0, c, s->x, s->ldx, s->qp);
+        features(L, k, p0, c, s->kf, F, s->kp);
+        v_ones(L, v, p0, c, vb);
+        intra_scores(L, s, c, s->x + F, s->ldx);
+        if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+        else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
+        /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
+        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+    }
+    return clamped;
+}
+
+/* S' = K~^T V' over all rows, into s->y, chunk by chunk. */
+static void full_state(const Lin *L, const float *k, const float *v, Scratch *s) {
+    int T = L->T, F = L->F, dv1 = L->dv1;
+    float *vb = s->y + (long)F * dv1;
+    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
+    for (int p0 = 0; p0 < T; p0 += L->C) {
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        features(L, k, p0, c, s->kf, F, NULL);
+        v_ones(L, v, p0, c, vb);
+        gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+    }
+}
+
+static long head_forward_bidirectional(const Lin *L, const float *q, const float *k, const float *v, float *o,
+                                       float *den, Scratch *s) {
+    int T = L->T, F = L->F, dv1 = L->dv1;
+    long clamped = 0;
+    full_state(L, k, v, s);
+    for (int p0 = 0; p0 < T; p0 += L->C) { /* [Num, den] = Q~ S' */
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        features(L, q, p0, c, s->x, s->ldx, NULL);
+        gemm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
+    }
+    return clamped;
+}
+
+/* The call's shared parameters from a node; the cos tables from its saved
+ * memory: [den: B H T][sin t: T][cos t: T][w: C]. */
+static Lin lin_of(const Node *n) {
+    const Tensor *q = n->in[0], *v = n->in[2];
+    Lin L = {
+        .T = q->shape[2],
+        .dk = q->shape[3],
+        .dv = v->shape[3],
+        .phi = n->i[1],
+        .slope = n->f[0],
+        .causal = n->i[0],
+    };
+    bool cos = n->i[2] == REWEIGHT_COS;
+    L.F = cos ? 2 * L.dk : L.dk;
+    L.dv1 = L.dv + 1;
+    L.C = n->i[3] < L.T ? n->i[3] : L.T;
+    if (cos) {
+        const float *table = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        L.sn = table;
+        L.cs = table + L.T;
+        L.w = table + 2L * L.T;
+    }
+    return L;
+}
+
+/* t_i = (pi/2) i / T for i = 1..T at rows 0..T-1, and w[m] = cos(pi m / 2T) =
+ * cos(t_i - t_j) for i - j = m < C. */
+static void cos_tables(int T, int C, float *sn, float *cs, float *w) {
+    for (int p = 0; p < T; p++) {
+        double t = M_PI / 2 * (double)(p + 1) / T;
+        sn[p] = (float)sin(t);
+        cs[p] = (float)cos(t);
+    }
+    for (int m = 0; m < C; m++) w[m] = (float)cos(M_PI / 2 * (double)m / T);
+}
+
+static void attn_linear_forward(Node *n) {
+    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int BH = q->shape[0] * q->shape[1];
+    Lin L = lin_of(n);
+    float *den = n->saved; /* [BH, T], then the cos tables */
+    float *table = den + (long)BH * L.T;
+    if (L.sn) cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
+    long per = scratch_floats(&L), clamped = 0;
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    #pragma omp parallel for reduction(+ : clamped)
+    for (int h = 0; h < BH; h++) {
+        Scratch s = scratch_at(&L, scratch + omp_get_thread_num() * per);
+        const float *qh = q->data + (long)h * L.T * L.dk, *kh = k->data + (long)h * L.T * L.dk;
+        const float *vh = v->data + (long)h * L.T * L.dv;
+        float *oh = n->out->data + (long)h * L.T * L.dv, *dh = den + (long)h * L.T;
+        clamped += L.causal ? head_forward_causal(&L, qh, kh, vh, oh, dh, &s)
+                            : head_forward_bidirectional(&L, qh, kh, vh, oh, dh, &s);
+    }
+    attn_stats.den_clamped += clamped;
+    attn_stats.den_rows += (long)BH * L.T;
+}
+
+/* ---- backward ----------------------------------------------------------------- */
+
+/* G'_t = [g / d, delta] for rows [p0, p0 + c): delta = -(g . o) / d, 0 where
+ * den was clamped. */
+static void g_prime(const Lin *L, const float *g, const float *o, const float *den, int p0, int c, float *gb) {
+    int dv = L->dv, dv1 = L->dv1;
+    for (int i = 0; i < c; i++) {
+        const float *restrict gi = g + (long)(p0 + i) * dv, *restrict oi = o + (long)(p0 + i) * dv;
+        float *restrict out = gb + (long)i * dv1;
+        float dn = den[p0 + i];
+        bool clamp = !(dn >= LINEAR_EPS);
+        float inv = 1.0f / (clamp ? LINEAR_EPS : dn), dot = 0.0f;
+        #pragma omp simd reduction(+ : dot)
+        for (int j = 0; j < dv; j++) {
+            out[j] = gi[j] * inv;
+            dot += gi[j] * oi[j];
+        }
+        out[dv] = clamp ? 0.0f : -dot * inv;
+    }
+}
+
+/* Where the gradients of one head go (NULL: not wanted) and what they need. */
+typedef struct {
+    const float *q, *k, *v, *o, *g, *den;
+    float *dq, *dk, *dv;
+} HeadGrad;
+
+/* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards. The intra-chunk
+ * part goes to phi(q) directly ((D_t . w) phi(K_t) with re-weighting). */
+static void sweep_dq_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+    int T = L->T, F = L->F, dv1 = L->dv1, ldk;
+    float *vb = s->y + (long)F * dv1;
+    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
+    for (int p0 = 0; p0 < T; p0 += L->C) {
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        features(L, hg->k, p0, c, s->kf, F, s->kp);
+        v_ones(L, hg->v, p0, c, vb);
+        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+        /* D_t = (G'_t V'_t^T) . M (. w) */
+        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+        mask_weight(L, s->d, c, c);
+        const float *kp = phi_of(L, s, true, &ldk);
+        gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
+        bool inter = p0 > 0; /* S'_0 = 0 */
+        if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
+        if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
+        features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
+        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+    }
+}
+
+/* dK~_t = D_t^T Q~_t + V'_t U'_{t+1}^T and dV_t = A_t^T G^_t + K~_t U_{t+1},
+ * sweeping backwards with U'_t = U'_{t+1} + Q~_t^T G'_t. */
+static void sweep_dkv_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+    int T = L->T, F = L->F, dv = L->dv, dv1 = L->dv1, ldq;
+    int last = (T - 1) / L->C * L->C;
+    float *vb = s->y + (long)F * dv1, *a = s->x + F;
+    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
+    for (int p0 = last; p0 >= 0; p0 -= L->C) {
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        bool later = p0 != last; /* U'_{t+1} = 0 for the last chunk */
+        features(L, hg->q, p0, c, s->x, s->ldx, s->qp);
+        features(L, hg->k, p0, c, s->kf, F, s->kp);
+        v_ones(L, hg->v, p0, c, vb);
+        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+        if (hg->dk) {
+            gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+            mask_weight(L, s->d, c, c);
+            const float *qp = phi_of(L, s, false, &ldq);
+            gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
+            if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
+            if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
+            features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
+        }
+        if (hg->dv) {
+            float *dvt = hg->dv + (long)p0 * dv;
+            intra_scores(L, s, c, a, s->ldx);
+            gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, dv);
+            if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, dv);
+        }
+        if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
+    }
+}
+
+/* The gradient of the features, a [c, dv1] times state^T [dv1, F]: into
+ * s->dp without re-weighting (F = dk), else into s->df with s->dp zeroed, as
+ * features_backward takes them. */
+static void feature_grad(const Lin *L, Scratch *s, int c, const float *a, const float *state) {
+    if (!L->sn) {
+        gemm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->dp, L->dk);
+        return;
+    }
+    gemm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->df, L->F);
+    memset(s->dp, 0, (size_t)c * L->dk * sizeof(float));
+}
+
+/* Bidirectional: dQ~ = G' S'^T, dK~ = V' U'^T, dV = K~ U with S' = K~^T V' and
+ * U' = Q~^T G' over all rows. s->y holds S'; U' goes to u. */
+static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratch *s, float *u) {
+    int T = L->T, F = L->F, dv = L->dv, dv1 = L->dv1;
+    float *vb = s->y + (long)F * dv1;
+    if (hg->dq) full_state(L, hg->k, hg->v, s);
+    if (hg->dk || hg->dv) {
+        memset(u, 0, (size_t)F * dv1 * sizeof(float));
+        for (int p0 = 0; p0 < T; p0 += L->C) {
+            int c = T - p0 < L->C ? T - p0 : L->C;
+            features(L, hg->q, p0, c, s->x, s->ldx, NULL);
+            g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+            gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, u, dv1);
+        }
+    }
+    for (int p0 = 0; p0 < T; p0 += L->C) {
+        int c = T - p0 < L->C ? T - p0 : L->C;
+        if (hg->dq) {
+            g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+            feature_grad(L, s, c, s->gb, s->y);
+            features_backward(L, hg->q, p0, c, s->dp, L->sn ? s->df : NULL, hg->dq);
+        }
+        if (hg->dk) {
+            v_ones(L, hg->v, p0, c, vb);
+            feature_grad(L, s, c, vb, u);
+            features_backward(L, hg->k, p0, c, s->dp, L->sn ? s->df : NULL, hg->dk);
+        }
+        if (hg->dv) {
+            features(L, hg->k, p0, c, s->kf, F, NULL);
+            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * dv, dv);
+        }
+    }
+}
+
+static void attn_linear_backward(Node *n) {
+    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int BH = q->shape[0] * q->shape[1];
+    Lin L = lin_of(n);
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
+    float *dk = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    /* per thread: the scratch, then U' for the bidirectional form */
+    long per = scratch_floats(&L) + (long)L.F * L.dv1;
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    #pragma omp parallel for
+    for (int h = 0; h < BH; h++) {
+        float *mine = scratch + omp_get_thread_num() * per;
+        Scratch s = scratch_at(&L, mine);
+        long qo = (long)h * L.T * L.dk, vo = (long)h * L.T * L.dv;
+        HeadGrad hg = {
+            .q = q->data + qo,
+            .k = k->data + qo,
+            .v = v->data + vo,
+            .o = n->out->data + vo,
+            .g = n->out->grad + vo,
+            .den = n->saved + (long)h * L.T,
+            .dq = dq ? dq + qo : NULL,
+            .dk = dk ? dk + qo : NULL,
+            .dv = dv ? dv + vo : NULL,
+        };
+        if (!L.causal) {
+            head_backward_bidirectional(&L, &hg, &s, mine + scratch_floats(&L));
+            continue;
+        }
+        if (hg.dq) sweep_dq_causal(&L, &hg, &s);
+        if (hg.dk || hg.dv) sweep_dkv_causal(&L, &hg, &s);
+    }
+}
+
+static OpDef attn_linear_op = {"attn_linear", attn_linear_forward, attn_linear_backward};
+
+/* ---- the kernel ------------------------------------------------------------- */
+
+static void check_qkv(const Tensor *q, const Tensor *k, const Tensor *v) {
+    const char *name = attn_linear_op.name;
+    SHAPE_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d]", q, v);
+    SHAPE_CHECK(tensor_same_shape(q, k), name, "q and k differ", q, k);
+    for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
+}
+
+static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    check_qkv(q, k, v);
+    if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
+    if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
+    Node *n = node_new(&attn_linear_op);
+    n->n_in = 3;
+    n->in[0] = q;
+    n->in[1] = k;
+    n->in[2] = v;
+    n->f[0] = c->leaky_slope;
+    n->i[0] = c->causal;
+    n->i[1] = c->phi;
+    n->i[2] = c->reweight;
+    n->i[3] = c->chunk;
+    int T = q->shape[2];
+    int C = c->chunk < T ? c->chunk : T;
+    /* den per row, then the cos tables (see lin_of) */
+    long saved = (long)q->shape[0] * q->shape[1] * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0);
+    n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
+    n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
+    return node_run(n);
+}
+
+/* P [B, H, T, T]: P_ij = q~_i . k~_j / max(den_i, eps) (0 for j > i when
+ * causal), so that P v is the kernel's output. */
+static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
+    bool cos = c->reweight == REWEIGHT_COS;
+    Lin L = {.T = T, .dk = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
+    float *table = NULL;
+    if (cos) {
+        table = arena_alloc(engine_arena(), (2 * (size_t)T + 1) * sizeof(float));
+        cos_tables(T, 1, table, table + T, table + 2 * T); /* w is not used here */
+        L.sn = table;
+        L.cs = table + T;
+    }
+    Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);
+    long per = 2L * T * L.F;
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    #pragma omp parallel for
+    for (int h = 0; h < BH; h++) {
+        float *qf = scratch + omp_get_thread_num() * per, *kf = qf + (long)T * L.F;
+        float *Ph = P->data + (long)h * T * T;
+        features(&L, q->data + (long)h * T * dk, 0, T, qf, L.F, NULL);
+        features(&L, k->data + (long)h * T * dk, 0, T, kf, L.F, NULL);
+        gemm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
+        if (c->causal) mask_weight(&L, Ph, T, T); /* L.w is NULL: the mask alone */
+        for (int i = 0; i < T; i++) {
+            float *restrict row = Ph + (long)i * T, den = 0.0f;
+            #pragma omp simd reduction(+ : den)
+            for (int j = 0; j < T; j++) den += row[j];
+            float inv = 1.0f / (den >= LINEAR_EPS ? den : LINEAR_EPS);
+            #pragma omp simd
+            for (int j = 0; j < T; j++) row[j] *= inv;
+        }
+    }
+    return P;
+}
+
+const AttnKernel attn_kernel_linear = {
+    .name = "linear",
+    .forward = attn_linear,
+    .probs = attn_linear_probs,
+    .ops = {&attn_linear_op},
+};

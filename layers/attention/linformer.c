@@ -1,0 +1,420 @@
+/* linformer.c: Linformer attention (Wang et al. 2020, "Linformer:
+ * Self-Attention with Linear Complexity"), bidirectional only.
+ *
+ * Keys and values are projected along the sequence to k' rows before the
+ * softmax, so a head costs O(T k') time and memory instead of O(T^2). Per
+ * batch element and head, with s = 1 / sqrt(key_size):
+ *   K' = E K,  V' = F V                  K' [k', dk], V' [k', dv]
+ *   P = softmax(s Q K'^T)  [T, k'],  O = P V'
+ * Two fused ops do this, each with a hand-written backward:
+ *   linformer_project  x [B, H, T, d] -> x' [B, H, k', d], one per K and V;
+ *   linformer_attend   q, K', V' -> O, keeping P for backward.
+ *
+ * linformer_proj chooses the projection (n = context, k = linformer_k):
+ *   linear  x' = E[:, :T] x with a learned E [k, n]: a shorter input (T < n)
+ *           uses the first T columns; k' = k. T > n is an error.
+ *   mean    average pooling along the sequence, kernel = stride = n / k;
+ *   max     max pooling, the same windows;
+ *   conv    a learned strided convolution along the sequence, kernel =
+ *           stride = n / k, one channel in and out: x'_j = sum_r w_r x_{j s + r}
+ *           (s = n / k), applied to every feature channel alike (PyTorch's
+ *           Conv1d(1, 1, n / k, stride = n / k, bias = False) over each channel).
+ * The paper's pooling and convolution alternatives (its section 5). The
+ * windows of pooling and conv are [j s, j s + s) for j < k' = ceil(T / s): for
+ * T < n they cover the first T positions, and when s does not divide T the
+ * last window is partial (mean divides by the positions present, max takes
+ * them, conv sees zeros past the end: PyTorch's avg_pool1d / max_pool1d with
+ * ceil_mode = True, and conv1d on a zero-padded input). They need no n, so an
+ * input longer than the context just gets more windows.
+ *
+ * linformer_share chooses which projections are one tensor (the parameters, as
+ * a PyTorch module would name them in its state_dict; conv has the kernel
+ * [n / k] in place of [k, n]):
+ *   none       blocks.{i}.attn.E, blocks.{i}.attn.F  [H, k, n]: per head and layer
+ *   headwise   blocks.{i}.attn.E, blocks.{i}.attn.F  [k, n]: shared by the heads
+ *   kv         blocks.{i}.attn.E  [k, n], and F = E
+ *   layerwise  linformer.E  [k, n]: one tensor for every layer, F = E (the
+ *              module holds it once, beside tok_emb, and hands it to each layer)
+ * mean and max have no parameters, whatever the share mode.
+ *
+ * Initialisation: the fan-in scaling of nn.Linear, as a normal: E, F and the
+ * conv kernels are N(0, 1 / fan_in) with fan_in = the positions a projected
+ * row sums over (n for linear, n / k for conv), so a row of E K has the scale
+ * of a row of K. The layerwise E is drawn once.
+ *
+ * Threads: OpenMP over batch x heads, each writing its own slice; gradients
+ * of shared projections are summed by a second loop over their rows, each
+ * row owned by one thread, so results do not depend on the thread count. */
+#include <cblas.h>
+#include <math.h>
+
+#include "attention.h"
+#include "fastmath.h"
+#include "kernel.h"
+#include "util.h"
+
+/* ---- linformer_project ------------------------------------------------------ */
+
+/* node: in[0] = x [B, H, T, d], in[1] = E or the conv kernel (absent for mean
+ * and max); i[0] = LinformerProj, i[1] = the pooling stride s, i[2] = whether
+ * in[1] has a leading head dimension. Output [B, H, k', d]. */
+
+typedef struct {
+    int B, H, T, d, kp; /* kp = k', the projected length */
+    int proj, s;
+    int n;              /* linear: E's columns (lda) */
+    long w_head;        /* elements of in[1] per head; 0 when shared */
+} Proj;
+
+static Proj proj_of(const Node *nd) {
+    const Tensor *x = nd->in[0], *w = nd->n_in > 1 ? nd->in[1] : NULL;
+    Proj p = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], nd->out->shape[2], nd->i[0], nd->i[1], 0, 0};
+    if (w) {
+        p.n = w->shape[w->ndim - 1];
+        p.w_head = nd->i[2] ? w->n / w->shape[0] : 0;
+    }
+    return p;
+}
+
+/* The window [*lo, *hi) of projected row j. */
+static inline void window(const Proj *p, int j, int *lo, int *hi) {
+    *lo = j * p->s;
+    *hi = *lo + p->s < p->T ? *lo + p->s : p->T;
+}
+
+static void lf_project_forward(Node *nd) {
+    Proj p = proj_of(nd);
+    const Tensor *x = nd->in[0];
+    const float *w = nd->n_in > 1 ? nd->in[1]->data : NULL;
+    #pragma omp parallel for
+    for (int bh = 0; bh < p.B * p.H; bh++) {
+        const float *xh = x->data + (long)bh * p.T * p.d;
+        const float *wh = w ? w + (bh % p.H) * p.w_head : NULL;
+        float *o = nd->out->data + (long)bh * p.kp * p.d;
+        if (p.proj == LF_PROJ_LINEAR) { /* x' = E[:, :T] x */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.kp, p.d, p.T, 1.0f, wh, p.n, xh, p.d, 0.0f, o,
+                        p.d);
+            continue;
+        }
+        for (int j = 0; j < p.kp; j++) {
+            int lo, hi;
+            window(&p, j, &lo, &hi);
+            float *restrict oj = o + (long)j * p.d;
+            const float *restrict x0 = xh + (long)lo * p.d;
+            float first = p.proj == LF_PROJ_CONV ? wh[0] : 1.0f;
+            for (int c = 0; c < p.d; c++) oj[c] = first * x0[c];
+            for (int t = lo + 1; t < hi; t++) {
+                const float *restrict xt = xh + (long)t * p.d;
+                if (p.proj == LF_PROJ_MAX) /* the first maximum wins, as in PyTorch */
+                    for (int c = 0; c < p.d; c++) oj[c] = xt[c] > oj[c] ? xt[c] : oj[c];
+                else {
+                    float wt = p.proj == LF_PROJ_CONV ? wh[t - lo] : 1.0f;
+                    for (int c = 0; c < p.d; c++) oj[c] += wt * xt[c];
+                }
+            }
+            if (p.proj == LF_PROJ_MEAN) {
+                float inv = 1.0f / (float)(hi - lo);
+                for (int c = 0; c < p.d; c++) oj[c] *= inv;
+            }
+        }
+    }
+}
+
+/* dx for one head: the transpose of the forward's map applied to dx'. */
+static void project_dx(const Proj *p, const float *xh, const float *oh, const float *wh, const float *dout,
+                       float *dx) {
+    if (p->proj == LF_PROJ_LINEAR) { /* dx += E[:, :T]^T dx' */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->T, p->d, p->kp, 1.0f, wh, p->n, dout, p->d, 1.0f,
+                    dx, p->d);
+        return;
+    }
+    for (int j = 0; j < p->kp; j++) {
+        int lo, hi;
+        window(p, j, &lo, &hi);
+        const float *restrict g = dout + (long)j * p->d;
+        if (p->proj == LF_PROJ_MAX) {
+            /* x'_jc = max_t x_tc: the gradient goes to the first t that attains
+             * it (found again by equality: x' holds that very value) */
+            const float *oj = oh + (long)j * p->d;
+            for (int c = 0; c < p->d; c++)
+                for (int t = lo; t < hi; t++)
+                    if (xh[(long)t * p->d + c] == oj[c]) {
+                        dx[(long)t * p->d + c] += g[c];
+                        break;
+                    }
+            continue;
+        }
+        for (int t = lo; t < hi; t++) { /* mean: x'_j = sum x_t / (hi - lo); conv: x'_j = sum w_{t-lo} x_t */
+            float wt = p->proj == LF_PROJ_CONV ? wh[t - lo] : 1.0f / (float)(hi - lo);
+            float *restrict dxt = dx + (long)t * p->d;
+            for (int c = 0; c < p->d; c++) dxt[c] += wt * g[c];
+        }
+    }
+}
+
+static void lf_project_backward(Node *nd) {
+    Proj p = proj_of(nd);
+    Tensor *x = nd->in[0], *w = nd->n_in > 1 ? nd->in[1] : NULL;
+    const float *dout = nd->out->grad, *out = nd->out->data;
+    const int BH = p.B * p.H;
+    if (x->requires_grad) {
+        float *dx = tensor_grad(x);
+        #pragma omp parallel for
+        for (int bh = 0; bh < BH; bh++)
+            project_dx(&p, x->data + (long)bh * p.T * p.d, out + (long)bh * p.kp * p.d,
+                       w ? w->data + (bh % p.H) * p.w_head : NULL, dout + (long)bh * p.kp * p.d,
+                       dx + (long)bh * p.T * p.d);
+    }
+    if (!w || !w->requires_grad) return;
+    float *dw = tensor_grad(w);
+    /* G projections: one per head, or one for all. Head h feeds projection
+     * h % G with every batch element. */
+    const int G = p.w_head ? p.H : 1;
+    if (p.proj == LF_PROJ_LINEAR) {
+        /* dE[:, :T] += dx' x^T, summed over the (b, h) that use E; the G k
+         * rows of dE are split between the threads */
+        #pragma omp parallel
+        {
+            long lo, hi;
+            thread_range((long)G * p.kp, &lo, &hi);
+            while (lo < hi) {
+                int g = (int)(lo / p.kp), r0 = (int)(lo % p.kp);
+                int r1 = (long)p.kp < r0 + (hi - lo) ? p.kp : r0 + (int)(hi - lo);
+                for (int b = 0; b < p.B; b++)
+                    for (int h = G == 1 ? 0 : g; h < (G == 1 ? p.H : g + 1); h++) {
+                        long bh = (long)b * p.H + h;
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, p.T, p.d, 1.0f,
+                                    dout + (bh * p.kp + r0) * p.d, p.d, x->data + bh * p.T * p.d, p.d, 1.0f,
+                                    dw + (long)g * p.w_head + (long)r0 * p.n, p.n);
+                    }
+                lo += r1 - r0;
+            }
+        }
+        return;
+    }
+    /* conv: dw_r += sum_j dx'_j . x_{j s + r}, one (g, r) per iteration */
+    #pragma omp parallel for
+    for (int gr = 0; gr < G * p.s; gr++) {
+        int g = gr / p.s, r = gr % p.s;
+        double acc = 0.0;
+        for (int b = 0; b < p.B; b++)
+            for (int h = G == 1 ? 0 : g; h < (G == 1 ? p.H : g + 1); h++) {
+                long bh = (long)b * p.H + h;
+                for (int j = 0; j < p.kp && j * p.s + r < p.T; j++) {
+                    const float *g_ = dout + (bh * p.kp + j) * p.d, *xt = x->data + (bh * p.T + j * p.s + r) * p.d;
+                    float dot = 0.0f;
+                    for (int c = 0; c < p.d; c++) dot += g_[c] * xt[c];
+                    acc += dot;
+                }
+            }
+        dw[(long)g * p.w_head + r] += (float)acc;
+    }
+}
+
+static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_project_backward};
+
+/* x' of x [B, H, T, d] under the call's projection; w is E or F (NULL for
+ * mean and max). */
+static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
+    const char *name = lf_project_op.name;
+    SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
+    const int H = x->shape[1], T = x->shape[2], proj = c->linformer_proj;
+    int s = 0, kp;
+    bool per_head = false;
+    if (proj == LF_PROJ_LINEAR) {
+        SHAPE_CHECK(w && (w->ndim == 2 || w->ndim == 3), name, "E must be [k, n] or [H, k, n]", x, w);
+        per_head = w->ndim == 3;
+        kp = w->shape[w->ndim - 2];
+        SHAPE_CHECK(w->shape[w->ndim - 1] >= T, name, "the input is longer than E's n columns", x, w);
+    } else {
+        if (c->linformer_k <= 0 || c->context < c->linformer_k)
+            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->context, c->linformer_k);
+        s = c->context / c->linformer_k;
+        kp = (T + s - 1) / s;
+        if (proj == LF_PROJ_CONV) {
+            SHAPE_CHECK(w && (w->ndim == 1 || w->ndim == 2), name, "the conv kernel must be [n/k] or [H, n/k]", x, w);
+            per_head = w->ndim == 2;
+            SHAPE_CHECK(w->shape[w->ndim - 1] == s, name, "the conv kernel's length is not n / k", x, w);
+        } else {
+            SHAPE_CHECK(!w, name, "pooling takes no parameter", x, w);
+        }
+    }
+    if (per_head) SHAPE_CHECK(w->shape[0] == H, name, "per-head parameters and x differ in heads", x, w);
+    Node *nd = node_new(&lf_project_op);
+    nd->n_in = w ? 2 : 1;
+    nd->in[0] = x;
+    nd->in[1] = w;
+    nd->i[0] = proj;
+    nd->i[1] = s;
+    nd->i[2] = per_head;
+    nd->out = tensor_4d(x->shape[0], H, kp, x->shape[3]);
+    return node_run(nd);
+}
+
+/* ---- linformer_attend --------------------------------------------------------- */
+
+/* P for one head: [T, kp] = softmax(scale q k'^T) from q [T, dk], k' [kp, dk]. */
+static void head_probs(const float *q, const float *kp_, float *P, int T, int kp, int dk, float scale) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, kp, dk, scale, q, dk, kp_, dk, 0.0f, P, kp);
+    for (int i = 0; i < T; i++) {
+        float *restrict row = P + (long)i * kp;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < kp; j++) mx = fmaxf(mx, row[j]);
+        #pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < kp; j++) {
+            row[j] = fm_expf(row[j] - mx);
+            sum += row[j];
+        }
+        float inv = 1.0f / sum;
+        #pragma omp simd
+        for (int j = 0; j < kp; j++) row[j] *= inv;
+    }
+}
+
+/* node: in = q [B, H, T, dk], k' [B, H, kp, dk], v' [B, H, kp, dv]; f[0] =
+ * scale; saved = P [B, H, T, kp]. */
+static void lf_attend_forward(Node *nd) {
+    const Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
+    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], kp = k->shape[2], dv = v->shape[3];
+    #pragma omp parallel for
+    for (int h = 0; h < BH; h++) {
+        float *P = nd->saved + (long)h * T * kp;
+        head_probs(q->data + (long)h * T * dk, k->data + (long)h * kp * dk, P, T, kp, dk, nd->f[0]);
+        /* O = P V' */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, kp, 1.0f, P, kp, v->data + (long)h * kp * dv,
+                    dv, 0.0f, nd->out->data + (long)h * T * dv, dv);
+    }
+}
+
+/* dV' = P^T dO,  dP = dO V'^T,  dS = P * (dP - rowsum(dP * P)),
+ * dQ = s dS K',  dK' = s dS^T Q. */
+static void lf_attend_backward(Node *nd) {
+    Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
+    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], kp = k->shape[2], dv = v->shape[3];
+    float scale = nd->f[0];
+    const float *dO = nd->out->grad;
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
+    float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * T * kp * sizeof(float));
+    #pragma omp parallel for
+    for (int h = 0; h < BH; h++) {
+        const float *P = nd->saved + (long)h * T * kp, *dOh = dO + (long)h * T * dv;
+        const float *qh = q->data + (long)h * T * dk, *kh = k->data + (long)h * kp * dk;
+        const float *vh = v->data + (long)h * kp * dv;
+        float *dS = scratch + (long)omp_get_thread_num() * T * kp;
+        if (dvv) /* dV' += P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kp, dv, T, 1.0f, P, kp, dOh, dv, 1.0f,
+                        dvv + (long)h * kp * dv, dv);
+        if (!dq && !dk_) continue;
+        /* dP = dO V'^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, kp, dv, 1.0f, dOh, dv, vh, dv, 0.0f, dS, kp);
+        for (int i = 0; i < T; i++) { /* dS = P * (dP - rowsum(dP * P)) */
+            const float *restrict p = P + (long)i * kp;
+            float *restrict d = dS + (long)i * kp;
+            float dot = 0.0f;
+            #pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < kp; j++) dot += p[j] * d[j];
+            #pragma omp simd
+            for (int j = 0; j < kp; j++) d[j] = p[j] * (d[j] - dot);
+        }
+        if (dq) /* dQ += s dS K' */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dk, kp, scale, dS, kp, kh, dk, 1.0f,
+                        dq + (long)h * T * dk, dk);
+        if (dk_) /* dK' += s dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kp, dk, T, scale, dS, kp, qh, dk, 1.0f,
+                        dk_ + (long)h * kp * dk, dk);
+    }
+}
+
+static OpDef lf_attend_op = {"linformer_attend", lf_attend_forward, lf_attend_backward};
+
+static Tensor *lf_attend(Tensor *q, Tensor *k, Tensor *v, float scale) {
+    const char *name = lf_attend_op.name;
+    SHAPE_CHECK(k->ndim == 4 && v->ndim == 4, name, "K' and V' must be [B, H, k, d]", k, v);
+    SHAPE_CHECK(q->shape[3] == k->shape[3], name, "q and K' differ in key_size", q, k);
+    for (int i = 0; i < 3; i++) SHAPE_CHECK(k->shape[i] == v->shape[i], name, "K' and V' differ in B, H or k", k, v);
+    for (int i = 0; i < 2; i++) SHAPE_CHECK(q->shape[i] == k->shape[i], name, "q and K' differ in B or H", q, k);
+    Node *nd = node_new(&lf_attend_op);
+    nd->n_in = 3;
+    nd->in[0] = q;
+    nd->in[1] = k;
+    nd->in[2] = v;
+    nd->f[0] = scale;
+    int B = q->shape[0], H = q->shape[1], T = q->shape[2];
+    nd->saved = arena_alloc(engine_arena(), (size_t)B * H * T * k->shape[2] * sizeof(float));
+    nd->out = tensor_4d(B, H, T, v->shape[3]);
+    return node_run(nd);
+}
+
+/* ---- the kernel ------------------------------------------------------------------ */
+
+static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const Tensor *v) {
+    const char *name = "linformer";
+    if (c->causal) DIE("linformer: the kernel has no causal form (it mixes positions before the softmax)");
+    SHAPE_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d]", q, v);
+    SHAPE_CHECK(tensor_same_shape(q, k), name, "q and k differ", q, k);
+    for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
+}
+
+/* E is params[0]; F is params[1], or E when the share mode makes them one. */
+static Tensor *attn_linformer(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    check_qkv(c, q, k, v);
+    Tensor *E = c->params[0], *F = c->params[1] ? c->params[1] : E;
+    return lf_attend(q, lf_project(c, k, E), lf_project(c, v, F), c->scale);
+}
+
+static Tensor *attn_linformer_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+    check_qkv(c, q, k, k);
+    bool was = grad_set(false);
+    Tensor *kp = lf_project(c, k, c->params[0]);
+    grad_set(was);
+    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], n = kp->shape[2];
+    Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, n);
+    #pragma omp parallel for
+    for (int h = 0; h < BH; h++)
+        head_probs(q->data + (long)h * T * dk, kp->data + (long)h * n * dk, P->data + (long)h * T * n, T, n, dk,
+                   c->scale);
+    return P;
+}
+
+/* The names and shapes of the header comment. */
+static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c) {
+    int proj = c->linformer_proj, share = c->linformer_share;
+    if (proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX) return;
+    int shape[3], nd = 0;
+    if (share == LF_SHARE_NONE) shape[nd++] = c->heads;
+    if (proj == LF_PROJ_LINEAR) {
+        shape[nd++] = c->linformer_k;
+        shape[nd++] = c->context;
+    } else {
+        shape[nd++] = c->context / c->linformer_k;
+    }
+    if (share == LF_SHARE_LAYERWISE) {
+        a->params[0] = layer == 0 ? params_add(p, "linformer.E", nd, shape) : params_find(p, "linformer.E");
+        if (!a->params[0]) DIE("linformer: layer %d declared before layer 0's shared linformer.E", layer);
+        return;
+    }
+    char buf[128];
+    a->params[0] = params_add(p, param_name(buf, prefix, "E"), nd, shape);
+    if (share != LF_SHARE_KV) a->params[1] = params_add(p, param_name(buf, prefix, "F"), nd, shape);
+}
+
+/* N(0, 1 / fan_in), fan_in = the last dimension: n for E, n / k for conv. */
+static void lf_init(Attention *a, int layer, Rng *rng) {
+    if (a->call.linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
+    for (int i = 0; i < 2; i++) {
+        Tensor *t = a->params[i];
+        if (t) rng_fill_normal(rng, t->data, t->n, 0.0f, 1.0f / sqrtf((float)t->shape[t->ndim - 1]));
+    }
+}
+
+const AttnKernel attn_kernel_linformer = {
+    .name = "linformer",
+    .declare = lf_declare,
+    .forward = attn_linformer,
+    .probs = attn_linformer_probs,
+    .ops = {&lf_project_op, &lf_attend_op},
+    .init = lf_init,
+    .bidirectional_only = true,
+};

@@ -1,0 +1,712 @@
+/* test_attn_linear.c: linear attention and cosFormer (layers/attention/linear.c).
+ *
+ * pytorch: tests/fixtures/attn_linear.safetensors holds, for every phi x
+ * reweight x {causal, bidirectional}, identity with clamped rows, a
+ * leakyrelu slope and four cases at T = 37, PyTorch's output, attention matrix
+ * and the gradients of sum(out * R), in float64 from float32 inputs, computed
+ * the way the cosFormer reference does (tests/reference/attention_linear.py).
+ * We compare in float32 (also at 3 threads), check the number of clamped
+ * rows, then break the kernel's backward and check that every case notices.
+ *
+ * composition: the variants that tests/test_model.c's generic tables leave
+ * out (identity, relu, leakyrelu, cosFormer, clamped rows: their N(0, 1)
+ * inputs can make den cancel to near 0) against linear_compose
+ * (tests/cases_linear.c) on prepared inputs: output, gradients, attention
+ * matrix, P v.
+ *
+ * chunks: the chunked causal form against the O(T^2) composition at a T that
+ * is not a multiple of the chunk, and chunk = 1, 3, 64 and T against each
+ * other; memory: what forward + backward take from the arena grows linearly in
+ * T and is far below one T x F x dv cumulative sum; clamp: the clamped rows'
+ * gradient has no denominator term (checked against plain loops in double)
+ * and attn_stats counts them; model: attn = cosformer runs this kernel with
+ * relu and cos, and the logit scale is not applied. */
+#include <cJSON.h>
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cases_linear.h"
+#include "model.h"
+#include "rng.h"
+#include "safetensors.h"
+#include "test_util.h"
+
+/* float32 against float64: the errors seen are below 1e-6 relative (a few
+ * roundings, fast exp); the inputs keep every den clear of 0 or clamped. */
+#define ATOL 1e-5f
+#define RTOL 1e-4f
+
+static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu"};
+static const char *const reweight_names[] = {"none", "cos"};
+
+static const AttnKernel *linear_kernel(void) {
+    const AttnKernel *k = kernel_by_name("linear");
+    ck_assert_ptr_nonnull(k);
+    return k;
+}
+
+/* A call for [B, H, T, dk] q, k and [B, H, T, dv] v. */
+static AttnCall call_for(int B, int H, int T, int dk, int dv, bool causal, int phi, int reweight, int chunk) {
+    AttnCall c = linear_call(causal, phi, reweight);
+    c.B = B;
+    c.H = H;
+    c.T = T;
+    c.key_size = dk;
+    c.head_size = dv;
+    c.scale = 1.0f / sqrtf((float)dk);
+    c.chunk = chunk;
+    return c;
+}
+
+/* ---- against PyTorch --------------------------------------------------------- */
+
+/* The fixture's shapes, and its cases in the reference script's order. */
+#define FX_B 2
+#define FX_H 2
+#define FX_DK 3
+#define FX_DV 4
+
+typedef struct {
+    const char *name;
+    int phi, reweight;
+    bool causal;
+    float slope;
+    int T, chunk;
+} FxCase;
+
+#define FX4(phi, name)                                                              \
+    {#name "_causal", phi, REWEIGHT_NONE, true, 0.01f, 7, 3},                      \
+    {#name "_bidirectional", phi, REWEIGHT_NONE, false, 0.01f, 7, 3},              \
+    {#name "_cos_causal", phi, REWEIGHT_COS, true, 0.01f, 7, 3},                   \
+    {#name "_cos_bidirectional", phi, REWEIGHT_COS, false, 0.01f, 7, 3}
+
+static const FxCase fx_cases[] = {
+    FX4(PHI_IDENTITY, identity),
+    FX4(PHI_RELU, relu),
+    FX4(PHI_LEAKYRELU, leakyrelu),
+    FX4(PHI_ELU, elu),
+    FX4(PHI_IDENTITY, clamp), /* rows 1 and 4 of q times -1e-6 */
+    {"leakyrelu_slope_causal", PHI_LEAKYRELU, REWEIGHT_NONE, true, 0.2f, 7, 3},
+    /* chunks of 8 over 37 rows: four full, one partial */
+    {"cosformer_long_causal", PHI_RELU, REWEIGHT_COS, true, 0.01f, 37, 8},
+    {"cosformer_long_bidirectional", PHI_RELU, REWEIGHT_COS, false, 0.01f, 37, 8},
+    {"elu_long_causal", PHI_ELU, REWEIGHT_NONE, true, 0.01f, 37, 8},
+    {"clamp_long_causal", PHI_IDENTITY, REWEIGHT_NONE, true, 0.01f, 37, 8},
+};
+#define N_FX ((int)(sizeof fx_cases / sizeof fx_cases[0]))
+
+static const char *fixture_path(void) {
+    const char *dir = getenv("ATTNLAB_FIXTURES");
+    static char path[512];
+    snprintf(path, sizeof path, "%s/attn_linear.safetensors", dir ? dir : "tests/fixtures");
+    return path;
+}
+
+static StFile open_fixture(void) {
+    StFile sf;
+    Err e;
+    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
+    return sf;
+}
+
+/* How far a fixture run got: the first stage that differed, or FX_OK. */
+typedef enum { FX_READ, FX_OUT, FX_CLAMPED, FX_PROBS, FX_GRADS, FX_OK } FxStage;
+static const char *const fx_stage_names[] = {"reading", "output", "clamped-row count", "attention matrix",
+                                             "gradients", "ok"};
+
+/* "<case>/<what>" into dst, which has t's shape. */
+static bool fx_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size) {
+    char name[128];
+    Err e;
+    snprintf(name, sizeof name, "%s/%s", c, what);
+    if (st_read_expect(sf, name, t->ndim, t->shape, dst, &e) != 0) {
+        snprintf(msg, (size_t)size, "%s", e.msg);
+        return false;
+    }
+    return true;
+}
+
+/* Compares got (t's shape) with "<case>/<what>". */
+static bool fx_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, char *msg,
+                       int size) {
+    float *want = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
+    char detail[256];
+    if (!fx_read(sf, c, what, t, want, msg, size)) return false;
+    if (!close_enough(got, want, t->n, ATOL, RTOL, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s/%s: %s", c, what, detail);
+        return false;
+    }
+    return true;
+}
+
+/* The fixture's JSON for case c says what fx_cases says; *clamped gets its
+ * number of clamped rows. */
+static bool fx_config_matches(StFile *sf, const FxCase *c, int *clamped, char *msg, int size) {
+    const char *text = st_meta(sf, c->name);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    const cJSON *phi = cJSON_GetObjectItemCaseSensitive(o, "phi");
+    const cJSON *rw = cJSON_GetObjectItemCaseSensitive(o, "reweight");
+    const cJSON *causal = cJSON_GetObjectItemCaseSensitive(o, "causal");
+    const cJSON *slope = cJSON_GetObjectItemCaseSensitive(o, "slope");
+    const cJSON *T = cJSON_GetObjectItemCaseSensitive(o, "T");
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(o, "clamped");
+    bool ok = cJSON_IsString(phi) && strcmp(phi->valuestring, phi_names[c->phi]) == 0 && cJSON_IsString(rw) &&
+              strcmp(rw->valuestring, reweight_names[c->reweight]) == 0 && cJSON_IsBool(causal) &&
+              cJSON_IsTrue(causal) == c->causal && cJSON_IsNumber(slope) &&
+              fabs(slope->valuedouble - c->slope) < 1e-7 && cJSON_IsNumber(T) && T->valueint == c->T &&
+              cJSON_IsNumber(cl);
+    if (ok) *clamped = cl->valueint;
+    else
+        snprintf(msg, (size_t)size, "fixture metadata %s: %s, not the config the test expects", c->name,
+                 text ? text : "missing");
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* Runs fixture case i: forward, clamped rows, probs, backward, stage by stage. */
+static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
+    const FxCase *fc = &fx_cases[i];
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    FxStage stage = FX_READ;
+    AttnCall c = call_for(FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
+    c.leaky_slope = fc->slope;
+    const char *names[3] = {"q", "k", "v"};
+    Tensor *in[3] = {tensor_4d(FX_B, FX_H, fc->T, FX_DK), tensor_4d(FX_B, FX_H, fc->T, FX_DK),
+                     tensor_4d(FX_B, FX_H, fc->T, FX_DV)};
+    int clamped = -1;
+    if (!fx_config_matches(sf, fc, &clamped, msg, size)) goto done;
+    for (int l = 0; l < 3; l++) {
+        if (!fx_read(sf, fc->name, names[l], in[l], in[l]->data, msg, size)) goto done;
+        in[l]->requires_grad = true;
+    }
+    attn_stats_reset();
+    Tensor *out = linear_kernel()->forward(&c, in[0], in[1], in[2]);
+    AttnStats st = attn_stats;
+    float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
+    if (!fx_read(sf, fc->name, "R", out, R, msg, size)) goto done;
+    stage = FX_OUT;
+    if (!fx_compare(sf, fc->name, "out", out, out->data, msg, size)) goto done;
+    stage = FX_CLAMPED;
+    if (st.den_clamped != clamped || st.den_rows != (long)FX_B * FX_H * fc->T) {
+        snprintf(msg, (size_t)size, "%s: attn_stats counts %ld of %ld rows clamped, PyTorch %d of %d", fc->name,
+                 st.den_clamped, st.den_rows, clamped, FX_B * FX_H * fc->T);
+        goto done;
+    }
+    stage = FX_PROBS;
+    grad_set(false);
+    Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
+    grad_set(true);
+    if (!fx_compare(sf, fc->name, "probs", P, P->data, msg, size)) goto done;
+    stage = FX_GRADS;
+    backward_seeded(out, R);
+    for (int l = 0; l < 3; l++) {
+        char what[16];
+        snprintf(what, sizeof what, "grad_%s", names[l]);
+        const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
+        if (!fx_compare(sf, fc->name, what, in[l], g, msg, size)) goto done;
+    }
+    stage = FX_OK;
+done:
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return stage;
+}
+
+START_TEST(test_linear_matches_pytorch) {
+    StFile sf = open_fixture();
+    char msg[512] = "";
+    FxStage s = fx_run(&sf, _i, msg, sizeof msg);
+    st_close(&sf);
+    ck_assert_msg(s == FX_OK, "%s differs from PyTorch at the %s: %s", fx_cases[_i].name, fx_stage_names[s], msg);
+}
+END_TEST
+
+/* The fixture lists exactly the cases of fx_cases, in order. */
+START_TEST(test_linear_fixture_cases) {
+    StFile sf = open_fixture();
+    const char *list = st_meta(&sf, "cases");
+    ck_assert_msg(list != NULL, "fixture metadata has no \"cases\"; run: make fixtures");
+    char want[N_FX * 48] = "";
+    for (int i = 0; i < N_FX; i++) {
+        if (i) strcat(want, ",");
+        strcat(want, fx_cases[i].name);
+    }
+    ck_assert_msg(strcmp(list, want) == 0, "the fixture's cases are %s, the test's %s; run: make fixtures", list, want);
+    st_close(&sf);
+}
+END_TEST
+
+/* A 10%-scaled or missing backward breaks the gradients of every fixture
+ * case, and only them. */
+START_TEST(test_linear_pytorch_catches_broken_backward) {
+    StFile sf = open_fixture();
+    OpDef *op = linear_kernel()->ops[0];
+    ck_assert_ptr_nonnull(op);
+    ck_assert_ptr_null(linear_kernel()->ops[1]);
+    for (int mu = 0; mu < MUTATION_COUNT; mu++)
+        for (int i = 0; i < N_FX; i++) {
+            char msg[512] = "";
+            kernel_mutation_install(op, (Mutation)mu);
+            FxStage s = fx_run(&sf, i, msg, sizeof msg);
+            kernel_mutation_remove(op);
+            ck_assert_msg(s == FX_GRADS, "a %s backward for %s: case %s stopped at the %s (%s)",
+                          mutation_name((Mutation)mu), op->name, fx_cases[i].name, fx_stage_names[s], msg);
+        }
+    st_close(&sf);
+}
+END_TEST
+
+/* Per-thread scratch and per-head gradients: the same at 3 threads. */
+START_TEST(test_linear_matches_pytorch_threaded) {
+    int was = engine_threads();
+    engine_set_threads(3);
+    StFile sf = open_fixture();
+    for (int i = 0; i < N_FX; i++) {
+        char msg[512] = "";
+        FxStage s = fx_run(&sf, i, msg, sizeof msg);
+        ck_assert_msg(s == FX_OK, "%s at 3 threads differs from PyTorch at the %s: %s", fx_cases[i].name,
+                      fx_stage_names[s], msg);
+    }
+    st_close(&sf);
+    engine_set_threads(was);
+}
+END_TEST
+
+/* ---- against the composition of primitive ops, on prepared inputs -------------- */
+
+typedef enum { IN_POSITIVE, IN_SIGNED, IN_CLAMP, IN_NORMAL } InputKind;
+
+typedef struct {
+    const char *name;
+    int phi, reweight;
+    bool causal;
+    InputKind kind;
+} Variant;
+
+#define V4(name, phi, kind)                                         \
+    {#name " causal", phi, REWEIGHT_NONE, true, kind},              \
+    {#name " bidirectional", phi, REWEIGHT_NONE, false, kind},      \
+    {#name " reweight=cos causal", phi, REWEIGHT_COS, true, kind},  \
+    {#name " reweight=cos bidirectional", phi, REWEIGHT_COS, false, kind}
+
+/* cosFormer is relu with cos re-weighting. */
+static const Variant variants[] = {
+    V4(identity, PHI_IDENTITY, IN_POSITIVE),
+    V4(relu, PHI_RELU, IN_SIGNED),
+    V4(leakyrelu, PHI_LEAKYRELU, IN_SIGNED),
+    V4(identity with clamped rows, PHI_IDENTITY, IN_CLAMP),
+};
+#define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+/* A leaf [B, H, T, d]: uniform in [0.5, 1.5], or N(0, 1) for IN_NORMAL. */
+static Tensor *draw_leaf(Rng *rng, int B, int H, int T, int d, InputKind kind) {
+    Tensor *t = tensor_4d(B, H, T, d);
+    for (long i = 0; i < t->n; i++) t->data[i] = kind == IN_NORMAL ? rng_normal(rng) : 0.5f + rng_uniform(rng);
+    t->requires_grad = true;
+    return t;
+}
+
+/* Draws the leaves q, k, v and prepares what the kernel gets: signs (relu,
+ * leakyrelu) or clamped rows, through primitive ops on the tape. */
+static void prepared(Rng *rng, int B, int H, int T, int dk, int dv, InputKind kind, Tensor **leaves, Tensor **in) {
+    leaves[0] = draw_leaf(rng, B, H, T, dk, kind);
+    leaves[1] = draw_leaf(rng, B, H, T, dk, kind);
+    leaves[2] = draw_leaf(rng, B, H, T, dv, IN_NORMAL);
+    in[0] = leaves[0], in[1] = leaves[1], in[2] = leaves[2];
+    if (kind == IN_SIGNED) {
+        in[0] = linear_signs(leaves[0], false);
+        in[1] = linear_signs(leaves[1], true);
+    }
+    if (kind == IN_CLAMP) in[0] = linear_clamp_rows(leaves[0]);
+}
+
+/* Kernel and composition on the same prepared inputs: output and leaf
+ * gradients for one seed gradient; then probs against the composition's P,
+ * P v against the output, zeros above the diagonal. ok = false and msg on the
+ * first difference. */
+static bool against_composition(const AttnCall *c, InputKind kind, uint64_t seed, char *msg, int size) {
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true), ok = false;
+    Rng rng;
+    rng_seed(&rng, seed);
+    tape_reset();
+    Tensor *leaves[3], *in[3];
+    prepared(&rng, c->B, c->H, c->T, c->key_size, c->head_size, kind, leaves, in);
+    long n_out = (long)c->B * c->H * c->T * c->head_size;
+    float *g = arena_alloc(&a, (size_t)n_out * sizeof(float));
+    rng_fill_normal(&rng, g, n_out, 0.0f, 1.0f);
+    Tensor *out = linear_kernel()->forward(c, in[0], in[1], in[2]);
+    backward_seeded(out, g);
+    float *grads[3];
+    for (int l = 0; l < 3; l++) {
+        grads[l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
+        memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
+        leaves[l]->grad = NULL;
+    }
+    /* the same draws again, for the composition */
+    tape_reset();
+    rng_seed(&rng, seed);
+    Tensor *leaves2[3], *in2[3];
+    prepared(&rng, c->B, c->H, c->T, c->key_size, c->head_size, kind, leaves2, in2);
+    Tensor *P;
+    Tensor *want = linear_compose(c, in2[0], in2[1], in2[2], &P);
+    backward_seeded(want, g);
+    char detail[256];
+    if (!close_enough(out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "output: %s", detail);
+        goto done;
+    }
+    for (int l = 0; l < 3; l++)
+        if (!close_enough(grads[l], leaves2[l]->grad, leaves2[l]->n, ATOL, RTOL, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "gradient of %s: %s", (const char *[]){"q", "k", "v"}[l], detail);
+            goto done;
+        }
+    tape_reset();
+    grad_set(false);
+    Tensor *Pk = linear_kernel()->probs(c, in2[0], in2[1]);
+    if (!tensor_same_shape(Pk, P) || !close_enough(Pk->data, P->data, P->n, ATOL, RTOL, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "probs: %s", detail);
+        goto done;
+    }
+    Tensor *pv = op_matmul(Pk, in2[2], false, false);
+    if (!close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "output is not probs . v: %s", detail);
+        goto done;
+    }
+    for (long h = 0; c->causal && h < (long)c->B * c->H; h++)
+        for (int i = 0; i < c->T; i++)
+            for (int j = i + 1; j < c->T; j++)
+                if (Pk->data[(h * c->T + i) * c->T + j] != 0.0f) {
+                    snprintf(msg, (size_t)size, "probs[%d, %d] = %g above the diagonal", i, j,
+                             Pk->data[(h * c->T + i) * c->T + j]);
+                    goto done;
+                }
+    ok = true;
+done:
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return ok;
+}
+
+/* At the kernel cases' shapes and chunk = 2 (T = 5: three chunks). */
+START_TEST(test_linear_matches_composition) {
+    const Variant *var = &variants[_i];
+    AttnCall c = linear_call(var->causal, var->phi, var->reweight);
+    char msg[512] = "";
+    ck_assert_msg(against_composition(&c, var->kind, 600 + (uint64_t)_i, msg, sizeof msg),
+                  "linear %s against its composition: %s", var->name, msg);
+}
+END_TEST
+
+/* ---- chunks --------------------------------------------------------------------- */
+
+/* The chunked causal form against the O(T^2) composition at T = 37, chunk 8
+ * (four full chunks and a partial one). */
+START_TEST(test_linear_chunked_matches_naive) {
+    const struct {
+        int phi, reweight;
+        bool causal;
+        InputKind kind;
+    } cases[] = {
+        {PHI_RELU, REWEIGHT_COS, true, IN_SIGNED},      /* cosFormer */
+        {PHI_RELU, REWEIGHT_COS, false, IN_SIGNED},
+        {PHI_ELU, REWEIGHT_NONE, true, IN_NORMAL},
+        {PHI_LEAKYRELU, REWEIGHT_COS, true, IN_SIGNED},
+        {PHI_IDENTITY, REWEIGHT_NONE, true, IN_CLAMP},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        AttnCall c = call_for(2, 2, 37, 4, 5, cases[i].causal, cases[i].phi, cases[i].reweight, 8);
+        char msg[512] = "";
+        ck_assert_msg(against_composition(&c, cases[i].kind, 70 + i, msg, sizeof msg),
+                      "phi %s reweight %s %s, T 37, chunk 8: %s", phi_names[cases[i].phi],
+                      reweight_names[cases[i].reweight], cases[i].causal ? "causal" : "bidirectional", msg);
+    }
+}
+END_TEST
+
+/* Output and gradients of one call on fixed inputs; into out and grads (q, k, v). */
+static void run_chunk(const AttnCall *c, InputKind kind, uint64_t seed, float *out, float *grads[3]) {
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Rng rng;
+    rng_seed(&rng, seed);
+    Tensor *leaves[3], *in[3];
+    prepared(&rng, c->B, c->H, c->T, c->key_size, c->head_size, kind, leaves, in);
+    Tensor *o = linear_kernel()->forward(c, in[0], in[1], in[2]);
+    float *g = arena_alloc(&a, (size_t)o->n * sizeof(float));
+    rng_fill_normal(&rng, g, o->n, 0.0f, 1.0f);
+    backward_seeded(o, g);
+    memcpy(out, o->data, (size_t)o->n * sizeof(float));
+    for (int l = 0; l < 3; l++) memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+
+/* chunk = 1, 3, 64 and T give the same output and gradients (T = 50). */
+START_TEST(test_linear_chunk_sizes_agree) {
+    const int B = 1, H = 3, T = 50, dk = 4, dv = 6, chunks[] = {1, 3, 64, T};
+    const struct {
+        int phi, reweight;
+        InputKind kind;
+    } cases[] = {{PHI_RELU, REWEIGHT_COS, IN_SIGNED}, {PHI_ELU, REWEIGHT_NONE, IN_NORMAL},
+                 {PHI_IDENTITY, REWEIGHT_COS, IN_CLAMP}};
+    long nq = (long)B * H * T * dk, nv = (long)B * H * T * dv;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        for (int causal = 0; causal < 2; causal++) {
+            float *ref_out = xmalloc((size_t)nv * sizeof(float)), *out = xmalloc((size_t)nv * sizeof(float));
+            float *ref[3], *g[3];
+            long n[3] = {nq, nq, nv};
+            for (int l = 0; l < 3; l++) {
+                ref[l] = xmalloc((size_t)n[l] * sizeof(float));
+                g[l] = xmalloc((size_t)n[l] * sizeof(float));
+            }
+            AttnCall c = call_for(B, H, T, dk, dv, causal, cases[k].phi, cases[k].reweight, T);
+            run_chunk(&c, cases[k].kind, 5 + k, ref_out, ref);
+            for (size_t ci = 0; ci + 1 < sizeof chunks / sizeof chunks[0]; ci++) {
+                c.chunk = chunks[ci];
+                run_chunk(&c, cases[k].kind, 5 + k, out, g);
+                char detail[256];
+                ck_assert_msg(close_enough(out, ref_out, nv, ATOL, RTOL, detail, sizeof detail),
+                              "phi %s %s chunk %d against chunk %d: output %s", phi_names[cases[k].phi],
+                              causal ? "causal" : "bidirectional", chunks[ci], T, detail);
+                for (int l = 0; l < 3; l++)
+                    ck_assert_msg(close_enough(g[l], ref[l], n[l], ATOL, RTOL, detail, sizeof detail),
+                                  "phi %s %s chunk %d against chunk %d: gradient of input %d: %s",
+                                  phi_names[cases[k].phi], causal ? "causal" : "bidirectional", chunks[ci], T, l,
+                                  detail);
+            }
+            free(ref_out);
+            free(out);
+            for (int l = 0; l < 3; l++) {
+                free(ref[l]);
+                free(g[l]);
+            }
+        }
+}
+END_TEST
+
+/* ---- memory --------------------------------------------------------------------- */
+
+/* Arena bytes one forward + backward of causal cosFormer takes at length T
+ * (inputs drawn before counting). */
+static size_t bytes_at(int T, int B, int H, int dk, int dv, bool causal) {
+    Arena a;
+    arena_init(&a, 1 << 20);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Rng rng;
+    rng_seed(&rng, 3);
+    Tensor *leaves[3], *in[3];
+    prepared(&rng, B, H, T, dk, dv, IN_SIGNED, leaves, in);
+    Tensor *q = tensor_4d(B, H, T, dk), *k = tensor_4d(B, H, T, dk);
+    memcpy(q->data, in[0]->data, (size_t)q->n * sizeof(float));
+    memcpy(k->data, in[1]->data, (size_t)k->n * sizeof(float));
+    q->requires_grad = k->requires_grad = true;
+    float *g = arena_alloc(&a, (size_t)B * H * T * dv * sizeof(float));
+    for (long i = 0; i < (long)B * H * T * dv; i++) g[i] = 1.0f;
+    tape_reset();
+    size_t before = arena_in_use(&a);
+    AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_RELU, REWEIGHT_COS, 64);
+    Tensor *out = linear_kernel()->forward(&c, q, k, in[2]);
+    backward_seeded(out, g);
+    size_t used = arena_in_use(&a) - before;
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return used;
+}
+
+/* What forward + backward take grows linearly in T: from T to 4T exactly by
+ * the per-row tensors (output and its gradient, den, sin/cos, the gradients
+ * of q, k, v), the rest (per-thread scratch, the node) staying the same; and
+ * at 4T it is well below a single T x F x dv cumulative sum of k~ v^T. */
+START_TEST(test_linear_memory_linear_in_T) {
+    const int B = 1, H = 2, dk = 32, dv = 32, T = 512, F = 2 * dk;
+    for (int causal = 0; causal < 2; causal++) {
+        size_t small = bytes_at(T, B, H, dk, dv, causal), big = bytes_at(4 * T, B, H, dk, dv, causal);
+        /* floats per row: out, its gradient, dq, dk, dv, den; per position: sin, cos */
+        double per_T = 4.0 * ((double)B * H * (dv + dv + dk + dk + dv + 1) + 2);
+        double grown = (double)big - (double)small, want = 3.0 * T * per_T;
+        ck_assert_msg(grown >= 0.99 * want && grown <= 1.01 * want + 16 * ARENA_ALIGN,
+                      "%s: %zu bytes at T = %d, %zu at 4T: grew by %.0f, linear growth is %.0f",
+                      causal ? "causal" : "bidirectional", small, T, big, grown, want);
+        double cumsum = 4.0 * (double)B * H * 4 * T * F * dv;
+        ck_assert_msg((double)big < cumsum / 8, "%s: %zu bytes at 4T; one T F dv cumulative sum is %.0f",
+                      causal ? "causal" : "bidirectional", big, cumsum);
+    }
+}
+END_TEST
+
+/* ---- the clamp ------------------------------------------------------------------- */
+
+/* Identity phi, rows 1 and 3 of q times -1e-6 (den < 0): plain loops in
+ * double give o_i = num_i / d_i and
+ *   dq_i = sum_j k_j (v_j . g_i) / d_i - [den_i >= eps] (g_i . o_i) / d_i sum_j k_j,
+ * the second term being the gradient through d_i, absent where it was
+ * clamped. The kernel must agree, and attn_stats must count the clamped rows. */
+START_TEST(test_linear_clamped_rows_no_den_gradient) {
+    const int B = 2, H = 2, T = 6, dk = 3, dv = 4;
+    bool causal = _i;
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Rng rng;
+    rng_seed(&rng, 17);
+    Tensor *leaves[3], *in[3];
+    prepared(&rng, B, H, T, dk, dv, IN_CLAMP, leaves, in);
+    Tensor *q = tensor_4d(B, H, T, dk); /* the clamped q itself as the leaf */
+    memcpy(q->data, in[0]->data, (size_t)q->n * sizeof(float));
+    q->requires_grad = true;
+    const float *k = in[1]->data, *v = in[2]->data;
+    float *g = arena_alloc(&a, (size_t)B * H * T * dv * sizeof(float));
+    rng_fill_normal(&rng, g, (long)B * H * T * dv, 0.0f, 1.0f);
+    tape_reset();
+    attn_stats_reset();
+    AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_IDENTITY, REWEIGHT_NONE, 4);
+    Tensor *out = linear_kernel()->forward(&c, q, in[1], in[2]);
+    ck_assert_int_eq(attn_stats.den_clamped, (long)B * H * 2);
+    ck_assert_int_eq(attn_stats.den_rows, (long)B * H * T);
+    backward_seeded(out, g);
+    for (int h = 0; h < B * H; h++)
+        for (int i = 0; i < T; i++) {
+            const float *qi = q->data + ((long)h * T + i) * dk, *gi = g + ((long)h * T + i) * dv;
+            double den = 0, num[4] = {0}, z[3] = {0}, kvg[3] = {0};
+            for (int j = 0; j < (causal ? i + 1 : T); j++) {
+                const float *kj = k + ((long)h * T + j) * dk, *vj = v + ((long)h * T + j) * dv;
+                double s = 0, vg = 0;
+                for (int e = 0; e < dk; e++) s += (double)qi[e] * kj[e];
+                for (int e = 0; e < dv; e++) vg += (double)vj[e] * gi[e];
+                den += s;
+                for (int e = 0; e < dv; e++) num[e] += s * vj[e];
+                for (int e = 0; e < dk; e++) z[e] += kj[e], kvg[e] += kj[e] * vg;
+            }
+            bool clamped = den < LINEAR_EPS;
+            ck_assert_msg(clamped == LINEAR_CLAMPED_ROW(i), "row %d: den %g", i, den);
+            double d = clamped ? LINEAR_EPS : den, go = 0;
+            for (int e = 0; e < dv; e++) {
+                double o = num[e] / d, got = out->data[((long)h * T + i) * dv + e];
+                ck_assert_msg(fabs(got - o) <= 1e-5 + 1e-4 * fabs(o), "head %d row %d: output %g, want %g", h, i,
+                              got, o);
+                go += gi[e] * o;
+            }
+            double widest_den = 0, widest_tol = 0;
+            for (int e = 0; e < dk; e++) {
+                double through_num = kvg[e] / d, through_den = -go / d * z[e];
+                double want = through_num + (clamped ? 0.0 : through_den);
+                double tol = 1e-4 * (fabs(through_num) + (clamped ? 0.0 : fabs(through_den))) + 1e-5;
+                double got = q->grad[((long)h * T + i) * dk + e];
+                ck_assert_msg(fabs(got - want) <= tol,
+                              "head %d row %d (%s): dq %g, want %g (through num %g, through den %g)", h, i,
+                              clamped ? "clamped" : "not clamped", got, want, through_num, through_den);
+                widest_den = fmax(widest_den, fabs(through_den));
+                widest_tol = fmax(widest_tol, tol);
+            }
+            /* in a clamped row the term left out is far beyond the tolerance */
+            if (clamped) ck_assert_msg(widest_den > 100 * widest_tol, "head %d row %d: den term %g", h, i, widest_den);
+        }
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+END_TEST
+
+/* ---- the model ------------------------------------------------------------------ */
+
+/* attn = cosformer runs the linear kernel with phi = relu and cos
+ * re-weighting whatever phi says; attn = linear keeps phi and reweight. */
+START_TEST(test_linear_cosformer_preset) {
+    ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 16, .heads = 2, .mlp_ratio = 2, .context = 8,
+                       .attn = ATTN_COSFORMER, .phi = PHI_ELU, .leaky_slope = 0.01f, .chunk = 64,
+                       .objective = OBJECTIVE_CLM};
+    for (int attn = ATTN_LINEAR; attn <= ATTN_COSFORMER; attn++) {
+        cfg.attn = attn;
+        ParamSet p;
+        params_init(&p);
+        Attention at;
+        attention_declare(&at, &p, "blocks.0.attn", 0, &cfg);
+        ck_assert_str_eq(at.kernel->name, "linear");
+        ck_assert_int_eq(at.call.phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
+        ck_assert_int_eq(at.call.reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
+        ck_assert_int_eq(at.call.chunk, 64);
+        ck_assert(at.call.causal);
+        params_free(&p);
+    }
+}
+END_TEST
+
+/* No logit scale: the output does not change with call->scale. */
+START_TEST(test_linear_ignores_scale) {
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(false);
+    Rng rng;
+    rng_seed(&rng, 8);
+    Tensor *leaves[3], *in[3];
+    prepared(&rng, KC_B, KC_H, KC_T, KC_DK, KC_DV, IN_NORMAL, leaves, in);
+    AttnCall c = linear_call(true, PHI_ELU, REWEIGHT_COS);
+    Tensor *o1 = linear_kernel()->forward(&c, in[0], in[1], in[2]);
+    c.scale = 0.1f;
+    Tensor *o2 = linear_kernel()->forward(&c, in[0], in[1], in[2]);
+    ck_assert(memcmp(o1->data, o2->data, (size_t)o1->n * sizeof(float)) == 0);
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+END_TEST
+
+Suite *attn_linear_suite(void) {
+    Suite *s = suite_create("attn_linear");
+    TCase *tc = tcase_create("pytorch");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_linear_fixture_cases);
+    tcase_add_loop_test(tc, test_linear_matches_pytorch, 0, N_FX);
+    tcase_add_test(tc, test_linear_pytorch_catches_broken_backward);
+    tcase_add_test(tc, test_linear_matches_pytorch_threaded);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("composition");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_linear_matches_composition, 0, N_VARIANTS);
+    tcase_add_test(tc, test_linear_chunked_matches_naive);
+    tcase_add_test(tc, test_linear_chunk_sizes_agree);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("memory");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_linear_memory_linear_in_T);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("clamp");
+    tcase_add_loop_test(tc, test_linear_clamped_rows_no_den_gradient, 0, 2);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("model");
+    tcase_add_test(tc, test_linear_cosformer_preset);
+    tcase_add_test(tc, test_linear_ignores_scale);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,216 @@
+/* test_options.c: config_validate (experiments/options.h), the one function
+ * that refuses combinations of options that cannot work.
+ *
+ * - Every refusal, one case each: refused, with one line naming the option or
+ *   the reason, and the phrase the user needs (tests/cli.sh runs the same
+ *   refusals through ./train's command line: exit 2 and "error: ").
+ * - The valid combinations are accepted: every attn x phi x reweight x
+ *   talking_heads x objective point, and every Linformer share x proj x k
+ *   point, judged against the rules written out here independently of
+ *   options.c, so that a rule that refuses too much fails as surely as one
+ *   that lets too much through.
+ * - What validation derives: the vocabulary, 257 under objective = mlm. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "options.h"
+
+/* A config at the defaults with up to 8 key=value settings applied. */
+static Config config_with(const char *const *kv, int n) {
+    Config c;
+    config_defaults(&c);
+    for (int i = 0; i < n; i++) {
+        Err e;
+        ck_assert_msg(option_set(&c, kv[2 * i], kv[2 * i + 1], &e) == 0, "%s", e.msg);
+    }
+    return c;
+}
+
+typedef struct {
+    const char *kv[16]; /* key, value, ...; NULL-terminated */
+    const char *phrase; /* must appear in the error */
+} Refusal;
+
+/* Every combination config_validate refuses. */
+static const Refusal refusals[] = {
+    /* the issue's list */
+    {{"attn", "linformer", "linformer_k", "32"}, "cannot be causal"},
+    {{"attn", "linformer", "objective", "clm", "linformer_k", "32"}, "cannot be causal"},
+    {{"phi", "elu"}, "--phi applies to linear attention, not attn=softmax"},
+    {{"phi", "identity", "attn", "linformer", "objective", "mlm"}, "--phi applies to linear attention, not attn=linformer"},
+    {{"reweight", "cos"}, "--reweight applies to linear attention, not attn=softmax"},
+    {{"reweight", "cos", "attn", "linformer", "objective", "mlm"}, "--reweight applies to linear attention"},
+    {{"phi", "leakyrelu", "leaky_slope", "0.2"}, "--phi applies to linear attention"},
+    {{"attn", "cosformer", "phi", "elu"}, "attn=cosformer fixes phi=relu"},
+    {{"attn", "cosformer", "phi", "identity"}, "attn=cosformer fixes phi=relu"},
+    {{"attn", "cosformer", "leaky_slope", "0.2"}, "attn=cosformer fixes phi=relu"},
+    {{"attn", "linear", "talking_heads", "pre"}, "--talking_heads pre: mixes softmax logits"},
+    {{"attn", "cosformer", "talking_heads", "post"}, "needs attn=softmax, not cosformer"},
+    {{"attn", "linear", "phi", "elu", "talking_heads", "both"}, "needs attn=softmax, not linear"},
+    {{"attn", "linformer", "objective", "mlm", "talking_heads", "pre", "linformer_k", "32"}, "needs attn=softmax, not linformer"},
+    /* and the rest */
+    {{"chunk", "32"}, "--chunk applies to linear attention, not attn=softmax"},
+    {{"attn", "linear", "phi", "relu", "leaky_slope", "0.2"}, "--leaky_slope applies to phi=leakyrelu, not phi=relu"},
+    {{"attn", "linear", "objective", "mlm", "chunk", "32"}, "--chunk: chunks are how causal linear attention runs"},
+    {{"attn", "cosformer", "objective", "mlm", "chunk", "16"}, "objective=mlm is bidirectional"},
+    {{"linformer_k", "32"}, "--linformer_k applies to attn=linformer, not attn=softmax"},
+    {{"attn", "linear", "linformer_share", "kv"}, "--linformer_share applies to attn=linformer, not attn=linear"},
+    {{"attn", "cosformer", "linformer_proj", "mean"}, "--linformer_proj applies to attn=linformer"},
+    {{"attn", "linformer", "objective", "mlm", "context", "32"}, "--linformer_k 64 is longer than --context 32"},
+    {{"attn", "linformer", "objective", "mlm", "linformer_k", "48", "linformer_proj", "mean"}, "must divide --context 128"},
+    {{"attn", "linformer", "objective", "mlm", "linformer_k", "48", "linformer_proj", "max"}, "kernel = stride = context / k"},
+    {{"attn", "linformer", "objective", "mlm", "linformer_k", "48", "linformer_proj", "conv"}, "--linformer_k 48 must divide"},
+    {{"attn", "linformer", "objective", "mlm", "linformer_proj", "mean", "linformer_share", "headwise"},
+     "pools without parameters, so there is nothing to share"},
+    {{"attn", "linformer", "objective", "mlm", "linformer_proj", "max", "linformer_share", "layerwise"},
+     "--linformer_share layerwise"},
+    {{"heads", "3"}, "--heads 3 does not divide --d_model 128"},
+    {{"heads", "3", "key_size", "16"}, "--heads 3 does not divide"},
+    {{"heads", "3", "head_size", "16"}, "--heads 3 does not divide"},
+    {{"heads", "256"}, "--heads 256 does not divide --d_model 128"},
+    {{"objective", "mlm", "prompt", "Once"}, "--prompt: objective=mlm is not sampled left to right"},
+    {{"objective", "mlm", "temperature", "1"}, "--temperature: objective=mlm"},
+    {{"objective", "mlm", "top_k", "0"}, "--top_k: objective=mlm"},
+    {{"lr", "1e-4", "min_lr", "1e-3"}, "--min_lr 0.001 is above --lr 0.0001"},
+};
+#define N_REFUSALS ((int)(sizeof refusals / sizeof refusals[0]))
+
+static int count_kv(const char *const *kv) {
+    int n = 0;
+    while (n < 8 && kv[2 * n]) n++;
+    return n;
+}
+
+static void describe(const char *const *kv, char *buf, size_t size) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < 8 && kv[2 * i] && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s--%s %s", i ? " " : "", kv[2 * i], kv[2 * i + 1]);
+}
+
+START_TEST(test_refusals) {
+    const Refusal *r = &refusals[_i];
+    Config c = config_with(r->kv, count_kv(r->kv));
+    char what[256];
+    describe(r->kv, what, sizeof what);
+    Err e;
+    memset(&e, 0, sizeof e);
+    ck_assert_msg(config_validate(&c, &e) == -1, "%s: accepted, want refused (%s)", what, r->phrase);
+    ck_assert_msg(strstr(e.msg, r->phrase) != NULL, "%s: error '%s' lacks '%s'", what, e.msg, r->phrase);
+    ck_assert_msg(strchr(e.msg, '\n') == NULL && strchr(e.hint, '\n') == NULL, "%s: not one line: %s", what, e.msg);
+}
+END_TEST
+
+/* The rules of DESIGN.md and the issue, restated: what a valid model
+ * combination is, for the options the grids below walk. */
+static bool valid_attention(int attn, int phi, int reweight, int talking, int objective) {
+    bool linear = attn == ATTN_LINEAR, cosformer = attn == ATTN_COSFORMER;
+    if (phi != PHI_RELU && !linear) return false;              /* phi needs attn=linear (cosformer fixes relu) */
+    if (reweight != REWEIGHT_NONE && !linear && !cosformer) return false; /* cos re-weighting is linear attention's */
+    if (talking != TALKING_NONE && attn != ATTN_SOFTMAX) return false;   /* talking heads mix softmax logits/probs */
+    if (attn == ATTN_LINFORMER && objective != OBJECTIVE_MLM) return false; /* Linformer is not causal */
+    return true;
+}
+
+START_TEST(test_attention_grid) {
+    int accepted = 0, refused = 0;
+    for (int attn = 0; attn < 4; attn++)
+        for (int phi = 0; phi < 4; phi++)
+            for (int rw = 0; rw < 2; rw++)
+                for (int th = 0; th < 4; th++)
+                    for (int obj = 0; obj < 2; obj++) {
+                        Config c;
+                        config_defaults(&c);
+                        c.model.attn = attn, c.model.phi = phi, c.model.reweight = rw, c.model.talking_heads = th;
+                        c.model.objective = obj;
+                        if (attn == ATTN_LINFORMER) c.model.linformer_k = 32;
+                        Err e;
+                        memset(&e, 0, sizeof e);
+                        bool want = valid_attention(attn, phi, rw, th, obj);
+                        bool got = config_validate(&c, &e) == 0;
+                        ck_assert_msg(got == want, "attn %d phi %d reweight %d talking_heads %d objective %d: %s%s", attn,
+                                      phi, rw, th, obj, got ? "accepted, want refused" : "refused, want accepted: ",
+                                      got ? "" : e.msg);
+                        if (got) {
+                            accepted++;
+                            ck_assert_int_eq(c.model.vocab, obj == OBJECTIVE_MLM ? 257 : 256);
+                        } else {
+                            refused++;
+                        }
+                    }
+    /* linear: 4 phi x 2 reweight x 2 objectives; cosformer: 2 reweight x 2;
+     * softmax: 4 talking x 2; linformer: mlm only */
+    ck_assert_int_eq(accepted, 16 + 4 + 8 + 1);
+    ck_assert_int_eq(accepted + refused, 256);
+}
+END_TEST
+
+START_TEST(test_linformer_grid) {
+    static const int ks[] = {1, 8, 32, 48, 128, 129};
+    int accepted = 0;
+    for (int share = 0; share < 4; share++)
+        for (int proj = 0; proj < 4; proj++)
+            for (int ki = 0; ki < 6; ki++) {
+                Config c;
+                config_defaults(&c);
+                c.model.attn = ATTN_LINFORMER, c.model.objective = OBJECTIVE_MLM;
+                c.model.linformer_share = share, c.model.linformer_proj = proj, c.model.linformer_k = ks[ki];
+                int n = c.model.context, k = ks[ki];
+                bool pooled = proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX;
+                bool want = k <= n && (proj == LF_PROJ_LINEAR || n % k == 0) && !(pooled && share != LF_SHARE_NONE);
+                Err e;
+                memset(&e, 0, sizeof e);
+                bool got = config_validate(&c, &e) == 0;
+                ck_assert_msg(got == want, "linformer share %d proj %d k %d: %s %s", share, proj, k,
+                              got ? "accepted, want refused" : "refused, want accepted:", got ? "" : e.msg);
+                accepted += got;
+            }
+    /* k <= context: 1, 8, 32, 48, 128. linear: any of them with any share;
+     * conv: the four that divide 128, any share; mean and max: those four,
+     * share none only */
+    ck_assert_int_eq(accepted, 4 * 5 + 4 * 4 + 2 * 4);
+}
+END_TEST
+
+/* Accepted as given: the combinations the integration test trains. */
+START_TEST(test_valid_combinations) {
+    static const char *const valid[][16] = {
+        {NULL},
+        {"attn", "linear"},
+        {"attn", "linear", "phi", "identity", "reweight", "cos", "chunk", "16"},
+        {"attn", "linear", "phi", "leakyrelu", "leaky_slope", "0.2"},
+        {"attn", "linear", "phi", "elu", "objective", "mlm"},
+        {"attn", "cosformer"},
+        {"attn", "cosformer", "reweight", "cos", "chunk", "8"},
+        {"attn", "cosformer", "objective", "mlm"},
+        {"attn", "linformer", "objective", "mlm"},
+        {"attn", "linformer", "objective", "mlm", "linformer_k", "128", "linformer_proj", "conv", "linformer_share", "layerwise"},
+        {"attn", "linformer", "objective", "mlm", "linformer_k", "16", "linformer_proj", "max"},
+        {"talking_heads", "both", "objective", "mlm"},
+        {"heads", "3", "key_size", "16", "head_size", "8"},
+        {"heads", "8", "key_size", "64", "head_size", "4", "attn", "linear"},
+        {"key_size", "8", "attn", "linformer", "objective", "mlm"},
+        {"objective", "mlm", "sample_length", "50", "pos", "none", "tie_embeddings", "false"},
+    };
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
+        Config c = config_with(valid[i], count_kv(valid[i]));
+        char what[256];
+        describe(valid[i], what, sizeof what);
+        Err e;
+        ck_assert_msg(config_validate(&c, &e) == 0, "%s: refused: %s", what[0] ? what : "(defaults)", e.msg);
+        ck_assert_int_eq(c.model.vocab, c.model.objective == OBJECTIVE_MLM ? VOCAB_BYTES + 1 : VOCAB_BYTES);
+    }
+}
+END_TEST
+
+Suite *options_suite(void) {
+    Suite *s = suite_create("options");
+    TCase *tc = tcase_create("config_validate");
+    tcase_add_loop_test(tc, test_refusals, 0, N_REFUSALS);
+    tcase_add_test(tc, test_attention_grid);
+    tcase_add_test(tc, test_linformer_grid);
+    tcase_add_test(tc, test_valid_combinations);
+    suite_add_tcase(s, tc);
+    return s;
+}
