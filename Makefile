@@ -49,6 +49,7 @@ check-asan: deps
 run-tests: $(BUILD)/test_all $(COMMANDS)
 	./$(BUILD)/test_all
 	sh tests/cli.sh
+	sh tests/cli_experiments.sh
 
 run-tests-asan: $(BUILD)/test_all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -181,8 +181,9 @@ static int write_outputs(const char *dir, const Axis *axes, int n_axes, Run *run
         mlen += (size_t)snprintf(md + mlen, cap - mlen, "| %s |", r->name);
         clen += (size_t)snprintf(csv + clen, cap - clen, "\"%s\",", r->name);
         for (int a = 0; a < n_axes; a++) {
-            char v[320];
-            option_format(&r->cfg, axes[a].opt, v, sizeof v);
+            /* the baseline has no value on the axes: "-" */
+            char v[320] = "-";
+            if (r->values[a]) option_format(&r->cfg, axes[a].opt, v, sizeof v);
             mlen += (size_t)snprintf(md + mlen, cap - mlen, " %s |", v);
             clen += (size_t)snprintf(csv + clen, cap - clen, "%s,", v);
         }
