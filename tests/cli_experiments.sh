@@ -82,6 +82,18 @@ if ./ablate phi=relu/identity/elu $SMALL --out "$A" "$T/small.txt" >"$T/out" 2>&
 else
     fail "running it again skips the finished runs" "did not skip"
 fi
+# A run that diverges is recorded at its step and the others go on (the
+# setting is the one tests/test_train.c pins: the decay flips the weights'
+# sign and multiplies them by 99 every step).
+D=$T/div
+if ./ablate lr=1e-3/10 --weight_decay 10 --clip 0 --warmup 0 --schedule constant --no-baseline $SMALL --steps 20 \
+    --out "$D" "$T/small.txt" >"$T/out" 2>"$T/err" && grep -q 'diverged at step' "$T/out" &&
+    grep -q ',diverged$' "$D/results.csv" && grep -q ',done$' "$D/results.csv"; then
+    pass "a diverging run is recorded and the others go on"
+else
+    fail "a diverging run is recorded and the others go on" "not in the output or results.csv"
+fi
+
 expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
 expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
 expect "ablate: empty axis value" 2 "empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"
