@@ -99,8 +99,8 @@ demo: deps
 	./train data/brown.txt
 
 # The cosFormer ablation (EXPERIMENTS.md): phi x re-weighting plus a softmax
-# baseline, one small model for all, about 30 minutes on 2 cores.
-ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 --steps 1000 --warmup 100
+# baseline, one small model for all, about 20 minutes on 2 cores.
+ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 --steps 600 --warmup 60
 ablate-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos $(ABLATE_DEMO_OPTS) --out runs/ablate-cosformer data/brown.txt

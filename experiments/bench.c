@@ -20,13 +20,16 @@
  * kernel, the output projection (no norm, no MLP), forward and backward (with
  * dx, as in a model) from a random output gradient; d 256 and 4 heads (the
  * reference configuration), B 1, 2 threads unless --threads says otherwise.
+ * Then the kernel alone, the same way: its fused op from q, k, v to the
+ * per-head output and back to dq, dk, dv (and its own parameters' gradients).
  * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
  * cosformer by default, or the one --attn names. Per row: the median time per
  * step of --reps timed steps (default 5; 3 when a step takes over a second)
- * after one warm-up step, time per token, the arena's peak bytes over those
- * steps (every activation, gradient and saved tensor of the layer; the
- * parameters, 1 MiB here, are not in it) and the process's peak RSS during
- * the row. A kernel whose estimated memory passes the cap (8 GiB, or 3/4 of
+ * after one warm-up step and the fastest of them (the better estimate on a
+ * busy machine), time per token, the arena's peak bytes over those
+ * steps (every activation, gradient and saved tensor of the layer, or of the
+ * kernel; not the inputs x or q, k, v, nor the parameters, 1 MiB here), and
+ * the process's peak RSS during the layer's steps. A kernel whose estimated memory passes the cap (8 GiB, or 3/4 of
  * RAM if less) is skipped at that length with a note: softmax keeps P, B H T^2
  * floats, plus a T^2 scratch per thread in backward. Writes the table to
  * bench-scaling.csv, time per token against T to bench-scaling.png and the
@@ -398,33 +401,52 @@ static double layer_quadratic_bytes(const ModelConfig *m, int T, int threads) {
 }
 
 typedef struct {
+    double step_s, best_s; /* median and fastest step */
+    double arena_mib;      /* the arena's peak over the steps */
+} Timing;
+
+typedef struct {
     int attn, T;
-    double step_s, arena_mib, rss_mib;
+    Timing layer, kernel;
+    double rss_mib;
 } ScalingRow;
 
-/* Times forward + backward of one attention layer at length T. */
-static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) {
-    ModelConfig mc = *base;
-    mc.context = T; /* Linformer's E, F are [k, n] with n = the context */
-    ScalingRow row = {mc.attn, T, 0, 0, 0};
-    ParamSet ps;
-    params_init(&ps);
-    Attention a;
-    attention_declare(&a, &ps, "attn", 0, &mc);
-    params_alloc(&ps);
-    Rng rng;
-    rng_seed(&rng, 3);
-    for (int i = 0; i < params_count(&ps); i++) {
-        Tensor *t = ps.list[i];
-        if (t->ndim >= 2) rng_fill_normal(&rng, t->data, t->n, 0.0f, 0.02f);
-    }
-    int d = mc.d_model;
-    long n = (long)T * d;
-    float *xdata = xmalloc((size_t)n * sizeof(float)), *seed = xmalloc((size_t)n * sizeof(float));
-    rng_fill_normal(&rng, xdata, n, 0.0f, 1.0f);
-    rng_fill_normal(&rng, seed, n, 0.0f, 1.0f);
+/* One forward + backward from x (the layer) or from q, k, v (the kernel). */
+typedef struct {
+    Attention *a;
+    ParamSet *ps;
+    int T, d;
+    float *x, *q, *k, *v; /* inputs, outside the arena */
+    float *seed_y, *seed_o;  /* the output gradients: layer [1, T, d], kernel [1, H, T, head_size] */
+    bool kernel_only;
+} ScalingStep;
 
-    bool rss_reset = reset_rss_peak();
+static void scaling_step(const ScalingStep *st) {
+    params_zero_grad(st->ps);
+    const Attention *a = st->a;
+    if (!st->kernel_only) {
+        Tensor x;
+        tensor_wrap(&x, st->x, 3, (int[]){1, st->T, st->d});
+        x.requires_grad = true;
+        backward_seeded(attention_forward(a, &x), st->seed_y);
+        return;
+    }
+    /* the kernel's call, as attention_forward makes it */
+    AttnCall c = a->call;
+    c.B = 1;
+    c.T = st->T;
+    for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
+    Tensor q, k, v;
+    tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
+    tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
+    tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
+    q.requires_grad = k.requires_grad = v.requires_grad = true;
+    backward_seeded(a->kernel->forward(&c, &q, &k, &v), st->seed_o);
+}
+
+/* Median and fastest of `reps` steps after one warm-up (3 when the warm-up
+ * took over a second and --reps was not given), in a fresh arena. */
+static Timing time_steps(const Options *o, const ScalingStep *st) {
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
@@ -436,13 +458,7 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
         double t0 = now();
         arena_reset(&arena);
         tape_reset();
-        params_zero_grad(&ps);
-        Tensor x;
-        tensor_wrap(&x, xdata, 3, (int[]){1, T, d});
-        x.requires_grad = true;
-        x.grad = NULL;
-        Tensor *y = attention_forward(&a, &x);
-        backward_seeded(y, seed);
+        scaling_step(st);
         double dt = now() - t0;
         if (s == 0) { /* the warm-up step sizes the arena */
             if (!o->reps_given && dt > 1.0 && reps > 3) reps = 3;
@@ -450,15 +466,49 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
         }
         t[done++] = dt;
     }
-    row.step_s = median(t, done);
-    row.arena_mib = (double)arena.peak / (1 << 20);
+    Timing r;
+    r.step_s = median(t, done); /* sorts t */
+    r.best_s = t[0];
+    r.arena_mib = (double)arena.peak / (1 << 20);
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&arena);
-    row.rss_mib = rss_reset ? rss_peak_mib() : NAN;
     free(t);
-    free(xdata);
-    free(seed);
+    return r;
+}
+
+static float *random_buffer(Rng *rng, long n) {
+    float *p = xmalloc((size_t)n * sizeof(float));
+    rng_fill_normal(rng, p, n, 0.0f, 1.0f);
+    return p;
+}
+
+/* Times forward + backward of one attention layer at length T, then of its
+ * kernel alone. */
+static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) {
+    ModelConfig mc = *base;
+    mc.context = T; /* Linformer's E, F are [k, n] with n = the context */
+    ScalingRow row = {.attn = mc.attn, .T = T};
+    ParamSet ps;
+    params_init(&ps);
+    Attention a;
+    attention_declare(&a, &ps, "attn", 0, &mc);
+    params_alloc(&ps);
+    Rng rng;
+    rng_seed(&rng, 3);
+    for (int i = 0; i < params_count(&ps); i++) {
+        Tensor *t = ps.list[i];
+        if (t->ndim >= 2) rng_fill_normal(&rng, t->data, t->n, 0.0f, 0.02f);
+    }
+    long n = (long)T * mc.d_model, nk = (long)T * a.heads * a.key_size, nv = (long)T * a.heads * a.head_size;
+    ScalingStep st = {&a, &ps, T, mc.d_model, random_buffer(&rng, n), random_buffer(&rng, nk), random_buffer(&rng, nk),
+                      random_buffer(&rng, nv), random_buffer(&rng, n), random_buffer(&rng, nv), false};
+    bool rss_reset = reset_rss_peak();
+    row.layer = time_steps(o, &st);
+    row.rss_mib = rss_reset ? rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */
+    st.kernel_only = true;
+    row.kernel = time_steps(o, &st);
+    free(st.x), free(st.q), free(st.k), free(st.v), free(st.seed_y), free(st.seed_o);
     params_free(&ps);
     return row;
 }
@@ -500,10 +550,12 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     }
     double cap = memory_cap_bytes();
     printf("scaling: one attention layer (q, k, v, o projections and the kernel), forward + backward,\n"
-           "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median of %s timed steps\n\n",
+           "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median and fastest of %s timed steps\n\n",
            cfg->model.d_model, cfg->model.heads, model_key_size(&cfg->model), model_head_size(&cfg->model), threads,
            o->reps_given ? "--reps" : "5 (3 past 1 s a step)");
-    printf("  %-32s %6s %11s %11s %11s %11s\n", "kernel", "T", "ms/step", "us/token", "arena MiB", "RSS MiB");
+    printf("  %-32s %6s | %-35s | %-24s | %s\n", "", "", "layer (projections + kernel)", "kernel alone", "process");
+    printf("  %-32s %6s | %8s %8s %8s %8s | %8s %8s %6s | %s\n", "kernel", "T", "ms/step", "fastest", "us/token",
+           "MiB", "ms/step", "fastest", "MiB", "RSS MiB");
     ScalingRow rows[2 * 32];
     int n_rows = 0;
     char label[64], skipped[1024] = "";
@@ -520,14 +572,16 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
             if (need > cap) {
                 printf("  %-32s %6d  (skipped: needs over %.1f GiB, above the %.1f GiB cap)\n", label, T,
                        need / (1 << 30), cap / (1 << 30));
-                sk += (size_t)snprintf(skipped + sk, sizeof skipped - sk, "%s%s at T=%d", sk ? ", " : "", label, T);
+                if (sk < sizeof skipped)
+                    sk += (size_t)snprintf(skipped + sk, sizeof skipped - sk, "%s%s at T=%d", sk ? ", " : "", label, T);
                 continue;
             }
             fflush(stdout);
             ScalingRow r = scaling_row(o, &kernels[k], T);
             rows[n_rows++] = r;
-            printf("  %-32s %6d %11.2f %11.3f %11.1f %11.1f\n", label, T, r.step_s * 1e3, r.step_s * 1e6 / T, r.arena_mib,
-                   r.rss_mib);
+            printf("  %-32s %6d | %8.2f %8.2f %8.3f %8.1f | %8.2f %8.2f %6.1f | %7.1f\n", label, T, r.layer.step_s * 1e3,
+                   r.layer.best_s * 1e3, r.layer.step_s * 1e6 / T, r.layer.arena_mib, r.kernel.step_s * 1e3,
+                   r.kernel.best_s * 1e3, r.kernel.arena_mib, r.rss_mib);
         }
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
@@ -539,29 +593,36 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
         if (rows[i].attn != ATTN_COSFORMER) continue;
         if (!first) first = &rows[i];
         last = &rows[i];
-        double per = rows[i].step_s / rows[i].T;
+        double per = rows[i].layer.step_s / rows[i].T;
         lo = fmin(lo, per), hi = fmax(hi, per);
     }
     if (first && last != first)
-        printf("\n  cosformer, T %d to %d: time per token %.3f to %.3f us (max / min %.2f); arena %.1f to %.1f KiB per token\n",
-               first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, first->arena_mib * 1024 / first->T,
-               last->arena_mib * 1024 / last->T);
+        printf("\n  cosformer, T %d to %d: layer time per token %.2f to %.2f us (max / min %.2f); layer arena\n"
+               "  %.1f KiB per token at T %d, %.1f at T %d\n",
+               first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, first->layer.arena_mib * 1024 / first->T, first->T,
+               last->layer.arena_mib * 1024 / last->T, last->T);
     for (int i = 0; i < n_rows; i++)
         if (rows[i].attn == ATTN_COSFORMER && rows[i].T == 8192)
-            printf("  cosformer at T=8192: %.1f ms per step (target <= 105), arena %.1f MiB (target <= 150), peak RSS %.1f MiB\n",
-                   rows[i].step_s * 1e3, rows[i].arena_mib, rows[i].rss_mib);
+            printf("  cosformer at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
+                   "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; process peak RSS %.1f MiB\n",
+                   rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3, rows[i].layer.arena_mib,
+                   rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].rss_mib);
 
-    /* bench-scaling.csv and bench-scaling.png */
-    size_t cap_text = 256 + (size_t)n_rows * 160, len = 0;
+    /* bench-scaling.csv */
+    size_t cap_text = 256 + (size_t)n_rows * 200, len = 0;
     char *csv = xmalloc(cap_text);
-    len += (size_t)snprintf(csv + len, cap_text - len, "kernel,T,ms_per_step,us_per_token,arena_mib,rss_mib\n");
+    len += (size_t)snprintf(csv + len, cap_text - len,
+                            "kernel,T,layer_ms,layer_fastest_ms,layer_us_per_token,layer_arena_mib,"
+                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,rss_mib\n");
     for (int i = 0; i < n_rows; i++) {
+        const ScalingRow *r = &rows[i];
         ModelConfig m = kernels[0];
         for (int k = 0; k < n_kernels; k++)
-            if (kernels[k].attn == rows[i].attn) m = kernels[k];
-        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.5f,%.2f,%.2f\n", kernel_label(&m, label, sizeof label),
-                                rows[i].T, rows[i].step_s * 1e3, rows[i].step_s * 1e6 / rows[i].T, rows[i].arena_mib,
-                                rows[i].rss_mib);
+            if (kernels[k].attn == r->attn) m = kernels[k];
+        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.2f\n",
+                                kernel_label(&m, label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
+                                r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
+                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->rss_mib);
     }
     Err e;
     int rc = write_file_atomic("bench-scaling.csv", csv, &e);
@@ -570,33 +631,32 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
         err_print(&e);
         return 1;
     }
-    double xs[2][32], ys[2][32];
-    PlotSeries series[2];
-    char labels[2][64];
-    int n_series = 0;
-    for (int k = 0; k < n_kernels; k++) {
-        int n = 0;
-        for (int i = 0; i < n_rows; i++)
-            if (rows[i].attn == kernels[k].attn) xs[k][n] = rows[i].T, ys[k][n++] = rows[i].step_s * 1e6 / rows[i].T;
-        if (!n) continue;
-        kernel_label(&kernels[k], labels[k], sizeof labels[k]);
-        series[n_series++] = (PlotSeries){labels[k], xs[k], ys[k], n, 0};
-    }
-    if (n_series) {
-        PlotSpec spec = {"one attention layer, forward + backward", "length T", "time per token (us)", 1, 0, 0, 0};
-        if (plot_lines("bench-scaling.png", &spec, series, n_series, &e) != 0) {
-            err_print(&e);
-            return 1;
-        }
-        /* memory on log-log axes: slope 1 is linear in T, slope 2 quadratic */
-        for (int k = 0, j = 0; k < n_kernels; k++) {
-            int n = 0;
-            for (int i = 0; i < n_rows; i++)
-                if (rows[i].attn == kernels[k].attn) ys[k][n++] = rows[i].arena_mib;
-            if (n) series[j++].y = ys[k];
-        }
-        PlotSpec mem = {"one attention layer, forward + backward", "length T", "arena peak (MiB)", 1, 1, 0, 0};
-        if (plot_lines("bench-scaling-memory.png", &mem, series, n_series, &e) != 0) {
+
+    /* the plots: per kernel, the layer (solid) and the kernel alone */
+    double xs[4][32], ys[4][32];
+    PlotSeries series[4];
+    char labels[4][80];
+    for (int what = 0; what < 2; what++) { /* 0: time per token, 1: arena peak */
+        int n_series = 0;
+        for (int k = 0; k < n_kernels; k++)
+            for (int part = 0; part < 2; part++) {
+                int n = 0;
+                for (int i = 0; i < n_rows; i++) {
+                    if (rows[i].attn != kernels[k].attn) continue;
+                    const Timing *t = part ? &rows[i].kernel : &rows[i].layer;
+                    xs[n_series][n] = rows[i].T;
+                    ys[n_series][n++] = what ? t->arena_mib : t->step_s * 1e6 / rows[i].T;
+                }
+                if (!n) continue;
+                snprintf(labels[n_series], sizeof labels[n_series], "%s, %s", kernel_label(&kernels[k], label, sizeof label),
+                         part ? "kernel alone" : "layer");
+                series[n_series] = (PlotSeries){labels[n_series], xs[n_series], ys[n_series], n, 0};
+                n_series++;
+            }
+        if (!n_series) break;
+        PlotSpec spec = {"one attention layer, forward + backward", "length T",
+                         what ? "arena peak (MiB)" : "time per token (us)", 1, what, 0, 0};
+        if (plot_lines(what ? "bench-scaling-memory.png" : "bench-scaling.png", &spec, series, n_series, &e) != 0) {
             err_print(&e);
             return 1;
         }
@@ -644,10 +704,10 @@ static void usage(FILE *f) {
             "               cblas_sgemm on the same shapes, then the other ops\n"
             "  --scaling    one attention layer (projections and kernel, d_model 256, 4 heads, B 1),\n"
             "               forward + backward, at each length: time per step and per token, arena\n"
-            "               peak and RSS peak; softmax and causal cosformer, or the --attn kernel\n"
-            "               (linformer runs bidirectionally). Writes bench-scaling.csv,\n"
-            "               bench-scaling.png and bench-scaling-memory.png in the current folder.\n"
-            "               Default 2 threads. Skips a length whose memory would\n"
+            "               peak and RSS peak; then the kernel alone. Softmax and causal cosformer,\n"
+            "               or the --attn kernel (linformer runs bidirectionally). Writes\n"
+            "               bench-scaling.csv, bench-scaling.png and bench-scaling-memory.png in the\n"
+            "               current folder. Default 2 threads. Skips a length whose memory would\n"
             "               pass 8 GiB (softmax keeps T x T per head)\n"
             "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
             "  --threads N  threads for OpenMP and OpenBLAS (default: all cores)\n"

@@ -21,9 +21,10 @@
  * And a check that each kernel runs causally under clm (no logit moves when
  * a later byte changes) and bidirectionally under mlm (the first one does).
  *
- * A kind whose kernel has not landed in layers/attention/kernels.c yet
- * (attn_kernel_for aborts for it) is skipped with a note on stdout; once its
- * kernel is in the table, its runs are in the matrix with nothing to change. */
+ * The kinds are the `attn` option's choices. A kind whose kernel is not in
+ * layers/attention/kernels.c (attn_kernel_for aborts for it) has its runs
+ * skipped with a note on stdout, and test_zoo_covers_every_kind fails for it,
+ * as it does for a kind with no run in the matrix. */
 #include <cJSON.h>
 #include <check.h>
 #include <fcntl.h>
@@ -41,11 +42,14 @@
 #include "trainer.h"
 
 #define ZOO_STEPS 12
-#define N_KINDS 4
+#define MAX_KINDS 16
 
 static char tmp_dir[512], corpus_path[600];
-/* Whether attn_kernel_for has a kernel for each AttnKind (probed in setup). */
-static bool kind_available[N_KINDS];
+/* The `attn` option's choices (index = AttnKind), and whether attn_kernel_for
+ * has a kernel for each (probed in setup). */
+static const char *const *kinds;
+static int n_kinds;
+static bool kind_available[MAX_KINDS];
 
 /* ------------------------------------------------------------------ matrix */
 
@@ -193,8 +197,7 @@ static void setup(void) {
     ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", tmp_dir);
     write_corpus(corpus_path);
-    static const char *const kinds[N_KINDS] = {"softmax", "linear", "cosformer", "linformer"};
-    for (int k = 0; k < N_KINDS; k++) {
+    for (int k = 0; k < n_kinds; k++) {
         kind_available[k] = probe_kind(k);
         if (!kind_available[k]) printf("zoo: attn=%s has no kernel yet; its runs are skipped\n", kinds[k]);
     }
@@ -216,7 +219,9 @@ static void set(Config *c, const char *key, const char *value) {
     ck_assert_msg(option_set(c, key, value, &e) == 0, "%s", e.msg);
 }
 
-static Config zoo_config(const ZooRun *r) {
+/* The tiny configuration with the run's options; false (e set) when
+ * config_validate refuses the combination. */
+static bool zoo_config_try(const ZooRun *r, Config *out, Err *e) {
     Config c;
     config_defaults(&c);
     static const char *const tiny[][2] = {
@@ -227,8 +232,15 @@ static Config zoo_config(const ZooRun *r) {
     };
     for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) set(&c, tiny[i][0], tiny[i][1]);
     for (int i = 0; r->kv[i]; i += 2) set(&c, r->kv[i], r->kv[i + 1]);
+    if (config_validate(&c, e) != 0) return false;
+    *out = c;
+    return true;
+}
+
+static Config zoo_config(const ZooRun *r) {
+    Config c;
     Err e;
-    ck_assert_msg(config_validate(&c, &e) == 0, "%s: refused: %s", r->name, e.msg);
+    ck_assert_msg(zoo_config_try(r, &c, &e), "%s: refused: %s", r->name, e.msg);
     return c;
 }
 
@@ -351,21 +363,25 @@ END_TEST
 /* Causal under clm, bidirectional under mlm, for every kernel: change the
  * last byte of a window and see which logits move. */
 START_TEST(test_zoo_directions) {
-    static const char *const kinds[N_KINDS] = {"softmax", "linear", "cosformer", "linformer"};
     enum { T = 16 };
     int covered = 0;
-    for (int k = 0; k < N_KINDS; k++) {
+    for (int k = 0; k < n_kinds; k++) {
         if (!kind_available[k]) {
             printf("zoo: attn=%s skipped in the direction check (no kernel yet)\n", kinds[k]);
             continue;
         }
         for (int o = 0; o < 2; o++) {
-            if (k == ATTN_LINFORMER && o == OBJECTIVE_CLM) continue;
-            ZooRun r = {.kv = {"attn", kinds[k], "objective", objectives[o]}};
+            ZooRun r = {.kv = {"attn", kinds[k], "objective", objectives[o], "context", "16"}};
             snprintf(r.name, sizeof r.name, "%s-%s", kinds[k], objectives[o]);
-            if (k == ATTN_LINFORMER) r.kv[4] = "linformer_k", r.kv[5] = "8";
-            Config cfg = zoo_config(&r);
-            set(&cfg, "context", "16");
+            if (!strcmp(kinds[k], "linformer")) r.kv[6] = "linformer_k", r.kv[7] = "8";
+            Config cfg;
+            Err e;
+            if (!zoo_config_try(&r, &cfg, &e)) {
+                /* a kind without a causal form (Linformer) is refused under
+                 * clm; every kind must run under mlm */
+                ck_assert_msg(o == OBJECTIVE_CLM, "%s: refused: %s", r.name, e.msg);
+                continue;
+            }
             Model model;
             model_init(&model, &cfg.model);
             Rng rng;
@@ -400,13 +416,34 @@ START_TEST(test_zoo_directions) {
 }
 END_TEST
 
+/* Every choice of the `attn` option has runs in the matrix (a new kind must
+ * add its own), and every kind has its kernel by now. */
+START_TEST(test_zoo_covers_every_kind) {
+    for (int k = 0; k < n_kinds; k++) {
+        int count = 0;
+        for (int i = 0; i < n_runs; i++) {
+            const char *attn = "softmax"; /* the default */
+            for (int j = 0; runs[i].kv[j]; j += 2)
+                if (!strcmp(runs[i].kv[j], "attn")) attn = runs[i].kv[j + 1];
+            count += !strcmp(attn, kinds[k]);
+        }
+        ck_assert_msg(count > 0, "attn=%s has no run in the zoo's matrix (tests/test_zoo.c build_matrix)", kinds[k]);
+        ck_assert_msg(kind_available[k], "attn=%s has no kernel in layers/attention/kernels.c", kinds[k]);
+    }
+}
+END_TEST
+
 Suite *zoo_suite(void) {
     Suite *s = suite_create("zoo");
     TCase *tc = tcase_create("train every variant");
     /* the corpus and the kernel probe once, outside the forked tests */
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
+    kinds = option_find("attn")->choices;
+    for (n_kinds = 0; kinds[n_kinds]; n_kinds++)
+        if (n_kinds == MAX_KINDS) DIE("test_zoo: more than %d attention kinds", MAX_KINDS);
     build_matrix();
+    tcase_add_test(tc, test_zoo_covers_every_kind);
     tcase_add_loop_test(tc, test_zoo_trains, 0, n_runs);
     tcase_add_test(tc, test_zoo_directions);
     suite_add_tcase(s, tc);

@@ -155,11 +155,10 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
  *   dA = P * (dP - rowsum(dP * P))
  *   dWpre = dA S^T,       dS = Wpre^T dA
  *   dQ_h = s dS_h K_h,    dK_h = s dS_h^T Q_h
- * Heads interact, so threads split the batch, not the heads. Each batch
- * element's dW goes to its own slot, and the slots are summed in order
- * afterwards, so the result does not depend on the thread count. With fewer
- * batch elements than threads, the idle threads are not started, and a single
- * element's sgemms run on OpenBLAS's own threads. */
+ * Heads interact, so threads split the batch, not the heads (with fewer batch
+ * elements than threads, only B threads start). Each batch element's dW goes
+ * to its own slot, and the slots are summed in order afterwards, so the result
+ * does not depend on the thread count. */
 
 /* S_h = scale Q_h K_h^T for the H heads of one batch element: q, k [H, T, dk]
  * -> S [H, T, T]. */
