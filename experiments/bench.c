@@ -719,17 +719,6 @@ static void usage(FILE *f) {
             "               form: it runs with objective mlm unless --objective is given\n");
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "error: %s: expected an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 /* "512,1024,2048" into o->lengths. */
 static int parse_lengths(const char *flag, const char *v, Options *o) {
     o->n_lengths = 0;
@@ -766,16 +755,16 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--vs-torch")) {
             o.vs_torch = true;
         } else if (!strcmp(a, "--threads")) {
-            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &o.threads)) return 2;
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 1024, &o.threads)) return 2;
         } else if (!strcmp(a, "--scaling")) {
             o.scaling = true;
         } else if (!strcmp(a, "--lengths")) {
             if (parse_lengths(a, i + 1 < argc ? argv[++i] : NULL, &o)) return 2;
         } else if (!strcmp(a, "--reps")) {
-            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.reps)) return 2;
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.reps)) return 2;
             o.reps_given = true;
         } else if (!strcmp(a, "--steps")) {
-            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.steps)) return 2;
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.steps)) return 2;
         } else if (!strncmp(a, "--", 2) && option_find(a + 2) &&
                    (option_find(a + 2)->group == GROUP_MODEL || !strcmp(a + 2, "batch"))) {
             if (i + 1 >= argc) {

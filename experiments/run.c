@@ -1,6 +1,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,5 +60,16 @@ double now_seconds(void) {
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e) {
     int n = snprintf(buf, size, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= size) return err_set(e, "%s/%s: path too long", dir, name);
+    return 0;
+}
+
+int parse_int_arg(const char *flag, const char *v, int lo, int hi, int *out) {
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "error: %s: expected an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
+        return -1;
+    }
+    *out = (int)x;
     return 0;
 }

@@ -20,4 +20,9 @@ double now_seconds(void);
 /* Joins a folder and a file name into buf (size bytes); error when too long. */
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e);
 
+/* Parses the value of an integer flag (v may be NULL when the flag was last);
+ * on error prints "error: <flag>: expected an integer in [lo, hi], got '<v>'"
+ * and returns -1. */
+int parse_int_arg(const char *flag, const char *v, int lo, int hi, int *out);
+
 #endif

@@ -119,17 +119,6 @@ static void usage(FILE *f) {
             "  --out DIR    where the outputs go (default: the run folder)\n");
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
-    char *end;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "error: %s: expected an integer in [%d, %d], got '%s'\n", flag, lo, hi, v ? v : "");
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
     int samples = 8, length = 0;
@@ -140,9 +129,9 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--samples")) {
-            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &samples)) return 2;
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &samples)) return 2;
         } else if (!strcmp(a, "--length")) {
-            if (parse_int(a, i + 1 < argc ? argv[++i] : NULL, 2, 1 << 20, &length)) return 2;
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 2, 1 << 20, &length)) return 2;
         } else if (!strcmp(a, "--eigen")) {
             eigen = true;
         } else if (!strcmp(a, "--out")) {

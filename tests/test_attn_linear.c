@@ -98,49 +98,11 @@ static const FxCase fx_cases[] = {
 };
 #define N_FX ((int)(sizeof fx_cases / sizeof fx_cases[0]))
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/attn_linear.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 /* How far a fixture run got: the first stage that differed, or FX_OK. */
 typedef enum { FX_READ, FX_OUT, FX_CLAMPED, FX_PROBS, FX_GRADS, FX_OK } FxStage;
 static const char *const fx_stage_names[] = {"reading", "output", "clamped-row count", "attention matrix",
                                              "gradients", "ok"};
 
-/* "<case>/<what>" into dst, which has t's shape. */
-static bool fx_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size) {
-    char name[128];
-    Err e;
-    snprintf(name, sizeof name, "%s/%s", c, what);
-    if (st_read_expect(sf, name, t->ndim, t->shape, dst, &e) != 0) {
-        snprintf(msg, (size_t)size, "%s", e.msg);
-        return false;
-    }
-    return true;
-}
-
-/* Compares got (t's shape) with "<case>/<what>". */
-static bool fx_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, char *msg,
-                       int size) {
-    float *want = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
-    char detail[256];
-    if (!fx_read(sf, c, what, t, want, msg, size)) return false;
-    if (!close_enough(got, want, t->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "%s/%s: %s", c, what, detail);
-        return false;
-    }
-    return true;
-}
 
 /* The fixture's JSON for case c says what fx_cases says; *clamped gets its
  * number of clamped rows. */
@@ -183,16 +145,16 @@ static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
     int clamped = -1;
     if (!fx_config_matches(sf, fc, &clamped, msg, size)) goto done;
     for (int l = 0; l < 3; l++) {
-        if (!fx_read(sf, fc->name, names[l], in[l], in[l]->data, msg, size)) goto done;
+        if (!fixture_read(sf, fc->name, names[l], in[l], in[l]->data, msg, size)) goto done;
         in[l]->requires_grad = true;
     }
     attn_stats_reset();
     Tensor *out = linear_kernel()->forward(&c, in[0], in[1], in[2]);
     AttnStats st = attn_stats;
     float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
-    if (!fx_read(sf, fc->name, "R", out, R, msg, size)) goto done;
+    if (!fixture_read(sf, fc->name, "R", out, R, msg, size)) goto done;
     stage = FX_OUT;
-    if (!fx_compare(sf, fc->name, "out", out, out->data, msg, size)) goto done;
+    if (!fixture_compare(sf, fc->name, "out", out, out->data, ATOL, RTOL, msg, size)) goto done;
     stage = FX_CLAMPED;
     if (st.den_clamped != clamped || st.den_rows != (long)FX_B * FX_H * fc->T) {
         snprintf(msg, (size_t)size, "%s: attn_stats counts %ld of %ld rows clamped, PyTorch %d of %d", fc->name,
@@ -203,14 +165,14 @@ static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
     grad_set(false);
     Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
     grad_set(true);
-    if (!fx_compare(sf, fc->name, "probs", P, P->data, msg, size)) goto done;
+    if (!fixture_compare(sf, fc->name, "probs", P, P->data, ATOL, RTOL, msg, size)) goto done;
     stage = FX_GRADS;
     backward_seeded(out, R);
     for (int l = 0; l < 3; l++) {
         char what[16];
         snprintf(what, sizeof what, "grad_%s", names[l]);
         const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
-        if (!fx_compare(sf, fc->name, what, in[l], g, msg, size)) goto done;
+        if (!fixture_compare(sf, fc->name, what, in[l], g, ATOL, RTOL, msg, size)) goto done;
     }
     stage = FX_OK;
 done:
@@ -222,7 +184,7 @@ done:
 }
 
 START_TEST(test_linear_matches_pytorch) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linear.safetensors");
     char msg[512] = "";
     FxStage s = fx_run(&sf, _i, msg, sizeof msg);
     st_close(&sf);
@@ -232,7 +194,7 @@ END_TEST
 
 /* The fixture lists exactly the cases of fx_cases, in order. */
 START_TEST(test_linear_fixture_cases) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linear.safetensors");
     const char *list = st_meta(&sf, "cases");
     ck_assert_msg(list != NULL, "fixture metadata has no \"cases\"; run: make fixtures");
     char want[N_FX * 48] = "";
@@ -248,7 +210,7 @@ END_TEST
 /* A 10%-scaled or missing backward breaks the gradients of every fixture
  * case, and only them. */
 START_TEST(test_linear_pytorch_catches_broken_backward) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linear.safetensors");
     OpDef *op = linear_kernel()->ops[0];
     ck_assert_ptr_nonnull(op);
     ck_assert_ptr_null(linear_kernel()->ops[1]);
@@ -269,7 +231,7 @@ END_TEST
 START_TEST(test_linear_matches_pytorch_threaded) {
     int was = engine_threads();
     engine_set_threads(3);
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linear.safetensors");
     for (int i = 0; i < N_FX; i++) {
         char msg[512] = "";
         FxStage s = fx_run(&sf, i, msg, sizeof msg);

@@ -100,48 +100,10 @@ static FxCase fx_case(int i) {
     return c;
 }
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/attn_linformer.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 /* How far a fixture run got: the first stage that differed, or FX_OK. */
 typedef enum { FX_READ, FX_OUT, FX_PROBS, FX_GRADS, FX_OK } FxStage;
 static const char *const fx_stage_names[] = {"reading", "output", "attention matrix", "gradients", "ok"};
 
-/* "<case>/<what>" into dst, which has t's shape. */
-static bool fx_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size) {
-    char name[128];
-    Err e;
-    snprintf(name, sizeof name, "%s/%s", c, what);
-    if (st_read_expect(sf, name, t->ndim, t->shape, dst, &e) != 0) {
-        snprintf(msg, (size_t)size, "%s", e.msg);
-        return false;
-    }
-    return true;
-}
-
-/* Compares t's data (or gradient) with "<case>/<what>". */
-static bool fx_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, char *msg,
-                       int size) {
-    float *want = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
-    char detail[256];
-    if (!fx_read(sf, c, what, t, want, msg, size)) return false;
-    if (!close_enough(got, want, t->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "%s/%s: %s", c, what, detail);
-        return false;
-    }
-    return true;
-}
 
 /* The fixture's JSON for case c says what fx_case says. */
 static bool fx_config_matches(StFile *sf, const FxCase *c, char *msg, int size) {
@@ -188,26 +150,26 @@ static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
     for (int p = 0; p < n_params; p++) leaves[n_leaves++] = c.params[p] = tensor_new(ndim[p], shape[p]);
     if (!fx_config_matches(sf, &fc, msg, size)) goto done;
     for (int l = 0; l < n_leaves; l++) {
-        if (!fx_read(sf, fc.name, names[l], leaves[l], leaves[l]->data, msg, size)) goto done;
+        if (!fixture_read(sf, fc.name, names[l], leaves[l], leaves[l]->data, msg, size)) goto done;
         leaves[l]->requires_grad = true;
     }
     Tensor *out = linformer()->forward(&c, leaves[0], leaves[1], leaves[2]);
     float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
-    if (!fx_read(sf, fc.name, "R", out, R, msg, size)) goto done;
+    if (!fixture_read(sf, fc.name, "R", out, R, msg, size)) goto done;
     stage = FX_OUT;
-    if (!fx_compare(sf, fc.name, "out", out, out->data, msg, size)) goto done;
+    if (!fixture_compare(sf, fc.name, "out", out, out->data, ATOL, RTOL, msg, size)) goto done;
     stage = FX_PROBS;
     grad_set(false);
     Tensor *P = linformer()->probs(&c, leaves[0], leaves[1]);
     grad_set(true);
-    if (!fx_compare(sf, fc.name, "probs", P, P->data, msg, size)) goto done;
+    if (!fixture_compare(sf, fc.name, "probs", P, P->data, ATOL, RTOL, msg, size)) goto done;
     stage = FX_GRADS;
     backward_seeded(out, R);
     for (int l = 0; l < n_leaves; l++) {
         char what[16];
         snprintf(what, sizeof what, "grad_%s", names[l]);
         const float *g = leaves[l]->grad ? leaves[l]->grad : arena_calloc(&a, (size_t)leaves[l]->n * sizeof(float));
-        if (!fx_compare(sf, fc.name, what, leaves[l], g, msg, size)) goto done;
+        if (!fixture_compare(sf, fc.name, what, leaves[l], g, ATOL, RTOL, msg, size)) goto done;
     }
     stage = FX_OK;
 done:
@@ -219,7 +181,7 @@ done:
 }
 
 START_TEST(test_linformer_matches_pytorch) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linformer.safetensors");
     char msg[512] = "";
     FxStage s = fx_run(&sf, _i, msg, sizeof msg);
     st_close(&sf);
@@ -229,7 +191,7 @@ END_TEST
 
 /* The fixture lists exactly the cases fx_case makes. */
 START_TEST(test_linformer_fixture_cases) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linformer.safetensors");
     const char *list = st_meta(&sf, "cases");
     ck_assert_msg(list != NULL, "fixture metadata has no \"cases\"; run: make fixtures");
     char want[N_FX * 48] = "";
@@ -245,7 +207,7 @@ END_TEST
 /* A 10%-scaled or missing backward in either fused op breaks the gradients of
  * every fixture case, and only them. */
 START_TEST(test_linformer_pytorch_catches_broken_backward) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linformer.safetensors");
     const AttnKernel *kern = linformer();
     int ops = 0;
     for (int o = 0; kern->ops[o]; o++, ops++)
@@ -269,7 +231,7 @@ END_TEST
 START_TEST(test_linformer_matches_pytorch_threaded) {
     int was = engine_threads();
     engine_set_threads(3);
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_linformer.safetensors");
     for (int i = 0; i < N_FX; i++) {
         char msg[512] = "";
         FxStage s = fx_run(&sf, i, msg, sizeof msg);

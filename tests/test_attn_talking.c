@@ -33,20 +33,6 @@
 #define ATOL 1e-5f
 #define RTOL 1e-4f
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/attn_talking.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 static bool has_pre(int talking) { return talking == TALKING_PRE || talking == TALKING_BOTH; }
 static bool has_post(int talking) { return talking == TALKING_POST || talking == TALKING_BOTH; }
 
@@ -196,7 +182,7 @@ done:
 }
 
 START_TEST(test_talking_fixture) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_talking.safetensors");
     Fixture f = read_fixture(&sf);
     ck_assert_int_eq(f.n, 6); /* pre, post, both; causal and bidirectional */
     for (int i = 0; i < f.n; i++) {
@@ -212,7 +198,7 @@ END_TEST
 /* A 10%-scaled or missing backward of attn_talking must break the gradients
  * of every variant (and only them). */
 START_TEST(test_talking_fixture_catches_broken_backward) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_talking.safetensors");
     Fixture f = read_fixture(&sf);
     OpDef *op = talking_op();
     for (int mu = 0; mu < MUTATION_COUNT; mu++)
@@ -326,7 +312,7 @@ END_TEST
 
 /* The per-batch dW slots make the result independent of the thread count. */
 START_TEST(test_talking_threads_same_bits) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("attn_talking.safetensors");
     Fixture f = read_fixture(&sf);
     const Variant *v = &f.v[0];
     for (int i = 0; i < f.n; i++)

@@ -18,29 +18,15 @@
 
 #include "data/corpus.h"
 #include "data/mlm.h"
+#include "test_util.h"
 
 static char tmp_dir[512];
 
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !base[0]) base = "/tmp";
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_data_XXXXXX", base);
-    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+    test_tmpdir(tmp_dir, sizeof tmp_dir, "data");
 }
 
-static void teardown(void) {
-    DIR *d = opendir(tmp_dir);
-    if (!d) return;
-    struct dirent *de;
-    char p[1024];
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", tmp_dir, de->d_name);
-        if (unlink(p) != 0) rmdir(p);
-    }
-    closedir(d);
-    rmdir(tmp_dir);
-}
+static void teardown(void) { test_rmtree(tmp_dir); }
 
 static const char *tpath(const char *name) {
     static char buf[1024];

@@ -75,20 +75,6 @@ static const GoldenConfig golden_configs[] = {
 };
 #define N_GOLDEN ((int)(sizeof golden_configs / sizeof golden_configs[0]))
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/gpt.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 /* ---- golden: the model against PyTorch ------------------------------------- */
 
 /* How far a golden run got: the first stage that differed, or GOLDEN_OK. */
@@ -293,7 +279,7 @@ done:
 }
 
 START_TEST(test_golden_config) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("gpt.safetensors");
     char msg[512] = "";
     GoldenStage s = golden_run(&sf, _i, NULL, msg, sizeof msg);
     st_close(&sf);
@@ -315,7 +301,7 @@ static const char *json_str(const cJSON *o, const char *key) {
 
 /* golden_configs and the fixture's configs are the same list. */
 START_TEST(test_golden_fixture_configs) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("gpt.safetensors");
     const char *n = st_meta(&sf, "configs");
     ck_assert_ptr_nonnull(n);
     ck_assert_msg(atoi(n) == N_GOLDEN, "the fixture has %s configs, tests/test_model.c %d; run: make fixtures", n,
@@ -357,7 +343,7 @@ END_TEST
  * gradients (and only them: logits and loss still match): plain attention's
  * op in the reference config, Talking-Heads attention's in cfg3. */
 START_TEST(test_golden_catches_broken_kernel_backward) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("gpt.safetensors");
     const struct {
         int config;
         const char *op;
@@ -384,7 +370,7 @@ END_TEST
 
 /* One weight deep in the model, slightly changed, must break the logits. */
 START_TEST(test_golden_catches_perturbed_weight) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("gpt.safetensors");
     const Perturbation perturbs[] = {
         {"blocks.0.attn.k.weight", 5, 0.01f},
         {"blocks.1.mlp.fc.bias", 3, 0.01f},

@@ -59,20 +59,6 @@ static const char *const variant_names[] = {
 };
 static_assert(sizeof variant_names / sizeof variant_names[0] == VARIANT_COUNT, "variant_names and Variant out of step");
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/adamw.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 /* Reads "<prefix><param name>" (shape from fx_params) into dst. */
 static bool read_param(StFile *sf, const char *prefix, int k, float *dst, char *msg, int size) {
     char name[128];
@@ -161,7 +147,7 @@ done:
 /* ---- AdamW against PyTorch ------------------------------------------------ */
 
 START_TEST(test_adamw_matches_pytorch) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("adamw.safetensors");
     char msg[512] = "";
     bool ok = replay(&sf, VARIANT_RIGHT, msg, sizeof msg);
     st_close(&sf);
@@ -170,7 +156,7 @@ START_TEST(test_adamw_matches_pytorch) {
 END_TEST
 
 START_TEST(test_adamw_fixture_catches_wrong_update) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("adamw.safetensors");
     for (int var = VARIANT_RIGHT + 1; var < VARIANT_COUNT; var++) {
         char msg[512] = "";
         bool ok = replay(&sf, (Variant)var, msg, sizeof msg);

@@ -16,31 +16,15 @@
 
 #include "plot.h"
 #include "progress.h"
+#include "test_util.h"
 
 static char tmp_dir[512];
 
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !base[0]) base = "/tmp";
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_plot_XXXXXX", base);
-    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+    test_tmpdir(tmp_dir, sizeof tmp_dir, "plot");
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *de;
-    char p[1024];
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (unlink(p) != 0) remove_tree(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void teardown(void) { remove_tree(tmp_dir); }
+static void teardown(void) { test_rmtree(tmp_dir); }
 
 /* A path inside the test's temporary directory (one of four rotating buffers). */
 static const char *tpath(const char *name) {

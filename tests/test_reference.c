@@ -16,13 +16,6 @@
 #define ATOL 1e-5f
 #define RTOL 1e-4f
 
-static const char *fixture_path(void) {
-    const char *dir = getenv("ATTNLAB_FIXTURES");
-    static char path[512];
-    snprintf(path, sizeof path, "%s/ops.safetensors", dir ? dir : "tests/fixtures");
-    return path;
-}
-
 /* Reads "<case>/<what>" with the given shape into arena memory. */
 static float *read_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape, char *msg, int size) {
     char name[128];
@@ -83,15 +76,8 @@ done:
     return ok;
 }
 
-static StFile open_fixture(void) {
-    StFile sf;
-    Err e;
-    if (st_open(&sf, fixture_path(), &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
-    return sf;
-}
-
 START_TEST(test_reference_case) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("ops.safetensors");
     char msg[512] = "";
     bool ok = reference_case(&sf, _i, msg, sizeof msg);
     st_close(&sf);
@@ -101,7 +87,7 @@ END_TEST
 
 /* The fixture and tests/op_cases.c list the same cases. */
 START_TEST(test_reference_cases_match) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("ops.safetensors");
     for (int i = 0; i < sf.n_entries; i++) {
         const char *name = sf.entries[i].name;
         const char *slash = strchr(name, '/');
@@ -123,7 +109,7 @@ END_TEST
 /* A broken backward, for every op and every kind of break, makes some
  * reference comparison fail. */
 START_TEST(test_reference_catches_broken_backward) {
-    StFile sf = open_fixture();
+    StFile sf = fixture_open("ops.safetensors");
     for (int op = 0; op < OP_COUNT; op++) {
         for (int m = 0; m < MUTATION_COUNT; m++) {
             mutation_install(op, m);

@@ -27,6 +27,7 @@
 #include "run.h"
 #include "safetensors.h"
 #include "trainer.h"
+#include "test_util.h"
 
 static char tmp_dir[512], corpus_path[600];
 
@@ -78,22 +79,12 @@ static void write_corpus(const char *path, size_t n, uint64_t seed) {
 }
 
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !base[0]) base = "/tmp";
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_train_XXXXXX", base);
-    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+    test_tmpdir(tmp_dir, sizeof tmp_dir, "train");
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", tmp_dir);
     write_corpus(corpus_path, 200000, 0x5eed5eedULL);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void teardown(void) {
-    if (tmp_dir[0]) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+static void teardown(void) { test_rmtree(tmp_dir); }
 
 /* ----------------------------------------------------------------- helpers */
 

@@ -1,5 +1,10 @@
 #include "test_util.h"
 
+#include <check.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,4 +92,53 @@ bool close_enough(const float *got, const float *want, long n, float atol, float
         }
     }
     return true;
+}
+
+StFile fixture_open(const char *name) {
+    const char *dir = getenv("ATTNLAB_FIXTURES");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    StFile sf;
+    Err e;
+    if (st_open(&sf, path, &e) != 0) ck_abort_msg("%s (make it with: make fixtures)", e.msg);
+    return sf;
+}
+
+bool fixture_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size) {
+    char name[128];
+    Err e;
+    snprintf(name, sizeof name, "%s/%s", c, what);
+    if (st_read_expect(sf, name, t->ndim, t->shape, dst, &e) != 0) {
+        snprintf(msg, (size_t)size, "%s", e.msg);
+        return false;
+    }
+    return true;
+}
+
+bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, float atol,
+                     float rtol, char *msg, int size) {
+    float *want = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
+    char detail[256];
+    if (!fixture_read(sf, c, what, t, want, msg, size)) return false;
+    if (!close_enough(got, want, t->n, atol, rtol, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s/%s: %s", c, what, detail);
+        return false;
+    }
+    return true;
+}
+
+void test_tmpdir(char *dir, size_t size, const char *tag) {
+    const char *base = getenv("TMPDIR");
+    if (!base || !base[0]) base = "/tmp";
+    snprintf(dir, size, "%s/attnlab_%s_XXXXXX", base, tag);
+    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp failed under %s", base);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void test_rmtree(const char *dir) {
+    if (dir[0]) nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

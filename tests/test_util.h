@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "ops.h"
+#include "safetensors.h"
 
 /* Ways to break a backward, to prove that a check catches them. */
 typedef enum {
@@ -28,5 +29,22 @@ int case_find(const char *name);
 /* Compares n floats; on the first element outside atol + rtol |want|, fills
  * msg and returns false. */
 bool close_enough(const float *got, const float *want, long n, float atol, float rtol, char *msg, int msg_size);
+
+/* Opens tests/fixtures/<name> ($ATTNLAB_FIXTURES/<name> when set); a missing
+ * or bad fixture fails the test with a hint to remake it. */
+StFile fixture_open(const char *name);
+
+/* Reads "<case>/<what>" of a fixture into dst, which has t's shape; false and
+ * the reason in msg when it is missing or shaped otherwise. */
+bool fixture_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size);
+/* Compares got (t's shape) with "<case>/<what>" within atol + rtol |want|. */
+bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, float atol,
+                     float rtol, char *msg, int size);
+
+/* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
+ * into dir; fails the test when it cannot be made. */
+void test_tmpdir(char *dir, size_t size, const char *tag);
+/* Removes a folder and everything in it. */
+void test_rmtree(const char *dir);
 
 #endif

@@ -40,6 +40,7 @@
 #include "model.h"
 #include "run.h"
 #include "trainer.h"
+#include "test_util.h"
 
 #define ZOO_STEPS 12
 #define MAX_KINDS 16
@@ -191,10 +192,7 @@ static void write_corpus(const char *path) {
 }
 
 static void setup(void) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !base[0]) base = "/tmp";
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/attnlab_zoo_XXXXXX", base);
-    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp failed under %s", base);
+    test_tmpdir(tmp_dir, sizeof tmp_dir, "zoo");
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.txt", tmp_dir);
     write_corpus(corpus_path);
     for (int k = 0; k < n_kinds; k++) {
@@ -203,14 +201,7 @@ static void setup(void) {
     }
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void teardown(void) {
-    if (tmp_dir[0]) nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+static void teardown(void) { test_rmtree(tmp_dir); }
 
 /* ----------------------------------------------------------------- helpers */
 
