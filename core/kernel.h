@@ -20,6 +20,11 @@ static inline void thread_range(long n, long *lo, long *hi) {
     *hi = *lo + per < n ? *lo + per : n;
 }
 
+/* Softmax of s[0, n) in place: exp(s - max s) / sum. A row whose entries are
+ * all -INFINITY (every key masked) becomes all zeros, not NaN. Vector loops;
+ * the sums use `omp simd reduction`, a fixed order. */
+void softmax_inplace(float *s, int n);
+
 /* Aborts with "<op>: <why>: a [..], b [..]" (b may be NULL). */
 void shape_fail(const char *op, const char *why, const Tensor *a, const Tensor *b)
     __attribute__((noreturn));

@@ -18,10 +18,27 @@ Tensor *op_softmax(Tensor *x, Tensor *mask) {
     return node_run(n);
 }
 
-/* One row: y = exp(z - max z) / sum exp(z - max z), z = x + mask (mask may be
- * NULL). Vector loops; the sums use `omp simd reduction`, a fixed order. */
-static void softmax_row(const float *restrict x, const float *restrict mask, float *restrict y, int V) {
+void softmax_inplace(float *restrict s, int n) {
     float mx = -INFINITY;
+    #pragma omp simd reduction(max : mx)
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
+    if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */
+        for (int i = 0; i < n; i++) s[i] = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < n; i++) {
+        s[i] = fm_expf(s[i] - mx);
+        sum += s[i];
+    }
+    float inv = 1.0f / sum;
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
+/* One row: y = softmax(x + mask), mask may be NULL. */
+static void softmax_row(const float *restrict x, const float *restrict mask, float *restrict y, int V) {
     if (mask) {
         #pragma omp simd
         for (int i = 0; i < V; i++) y[i] = x[i] + mask[i];
@@ -29,21 +46,7 @@ static void softmax_row(const float *restrict x, const float *restrict mask, flo
         #pragma omp simd
         for (int i = 0; i < V; i++) y[i] = x[i];
     }
-    #pragma omp simd reduction(max : mx)
-    for (int i = 0; i < V; i++) mx = fmaxf(mx, y[i]);
-    if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */
-        for (int i = 0; i < V; i++) y[i] = 0.0f;
-        return;
-    }
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < V; i++) {
-        y[i] = fm_expf(y[i] - mx);
-        sum += y[i];
-    }
-    float inv = 1.0f / sum;
-    #pragma omp simd
-    for (int i = 0; i < V; i++) y[i] *= inv;
+    softmax_inplace(y, V);
 }
 
 void op_softmax_forward(Node *n) {

@@ -55,22 +55,6 @@
 #include "run.h"
 #include "util.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 typedef struct {
     int reps;
     bool reps_given;
@@ -104,7 +88,7 @@ static void run_op(MatmulRun *r) {
     /* Backward: forward untimed, then one product. */
     Tensor *out = op_matmul(r->a, r->b, false, r->tb);
     out->grad = r->dC;
-    double t = now();
+    double t = now_seconds();
     tape_last()->def->backward(tape_last());
     (void)t;
 }
@@ -114,9 +98,9 @@ static double time_op(MatmulRun *r, int reps) {
     run_op(r);
     for (int i = 0; i < reps; i++) {
         if (r->which == 0) {
-            double t0 = now();
+            double t0 = now_seconds();
             run_op(r);
-            t[i] = now() - t0;
+            t[i] = now_seconds() - t0;
         } else {
             /* Time only the backward product, as a training step runs it. */
             arena_reset(r->arena);
@@ -127,12 +111,12 @@ static double time_op(MatmulRun *r, int reps) {
             Tensor *out = op_matmul(r->a, r->b, false, r->tb);
             out->grad = r->dC;
             Node *n = tape_last();
-            double t0 = now();
+            double t0 = now_seconds();
             n->def->backward(n);
-            t[i] = now() - t0;
+            t[i] = now_seconds() - t0;
         }
     }
-    double m = median(t, reps);
+    double m = median_of(t, reps);
     free(t);
     return m;
 }
@@ -142,7 +126,7 @@ static double time_raw(int which, bool tb, int M, int K, int N, const float *A, 
                        float *C, float *dA, float *dB, int reps) {
     double *t = xmalloc((size_t)(reps + 1) * sizeof *t);
     for (int i = 0; i <= reps; i++) {
-        double t0 = now();
+        double t0 = now_seconds();
         if (which == 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, K, B,
                         tb ? K : N, 0.0f, C, N);
@@ -153,9 +137,9 @@ static double time_raw(int which, bool tb, int M, int K, int N, const float *A, 
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, A, K, dC, N, 1.0f, dB, N);
         else
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dC, N, A, K, 1.0f, dB, K);
-        t[i] = now() - t0;
+        t[i] = now_seconds() - t0;
     }
-    double m = median(t + 1, reps); /* the first run warms up */
+    double m = median_of(t + 1, reps); /* the first run warms up */
     free(t);
     return m;
 }
@@ -232,7 +216,7 @@ static void bench_pointwise(const Options *o) {
             x->requires_grad = true;
             if (w) w->requires_grad = true;
             if (bias) bias->requires_grad = true;
-            double t0 = now();
+            double t0 = now_seconds();
             Tensor *y;
             switch (k) {
                 case 0: y = op_layernorm(x, w, bias, 1e-5f); break;
@@ -242,18 +226,18 @@ static void bench_pointwise(const Options *o) {
                 case 4: y = op_split_heads(x, H); break;
                 default: y = op_add(x, bias); break;
             }
-            double t1 = now();
+            double t1 = now_seconds();
             float *g = tensor_grad(y);
             for (long i = 0; i < y->n; i++) g[i] = 1.0f;
             Node *n = tape_last();
-            double t2 = now();
+            double t2 = now_seconds();
             n->def->backward(n);
-            double t3 = now();
+            double t3 = now_seconds();
             tf[rep] = t1 - t0;
             tb[rep] = t3 - t2;
         }
-        printf("  %-32s forward %8.3f ms   backward %8.3f ms\n", names[k], median(tf + 1, o->reps) * 1e3,
-               median(tb + 1, o->reps) * 1e3);
+        printf("  %-32s forward %8.3f ms   backward %8.3f ms\n", names[k], median_of(tf + 1, o->reps) * 1e3,
+               median_of(tb + 1, o->reps) * 1e3);
         free(tf);
         free(tb);
     }
@@ -299,16 +283,16 @@ static double bench_train(const Options *o, const Config *cfg) {
     grad_set(true);
     for (int s = 0; s < warm + o->steps; s++) {
         if (s == warm) profile_start();
-        double t0 = now();
+        double t0 = now_seconds();
         arena_reset(&arena);
         tape_reset();
         params_zero_grad(&m.params);
         Tensor *loss = model_loss(&m, ids, targets, B, T);
         backward(loss);
-        double t1 = now();
+        double t1 = now_seconds();
         clip_grad_norm(&m.params, 1.0f);
         adamw_step(&m.params, &opt, 1e-4f, s + 1);
-        double t2 = now();
+        double t2 = now_seconds();
         if (s >= warm) {
             step_s[s - warm] = t2 - t0;
             optim_s += t2 - t1;
@@ -317,7 +301,7 @@ static double bench_train(const Options *o, const Config *cfg) {
     profile_stop();
     double total = 0;
     for (int s = 0; s < o->steps; s++) total += step_s[s];
-    double med = median(step_s, o->steps), tok_s = B * T / med;
+    double med = median_of(step_s, o->steps), tok_s = B * T / med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char attn[32];
@@ -455,11 +439,11 @@ static Timing time_steps(const Options *o, const ScalingStep *st) {
     double *t = xmalloc((size_t)(reps + 1) * sizeof(double));
     int done = 0;
     for (int s = 0; s <= reps; s++) {
-        double t0 = now();
+        double t0 = now_seconds();
         arena_reset(&arena);
         tape_reset();
         scaling_step(st);
-        double dt = now() - t0;
+        double dt = now_seconds() - t0;
         if (s == 0) { /* the warm-up step sizes the arena */
             if (!o->reps_given && dt > 1.0 && reps > 3) reps = 3;
             continue;
@@ -467,7 +451,7 @@ static Timing time_steps(const Options *o, const ScalingStep *st) {
         t[done++] = dt;
     }
     Timing r;
-    r.step_s = median(t, done); /* sorts t */
+    r.step_s = median_of(t, done); /* sorts t */
     r.best_s = t[0];
     r.arena_mib = (double)arena.peak / (1 << 20);
     tape_reset();

@@ -8,16 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run.h"
+
 #define TTY_INTERVAL 0.1    /* seconds between redraws on a terminal */
 #define PLAIN_INTERVAL 30.0 /* seconds between plain lines at most */
 #define BAR_WIDTH 20
 #define LINE_MAX_LEN 400
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 const char *format_duration(double seconds, char *buf, size_t size) {
     if (!buf || size == 0) return buf;

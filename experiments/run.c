@@ -57,6 +57,16 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_of(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e) {
     int n = snprintf(buf, size, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= size) return err_set(e, "%s/%s: path too long", dir, name);

@@ -17,6 +17,8 @@ bool file_exists(const char *path);
 bool is_directory(const char *path);
 /* Seconds on a monotonic clock. */
 double now_seconds(void);
+/* The median of x[0, n) (n > 0); sorts x. */
+double median_of(double *x, int n);
 /* Joins a folder and a file name into buf (size bytes); error when too long. */
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e);
 

@@ -141,11 +141,6 @@ static int metrics_truncate(const char *path, long step, Curves *cv, Err *e) {
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void train_stop_after(long steps) { stop_after = steps; }
 
 int train_run(const TrainJob *job, TrainResult *r, Err *e) {
@@ -318,8 +313,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     metrics = NULL;
     r->step = step;
     if (n_rates) {
-        qsort(rates, (size_t)n_rates, sizeof *rates, cmp_double);
-        r->tok_s = rates[n_rates / 2];
+        r->tok_s = median_of(rates, n_rates);
     }
     if (diverged) { /* keep the last good checkpoint */
         progress_finish(&prog, "diverged");

@@ -19,18 +19,8 @@
 #include "util.h"
 
 /* Softmax of row i of S in place, over keys [0, n); keys [n, T) get 0. */
-static void softmax_prefix(float *restrict s, int n, int T) {
-    float mx = -INFINITY, sum = 0.0f;
-    #pragma omp simd reduction(max : mx)
-    for (int j = 0; j < n; j++) mx = fmaxf(mx, s[j]);
-    #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
-        s[j] = fm_expf(s[j] - mx);
-        sum += s[j];
-    }
-    float inv = 1.0f / sum;
-    #pragma omp simd
-    for (int j = 0; j < n; j++) s[j] *= inv;
+static void softmax_prefix(float *s, int n, int T) {
+    softmax_inplace(s, n);
     for (int j = n; j < T; j++) s[j] = 0.0f;
 }
 
