@@ -13,7 +13,9 @@ static const char *const reweight_choices[] = {"none", "cos", NULL};
 static const char *const talking_choices[] = {"none", "pre", "post", "both", NULL};
 static const char *const lf_share_choices[] = {"none", "headwise", "kv", "layerwise", NULL};
 static const char *const lf_proj_choices[] = {"linear", "mean", "max", "conv", NULL};
-static const char *const pos_choices[] = {"none", "learned", NULL};
+static const char *const pos_choices[] = {"none",         "learned",    "sinusoidal", "rope", "alibi",
+                                           "kerple_power", "kerple_log", "sandwich",   "xpos", NULL};
+static const char *const on_off_choices[] = {"off", "on", NULL};
 static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
 static const char *const objective_choices[] = {"clm", "mlm", NULL};
 static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
@@ -42,6 +44,16 @@ const OptDef options[] = {
     {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_choices, 0,
      "Linformer's projection along the sequence"},
     {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme"},
+    {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
+     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all"},
+    {"sandwich_lambda", OPT_FLOAT, GROUP_MODEL, M(sandwich_lambda), "1", 0, 1000, NULL, 0,
+     "pos=sandwich: scale of the p_i . p_j bias"},
+    {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
+     "sliding causal window: each query sees the last W keys; 0 = all (also at inference)"},
+    {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
+     "scale logits by max(1, log n / log context), n = keys seen (also at inference)"},
+    {"bca", OPT_CHOICE, GROUP_MODEL, M(bca), "off", 0, 0, on_off_choices, 0,
+     "blockwise causal attention (XPOS): a query sees its block of context / 2 and the one before; inference only"},
     {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks"},
     {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "128", 8, 8192, NULL, 0, "model width"},
     {"heads", OPT_INT, GROUP_MODEL, M(heads), "4", 1, 256, NULL, 0, "attention heads"},
@@ -186,6 +198,59 @@ static bool changed(const Config *c, const char *name) {
     return strcmp(option_format(c, o, a, sizeof a), option_format(&d, o, b, sizeof b)) != 0;
 }
 
+/* The position options: what each scheme needs of the kernel and objective. */
+static int validate_positions(Config *c, Err *e) {
+    ModelConfig *m = &c->model;
+    const char *pos = pos_choices[m->pos], *attn = attn_choices[m->attn];
+    bool linear = m->attn == ATTN_LINEAR || m->attn == ATTN_COSFORMER, softmax = m->attn == ATTN_SOFTMAX;
+    bool bias = m->pos == POS_ALIBI || m->pos == POS_KERPLE_POWER || m->pos == POS_KERPLE_LOG || m->pos == POS_SANDWICH;
+    bool rotary = m->pos == POS_ROPE || m->pos == POS_XPOS;
+    bool clm = m->objective == OBJECTIVE_CLM;
+    if (bias && !softmax)
+        return err_set(e, "--pos %s adds a bias to every score, so it needs an explicit score matrix: attn=softmax, not %s",
+                       pos, attn),
+               err_hint(e, "linear kernels take --pos rope, sinusoidal or learned");
+    if (bias && m->talking_heads != TALKING_NONE)
+        return err_set(e, "--pos %s: score biases are added in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
+                       pos, talking_choices[m->talking_heads]),
+               err_hint(e, "use --pos rope, sinusoidal or learned with talking heads");
+    if (m->pos == POS_XPOS && !clm)
+        return err_set(e, "--pos xpos: its decay is defined for causal attention only, not objective=mlm"),
+               err_hint(e, "use --pos rope for a bidirectional model");
+    if (m->pos == POS_XPOS && !softmax)
+        return err_set(e, "--pos xpos scales q and k by a decay that grows along the sequence; it is defined for attn=softmax, not %s",
+                       attn),
+               err_hint(e, "linear kernels take --pos rope");
+    if (m->pos == POS_ROPE && m->attn == ATTN_COSFORMER)
+        return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
+               err_hint(e, "use --attn linear --phi relu --pos rope");
+    if (m->pos == POS_ROPE && linear && m->reweight == REWEIGHT_COS)
+        return err_set(e, "--pos rope: reweight=cos already encodes relative positions"),
+               err_hint(e, "drop --reweight cos");
+    if (changed(c, "rope_dims")) {
+        int dk = model_key_size(m);
+        if (!rotary) return err_set(e, "--rope_dims applies to pos=rope or xpos, not pos=%s", pos);
+        if (m->rope_dims % 2 != 0 || m->rope_dims > dk)
+            return err_set(e, "--rope_dims %d: rotations act on pairs, so it must be even and at most key_size %d",
+                           m->rope_dims, dk);
+    }
+    if (changed(c, "sandwich_lambda") && m->pos != POS_SANDWICH)
+        return err_set(e, "--sandwich_lambda applies to pos=sandwich, not pos=%s", pos);
+    if (m->window > 0 || m->bca == ON || m->logn == ON) {
+        const char *what = m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn";
+        if (!softmax)
+            return err_set(e, "--%s acts on the softmax scores, so it needs attn=softmax, not %s", what, attn);
+        if (m->talking_heads != TALKING_NONE)
+            return err_set(e, "--%s is done in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
+                           what, talking_choices[m->talking_heads]);
+    }
+    if (!clm && (m->window > 0 || m->bca == ON))
+        return err_set(e, "--%s is a causal mask, and objective=mlm is bidirectional", m->window > 0 ? "window" : "bca");
+    if (m->window > 0 && m->bca == ON)
+        return err_set(e, "--window and --bca are two different masks; pick one");
+    return 0;
+}
+
 int config_validate(Config *c, Err *e) {
     ModelConfig *m = &c->model;
     bool linear = m->attn == ATTN_LINEAR, cosformer = m->attn == ATTN_COSFORMER;
@@ -238,6 +303,7 @@ int config_validate(Config *c, Err *e) {
                                clm_sampling[i]),
                        err_hint(e, "--sample_length sets how many bytes the demo shows");
     }
+    if (validate_positions(c, e) != 0) return -1;
     m->vocab = m->objective == OBJECTIVE_MLM ? VOCAB_BYTES + 1 : VOCAB_BYTES;
     if (c->train.min_lr > c->train.lr)
         return err_set(e, "--min_lr %g is above --lr %g", (double)c->train.min_lr, (double)c->train.lr);

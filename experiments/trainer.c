@@ -151,6 +151,9 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     r->val_bpb = r->best_val_bpb = NAN;
     Config cfg = job->cfg;
     const TrainConfig *tc = &cfg.train;
+    if (cfg.model.bca == ON)
+        return err_set(e, "--bca on: blockwise causal attention is an inference-time option"),
+               err_hint(e, "train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on");
     char ckpt[1100], metrics_path[1100], plot_path[1100], config_path[1100], samples_path[1100];
     if (path_join(ckpt, sizeof ckpt, job->run_dir, "model.safetensors", e) ||
         path_join(metrics_path, sizeof metrics_path, job->run_dir, "metrics.jsonl", e) ||

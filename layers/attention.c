@@ -38,6 +38,12 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         .linformer_share = c->linformer_share,
         .linformer_proj = c->linformer_proj,
         .context = c->context,
+        .pos = c->pos,
+        .rope_dims = c->rope_dims ? c->rope_dims : a->key_size,
+        .sandwich_lambda = c->sandwich_lambda,
+        .window = c->window,
+        .logn = c->logn == ON,
+        .bca = c->bca == ON,
     };
     linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
     linear_declare(&a->k, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
@@ -58,10 +64,16 @@ static AttnCall call_for(const Attention *a, const Tensor *x) {
     return c;
 }
 
+/* q or k with pos = rope | xpos applied, unless the kernel applies it itself. */
+static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool key) {
+    bool rotary = c->pos == POS_ROPE || c->pos == POS_XPOS;
+    return rotary && !a->kernel->rope_inside ? attn_rope(c, x, key) : x;
+}
+
 Tensor *attention_forward(const Attention *a, Tensor *x) {
     AttnCall c = call_for(a, x);
-    Tensor *q = op_split_heads(linear_forward(&a->q, x), a->heads);
-    Tensor *k = op_split_heads(linear_forward(&a->k, x), a->heads);
+    Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
+    Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);
     Tensor *v = op_split_heads(linear_forward(&a->v, x), a->heads);
     Tensor *y = a->kernel->forward(&c, q, k, v);
     return linear_forward(&a->o, op_merge_heads(y));
@@ -70,8 +82,8 @@ Tensor *attention_forward(const Attention *a, Tensor *x) {
 Tensor *attention_probs(const Attention *a, Tensor *x) {
     bool was = grad_set(false);
     AttnCall c = call_for(a, x);
-    Tensor *q = op_split_heads(linear_forward(&a->q, x), a->heads);
-    Tensor *k = op_split_heads(linear_forward(&a->k, x), a->heads);
+    Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
+    Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);
     Tensor *p = a->kernel->probs(&c, q, k);
     grad_set(was);
     return p;

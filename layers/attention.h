@@ -34,7 +34,15 @@ typedef struct {
     int chunk;
     int talking_heads;
     int linformer_k, linformer_share, linformer_proj;
-    int context;  /* the training length n (ModelConfig.context): Linformer's pooling stride is n / linformer_k */
+    int context;  /* the training length n (ModelConfig.context): Linformer's pooling stride is n / linformer_k,
+                     log-n scaling divides by log n, BCA's blocks are n / 2 */
+    /* positions (layers/attention/rope.c, layers/attention/bias.c) */
+    int pos;      /* PosKind */
+    int rope_dims;/* rotated dimensions of q and k (even, <= key_size) */
+    float sandwich_lambda;
+    int window;   /* 0 = full; else query i sees keys (i - window, i] */
+    bool logn;    /* logits scaled by max(1, log n_i / log context) */
+    bool bca;     /* query i sees its block of context / 2 and the one before */
     /* the kernel's own parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
 } AttnCall;
@@ -64,7 +72,23 @@ typedef struct {
      * refuses it under a causal objective and the tests ask for no causal
      * case. */
     bool bidirectional_only;
+    /* The kernel applies pos = rope itself (linear kernels rotate the
+     * features after phi); otherwise the module rotates q and k before the
+     * kernel. */
+    bool rope_inside;
 } AttnKernel;
+
+/* RoPE (pos = rope) or XPOS (pos = xpos) on q or k [B, H, T, key_size], as
+ * one op with a hand-written backward (layers/attention/rope.c). `key`
+ * selects XPOS's k-side decay zeta^(-j/s) instead of q's zeta^(i/s). */
+Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key);
+
+/* pos = sinusoidal (layers/attention/sinusoidal.c): the fixed table [T, d],
+ * PE[t, 2i] = sin(t w_i), PE[t, 2i + 1] = cos(t w_i), w_i = 10000^(-2i / d). */
+float sinusoid_frequency(int i, int d);
+void sinusoidal_table(float *pe, int T, int d);
+/* x [B, T, d] + the table, gradients passing to x. */
+Tensor *sinusoidal_add(Tensor *x);
 
 /* Every kernel once (layers/attention/kernels.c). */
 extern const AttnKernel *const attn_kernels[];

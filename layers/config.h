@@ -13,7 +13,18 @@ typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
 typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
 typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
 typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
-typedef enum { POS_NONE, POS_LEARNED } PosKind;
+typedef enum {
+    POS_NONE,
+    POS_LEARNED,      /* pos_emb.weight added to the token embeddings, up to context */
+    POS_SINUSOIDAL,   /* the fixed sin/cos table added to the embeddings */
+    POS_ROPE,         /* q and k rotated by position */
+    POS_ALIBI,        /* -m_h |i - j| added to the scores */
+    POS_KERPLE_POWER, /* -a_h |i - j|^p_h, learned */
+    POS_KERPLE_LOG,   /* -r1_h log(1 + r2_h |i - j|), learned */
+    POS_SANDWICH,     /* lambda p_i . p_j with sinusoidal p */
+    POS_XPOS          /* RoPE times a per-dimension decay, causal only */
+} PosKind;
+typedef enum { OFF, ON } OnOff;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
 typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
 
@@ -43,6 +54,11 @@ typedef struct {
     int linformer_share; /* LinformerShare */
     int linformer_proj;  /* LinformerProj */
     int pos;          /* PosKind */
+    int rope_dims;    /* pos = rope | xpos: rotated dimensions of q and k; 0 = key_size */
+    float sandwich_lambda; /* pos = sandwich: the bias scale lambda */
+    int window;       /* 0 = full; otherwise each query sees the last `window` keys */
+    int logn;         /* OnOff: logits scaled by max(1, log n_i / log context) */
+    int bca;          /* OnOff: xpos's blockwise causal attention (inference only) */
     int objective;    /* Objective */
 } ModelConfig;
 

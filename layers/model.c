@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "ops.h"
 
 int model_key_size(const ModelConfig *c) { return c->key_size ? c->key_size : c->d_model / c->heads; }
@@ -70,6 +71,7 @@ static Tensor *embed(Model *m, const int *ids, int B, int T) {
     Tensor *x = op_embedding(m->tok_emb, ids, 2, (int[]){B, T});
     if (m->pos_emb) /* rows 0..T-1 of the position table, added to every batch row */
         x = op_add(x, op_embedding(m->pos_emb, m->positions, 1, (int[]){T}));
+    if (m->cfg.pos == POS_SINUSOIDAL) x = sinusoidal_add(x);
     return x;
 }
 
