@@ -119,6 +119,11 @@ int main(int argc, char **argv) {
         err_print(&e);
         return 2;
     }
+    if (cfg.model.bca == ON) {
+        fprintf(stderr, "error: --bca on: blockwise causal attention is an inference-time option\n"
+                        "hint: train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on\n");
+        return 2;
+    }
     int threads = engine_set_threads(cfg.train.threads);
     printf("attnlab train: %s%s, %d threads (OpenMP, shared with OpenBLAS)\n", run_dir, resume ? " (resumed)" : "", threads);
 

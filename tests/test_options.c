@@ -73,6 +73,28 @@ static const Refusal refusals[] = {
     {{"objective", "mlm", "temperature", "1"}, "--temperature: objective=mlm"},
     {{"objective", "mlm", "top_k", "0"}, "--top_k: objective=mlm"},
     {{"lr", "1e-4", "min_lr", "1e-3"}, "--min_lr 0.001 is above --lr 0.0001"},
+    /* positions */
+    {{"pos", "alibi", "attn", "linear"}, "--pos alibi adds a bias to every score, so it needs an explicit score matrix"},
+    {{"pos", "kerple_power", "attn", "cosformer"}, "needs an explicit score matrix: attn=softmax, not cosformer"},
+    {{"pos", "kerple_log", "attn", "linformer", "objective", "mlm"}, "attn=softmax, not linformer"},
+    {{"pos", "sandwich", "attn", "linear", "phi", "elu"}, "--pos sandwich adds a bias"},
+    {{"pos", "alibi", "talking_heads", "pre"}, "talking_heads=pre mixes whole score matrices"},
+    {{"pos", "xpos", "objective", "mlm"}, "--pos xpos: its decay is defined for causal attention only"},
+    {{"pos", "xpos", "attn", "linear"}, "it is defined for attn=softmax, not linear"},
+    {{"pos", "rope", "attn", "cosformer"}, "attn=cosformer already encodes relative positions"},
+    {{"pos", "rope", "attn", "linear", "reweight", "cos"}, "reweight=cos already encodes relative positions"},
+    {{"rope_dims", "8"}, "--rope_dims applies to pos=rope or xpos, not pos=learned"},
+    {{"pos", "rope", "rope_dims", "7"}, "--rope_dims 7: rotations act on pairs"},
+    {{"pos", "xpos", "rope_dims", "64"}, "at most key_size 32"},
+    {{"sandwich_lambda", "2"}, "--sandwich_lambda applies to pos=sandwich, not pos=learned"},
+    {{"window", "16", "attn", "linear"}, "--window acts on the softmax scores, so it needs attn=softmax, not linear"},
+    {{"logn", "on", "attn", "cosformer"}, "--logn acts on the softmax scores"},
+    {{"bca", "on", "attn", "linear", "pos", "rope"}, "--bca acts on the softmax scores"},
+    {{"window", "16", "talking_heads", "both"}, "--window is done in the plain softmax kernel"},
+    {{"logn", "on", "talking_heads", "post"}, "--logn is done in the plain softmax kernel"},
+    {{"window", "16", "objective", "mlm"}, "--window is a causal mask, and objective=mlm is bidirectional"},
+    {{"bca", "on", "objective", "mlm"}, "--bca is a causal mask"},
+    {{"window", "16", "bca", "on"}, "--window and --bca are two different masks"},
 };
 #define N_REFUSALS ((int)(sizeof refusals / sizeof refusals[0]))
 
@@ -173,6 +195,47 @@ START_TEST(test_linformer_grid) {
 }
 END_TEST
 
+/* The position rules, restated: which pos x attn x objective x talking
+ * points are valid, and which inference options go with them. */
+static bool valid_positions(int pos, int attn, int objective, int talking, bool masks) {
+    bool softmax = attn == ATTN_SOFTMAX, linear = attn == ATTN_LINEAR || attn == ATTN_COSFORMER;
+    bool bias = pos == POS_ALIBI || pos == POS_KERPLE_POWER || pos == POS_KERPLE_LOG || pos == POS_SANDWICH;
+    if (!valid_attention(attn, PHI_RELU, attn == ATTN_COSFORMER, talking, objective)) return false;
+    if (bias && (!softmax || talking != TALKING_NONE)) return false; /* a score matrix of the plain kernel */
+    if (pos == POS_XPOS && (!softmax || objective != OBJECTIVE_CLM)) return false;
+    if (pos == POS_ROPE && attn == ATTN_COSFORMER) return false; /* cos re-weighting is its own scheme */
+    (void)linear;
+    /* window (a causal mask on softmax scores, plain kernel) */
+    if (masks && (!softmax || talking != TALKING_NONE || objective != OBJECTIVE_CLM)) return false;
+    return true;
+}
+
+START_TEST(test_position_grid) {
+    int accepted = 0;
+    for (int pos = 0; pos <= POS_XPOS; pos++)
+        for (int attn = 0; attn < 4; attn++)
+            for (int obj = 0; obj < 2; obj++)
+                for (int th = 0; th < 4; th += 3)
+                    for (int masks = 0; masks < 2; masks++) {
+                        Config c;
+                        config_defaults(&c);
+                        c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, c.model.talking_heads = th;
+                        if (attn == ATTN_LINFORMER) c.model.linformer_k = 32;
+                        if (attn == ATTN_COSFORMER) c.model.reweight = REWEIGHT_COS;
+                        if (masks) c.model.window = 16;
+                        Err e;
+                        memset(&e, 0, sizeof e);
+                        bool want = valid_positions(pos, attn, obj, th, masks);
+                        bool got = config_validate(&c, &e) == 0;
+                        ck_assert_msg(got == want, "pos %d attn %d objective %d talking %d window %d: %s%s", pos, attn, obj,
+                                      th, masks ? 16 : 0, got ? "accepted, want refused" : "refused, want accepted: ",
+                                      got ? "" : e.msg);
+                        accepted += got;
+                    }
+    ck_assert_int_gt(accepted, 40);
+}
+END_TEST
+
 /* Accepted as given: the combinations the integration test trains. */
 START_TEST(test_valid_combinations) {
     static const char *const valid[][16] = {
@@ -192,6 +255,18 @@ START_TEST(test_valid_combinations) {
         {"heads", "8", "key_size", "64", "head_size", "4", "attn", "linear"},
         {"key_size", "8", "attn", "linformer", "objective", "mlm"},
         {"objective", "mlm", "sample_length", "50", "pos", "none", "tie_embeddings", "false"},
+        {"pos", "sinusoidal"},
+        {"pos", "rope", "rope_dims", "16"},
+        {"pos", "rope", "attn", "linear", "phi", "elu"},
+        {"pos", "rope", "attn", "linformer", "objective", "mlm"},
+        {"pos", "rope", "talking_heads", "both"},
+        {"pos", "alibi", "objective", "mlm"},
+        {"pos", "kerple_power", "window", "32", "logn", "on"},
+        {"pos", "kerple_log", "objective", "mlm", "logn", "on"},
+        {"pos", "sandwich", "sandwich_lambda", "0.5"},
+        {"pos", "xpos", "bca", "on"},
+        {"pos", "xpos", "rope_dims", "32"},
+        {"pos", "sinusoidal", "attn", "cosformer"},
     };
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) {
         Config c = config_with(valid[i], count_kv(valid[i]));
@@ -210,6 +285,7 @@ Suite *options_suite(void) {
     tcase_add_loop_test(tc, test_refusals, 0, N_REFUSALS);
     tcase_add_test(tc, test_attention_grid);
     tcase_add_test(tc, test_linformer_grid);
+    tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
     suite_add_tcase(s, tc);
     return s;
