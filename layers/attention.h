@@ -87,7 +87,7 @@ Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key);
  * PE[t, 2i] = sin(t w_i), PE[t, 2i + 1] = cos(t w_i), w_i = 10000^(-2i / d). */
 float sinusoid_frequency(int i, int d);
 void sinusoidal_table(float *pe, int T, int d);
-/* x [B, T, d] + the table, gradients passing to x. */
+/* x [B, T, d] + the table / sqrt(d), gradients passing to x. */
 Tensor *sinusoidal_add(Tensor *x);
 
 /* Every kernel once (layers/attention/kernels.c). */

@@ -2,7 +2,12 @@
  * 2017 ("Attention Is All You Need"), added to the token embeddings. Defined
  * for any length, so nothing stops a model at its training length:
  *   PE[t, 2i] = sin(t / 10000^(2i / d)),  PE[t, 2i + 1] = cos(t / 10000^(2i / d)).
- * It has no parameters; gradients flow through the addition to the tokens.
+ * The model adds PE / sqrt(d): Vaswani et al. multiply the token embeddings
+ * by sqrt(d) instead, which is the same up to a global scale that the first
+ * pre-norm removes; with tokens drawn at N(0, 0.02), a table of amplitude 1
+ * would swamp them and slow training badly (x-transformers scales its
+ * sinusoidal embedding by d^-0.5 for the same reason). It has no parameters;
+ * gradients flow through the addition to the tokens.
  * pos = sandwich (layers/attention/bias.c) uses the same frequencies. */
 #include <math.h>
 
@@ -23,5 +28,7 @@ Tensor *sinusoidal_add(Tensor *x) {
     int T = x->shape[x->ndim - 2], d = x->shape[x->ndim - 1];
     Tensor *pe = tensor_2d(T, d); /* from the arena, no gradient */
     sinusoidal_table(pe->data, T, d);
+    float s = 1.0f / sqrtf((float)d);
+    for (long i = 0; i < pe->n; i++) pe->data[i] *= s;
     return op_add(x, pe);
 }
