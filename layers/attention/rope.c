@@ -43,16 +43,17 @@ int rope_pairs(int rope_dims, int d) {
 void rope_tables(int T, int P, int pos, bool key, float *cs, float *sn) {
     double D = 2.0 * P;
     int min_pos = -((T + 1) / 2); /* floor(-T / 2) */
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < P; i++) {
-            double angle = t * pow(10000.0, -2.0 * i / D), a = 1.0;
-            if (pos == POS_XPOS) {
-                double zeta = (2.0 * i + 0.4 * D) / (1.4 * D), tc = (double)(t + min_pos);
-                a = pow(zeta, (key ? -tc : tc) / XPOS_SCALE_BASE);
-            }
+    #pragma omp parallel for if ((long)T * P >= 16384)
+    for (int i = 0; i < P; i++) {
+        double theta = pow(10000.0, -2.0 * i / D);
+        /* zeta_i^(+-t' / s) = exp(+-t' log(zeta_i) / s) */
+        double rate = pos == POS_XPOS ? log((2.0 * i + 0.4 * D) / (1.4 * D)) / XPOS_SCALE_BASE * (key ? -1 : 1) : 0.0;
+        for (int t = 0; t < T; t++) {
+            double angle = t * theta, a = pos == POS_XPOS ? exp(rate * (t + min_pos)) : 1.0;
             cs[(long)t * P + i] = (float)(a * cos(angle));
             sn[(long)t * P + i] = (float)(a * sin(angle));
         }
+    }
 }
 
 /* node: in[0] = x [B, H, T, d]; i[0] = pairs P, i[1] = pos, i[2] = key;
