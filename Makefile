@@ -91,6 +91,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_linformer.py tests/fixtures/attn_linformer.safetensors
 	/usr/bin/python3 tests/reference/attention_talking.py tests/fixtures/attn_talking.safetensors
 	/usr/bin/python3 tests/reference/attention_linear.py tests/fixtures/attn_linear.safetensors
+	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 
 # Trains on the default corpus with the default options (a few minutes on 2
 # cores), then prints the validation bpb, a sample and where the loss plot is.

@@ -15,6 +15,7 @@ Suite *model_suite(void);
 Suite *attn_linformer_suite(void);
 Suite *attn_talking_suite(void);
 Suite *attn_linear_suite(void);
+Suite *attn_rope_suite(void);
 Suite *train_suite(void);
 Suite *options_suite(void);
 Suite *zoo_suite(void);
@@ -33,6 +34,7 @@ int main(void) {
     srunner_add_suite(sr, attn_linformer_suite());
     srunner_add_suite(sr, attn_talking_suite());
     srunner_add_suite(sr, attn_linear_suite());
+    srunner_add_suite(sr, attn_rope_suite());
     srunner_add_suite(sr, train_suite());
     srunner_add_suite(sr, options_suite());
     srunner_add_suite(sr, zoo_suite());

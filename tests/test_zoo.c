@@ -17,6 +17,8 @@
  *   attn=linformer (mlm): share x proj, the 10 valid pairs, k = 8;
  *   attn=softmax: talking_heads (4) x objective (2);
  *   key_size != head_size (24 / 8 and 8 / 24) with every kernel;
+ *   pos = rope (softmax, clm and mlm, rope_dims 8 of 16; linear elu, relu
+ *     under mlm, leakyrelu with rope_dims 8) and pos = xpos, on 2 layers;
  *   and an mlm run with neither learned positions nor tied embeddings.
  * And a check that each kernel runs causally under clm (no logit moves when
  * a later byte changes) and bidirectionally under mlm (the first one does).
@@ -140,6 +142,22 @@ static void build_matrix(void) {
         zoo_set(r, "key_size", big_key ? "24" : "8");
         zoo_set(r, "head_size", big_key ? "8" : "24");
         if (strstr(r->name, "linformer")) zoo_set(r, "linformer_k", "8");
+    }
+    /* rotary positions on a 2-layer model: the module rotates q and k for
+     * softmax; linear rotates its features after phi (RoFormer eq. 19) */
+    static const char *const rotary[][12] = {
+        {"softmax-rope", "pos", "rope", NULL},
+        {"softmax-rope-mlm", "pos", "rope", "objective", "mlm", NULL},
+        {"softmax-rope_dims8", "pos", "rope", "rope_dims", "8", NULL},
+        {"softmax-xpos", "pos", "xpos", NULL},
+        {"linear-elu-rope", "attn", "linear", "phi", "elu", "pos", "rope", "chunk", "12", NULL},
+        {"linear-relu-rope-mlm", "attn", "linear", "phi", "relu", "pos", "rope", "objective", "mlm", NULL},
+        {"linear-leakyrelu-rope_dims8", "attn", "linear", "phi", "leakyrelu", "pos", "rope", "rope_dims", "8", NULL},
+    };
+    for (size_t b = 0; b < sizeof rotary / sizeof rotary[0]; b++) {
+        ZooRun *r = zoo_add(rotary[b][0]);
+        for (int i = 1; rotary[b][i]; i += 2) zoo_set(r, rotary[b][i], rotary[b][i + 1]);
+        zoo_set(r, "layers", "2");
     }
     ZooRun *r = zoo_add("softmax-mlm-nopos-untied");
     zoo_set(r, "objective", "mlm");

@@ -56,6 +56,18 @@
  * memory per head is O(T (dk + dv)) for q, k, v, o and their gradients plus
  * O(C (C + F + dv) + F dv) scratch per thread; nothing is O(T dk dv).
  *
+ * pos = rope (rope_inside: the module leaves q and k alone), RoFormer's linear
+ * attention (Su et al. 2021, eq. 19): the features rotate after phi, and only
+ * in the numerator, so that the denominator keeps the sign phi gives it:
+ *   o_i = sum_j (R_i phi(q_i)) . (R_j phi(k_j)) v_j / max(eps, sum_j phi(q_i) . phi(k_j)),
+ * R_t RoPE's rotation of the leading rope_dims / 2 pairs (layers/attention/rope.h).
+ * Everything above then runs on q~_i = R_i phi(q_i) with v' = v (no ones
+ * column, dv1 = dv), and den_i = phi(q_i) . z_i, z_i = sum_{j <= i} phi(k_j)
+ * (all j when bidirectional), is a running sum of its own (den_rope), as is its
+ * gradient (den_rope_backward): O(T dk) more work and dk floats of state. The
+ * gradient of a rotated feature is R^T times it before phi'. Without RoPE
+ * none of this runs.
+ *
  * Heads run in parallel on OpenMP threads, each with its own scratch; inside
  * a parallel region OpenBLAS runs each sgemm on its calling thread. */
 #include <cblas.h>
@@ -63,6 +75,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "attention/rope.h"
 #include "fastmath.h"
 #include "kernel.h"
 #include "util.h"
@@ -82,6 +95,11 @@ typedef struct {
     /* cos re-weighting (NULL without): sin t_i, cos t_i for rows i = 0..T-1,
      * and w[m] = cos(pi m / 2T) for m = 0..C-1, the weight of a pair i - j = m */
     const float *sn, *cs, *w;
+    /* pos = rope (0 pairs without): the features rotate, q~_i = R_i phi(q_i),
+     * by the tables [T, rp] of cos and sin t theta_p (layers/attention/rope.h);
+     * then dv1 = dv (no ones column) and den comes from den_rope */
+    int rp;
+    const float *rc, *rs;
 } Lin;
 
 /* Per thread, rows of a chunk (c <= C of them):
@@ -92,12 +110,14 @@ typedef struct {
  *  d [C, C]: D;  df [C, F], dp [C, dk]: gradients of the features and of phi */
 typedef struct {
     float *x, *y, *kf, *qp, *kp, *ob, *gb, *d, *df, *dp;
+    float *rz; /* with RoPE, 3 dk: the running sum z, phi of one row, its gradient */
     int ldx;
 } Scratch;
 
 static long scratch_floats(const Lin *L) {
     long C = L->C, F = L->F;
-    return C * (F + C) + (F + C) * L->dv1 + C * F + 2 * C * L->dk + 2 * C * L->dv1 + C * C + C * F + C * L->dk;
+    return C * (F + C) + (F + C) * L->dv1 + C * F + 2 * C * L->dk + 2 * C * L->dv1 + C * C + C * F + C * L->dk +
+           (L->rp ? 3L * L->dk : 0);
 }
 
 static Scratch scratch_at(const Lin *L, float *base) {
@@ -113,6 +133,7 @@ static Scratch scratch_at(const Lin *L, float *base) {
     s.d = s.gb + C * L->dv1;
     s.df = s.d + C * C;
     s.dp = s.df + C * F;
+    s.rz = s.dp + C * L->dk;
     return s;
 }
 
@@ -140,6 +161,19 @@ static void phi_row(const Lin *L, const float *restrict x, float *restrict f) {
     }
 }
 
+/* RoPE on the leading rp pairs of one row at position t: f = R_t f, or
+ * f = R_t^T f (transpose, for backward). */
+static void rotate_row(const Lin *L, float *restrict f, int t, bool transpose) {
+    const float *restrict c = L->rc + (long)t * L->rp, *restrict s = L->rs + (long)t * L->rp;
+    float sign = transpose ? -1.0f : 1.0f;
+    #pragma omp simd
+    for (int p = 0; p < L->rp; p++) {
+        float x1 = f[2 * p], x2 = f[2 * p + 1], sp = sign * s[p];
+        f[2 * p] = c[p] * x1 - sp * x2;
+        f[2 * p + 1] = sp * x1 + c[p] * x2;
+    }
+}
+
 /* Rows [p0, p0 + c) of x [T, dk]: features into f [c, F] (row stride ldf) and,
  * with re-weighting, phi(x) into p [c, dk] (which may be NULL when not needed). */
 static void features(const Lin *L, const float *x, int p0, int c, float *f, int ldf, float *p) {
@@ -148,6 +182,7 @@ static void features(const Lin *L, const float *x, int p0, int c, float *f, int 
         float *fi = f + (long)i * ldf;
         if (!L->sn) {
             phi_row(L, x + (long)(p0 + i) * dk, fi);
+            if (L->rp) rotate_row(L, fi, p0 + i, false);
             continue;
         }
         float *pi = p ? p + (long)i * dk : fi + dk; /* without p, phi(x) goes to the cos half first */
@@ -160,13 +195,38 @@ static void features(const Lin *L, const float *x, int p0, int c, float *f, int 
     }
 }
 
+/* dx += phi'(x) g for one row. */
+static inline void phi_backward_row(const Lin *L, const float *restrict xi, const float *restrict g,
+                                    float *restrict dxi) {
+    int dk = L->dk;
+    float slope = L->slope;
+    switch (L->phi) {
+        case PHI_IDENTITY:
+            #pragma omp simd
+            for (int e = 0; e < dk; e++) dxi[e] += g[e];
+            break;
+        case PHI_RELU:
+            #pragma omp simd
+            for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : 0.0f;
+            break;
+        case PHI_LEAKYRELU:
+            #pragma omp simd
+            for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : slope * g[e];
+            break;
+        case PHI_ELU: /* (elu + 1)' = 1 for x > 0, e^x otherwise */
+            #pragma omp simd
+            for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : fm_expf(xi[e]) * g[e];
+            break;
+        default: DIE("linear attention: unknown phi %d", L->phi);
+    }
+}
+
 /* dx rows [p0, p0 + c) += phi'(x) g. g, the gradient of phi(x), is dp [c, dk]
  * (scratch, updated in place) plus, with re-weighting, what df [c, 2 dk] (the
  * gradient of the features, or NULL) gives: df_sin sin t + df_cos cos t.
  * phi' at 0 is taken from the left, as op_relu and PyTorch do. */
 static void features_backward(const Lin *L, const float *x, int p0, int c, float *dp, const float *df, float *dx) {
     int dk = L->dk;
-    float slope = L->slope;
     for (int i = 0; i < c; i++) {
         const float *restrict xi = x + (long)(p0 + i) * dk;
         float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * dk;
@@ -176,25 +236,8 @@ static void features_backward(const Lin *L, const float *x, int p0, int c, float
             #pragma omp simd
             for (int e = 0; e < dk; e++) g[e] += dfi[e] * sn + dfi[dk + e] * cs;
         }
-        switch (L->phi) {
-            case PHI_IDENTITY:
-                #pragma omp simd
-                for (int e = 0; e < dk; e++) dxi[e] += g[e];
-                break;
-            case PHI_RELU:
-                #pragma omp simd
-                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : 0.0f;
-                break;
-            case PHI_LEAKYRELU:
-                #pragma omp simd
-                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : slope * g[e];
-                break;
-            case PHI_ELU: /* (elu + 1)' = 1 for x > 0, e^x otherwise */
-                #pragma omp simd
-                for (int e = 0; e < dk; e++) dxi[e] += xi[e] > 0.0f ? g[e] : fm_expf(xi[e]) * g[e];
-                break;
-            default: DIE("linear attention: unknown phi %d", L->phi);
-        }
+        if (L->rp) rotate_row(L, g, p0 + i, true); /* the gradient of R phi is R^T times it */
+        phi_backward_row(L, xi, g, dxi);
     }
 }
 
@@ -203,7 +246,7 @@ static void v_ones(const Lin *L, const float *v, int p0, int c, float *vb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
         memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * dv, (size_t)dv * sizeof(float));
-        vb[(long)i * dv1 + dv] = 1.0f;
+        if (dv1 > dv) vb[(long)i * dv1 + dv] = 1.0f; /* not with RoPE */
     }
 }
 
@@ -247,14 +290,15 @@ static const float *phi_of(const Lin *L, const Scratch *s, bool key, int *ld) {
 /* ---- forward ------------------------------------------------------------------ */
 
 /* o = num / max(den, eps) for c rows of [Num, den] (ob); saves den; returns
- * how many rows were clamped. */
+ * how many rows were clamped. With RoPE, ob is Num alone and den is already
+ * there (den_rope). */
 static long normalise(const Lin *L, const float *ob, int c, float *o, float *den) {
     int dv = L->dv, dv1 = L->dv1;
     long clamped = 0;
     for (int i = 0; i < c; i++) {
         const float *restrict num = ob + (long)i * dv1;
         float *restrict oi = o + (long)i * dv;
-        float dn = num[dv];
+        float dn = L->rp ? den[i] : num[dv];
         bool clamp = !(dn >= LINEAR_EPS);
         float inv = 1.0f / (clamp ? LINEAR_EPS : dn);
         den[i] = dn;
@@ -265,12 +309,35 @@ static long normalise(const Lin *L, const float *ob, int c, float *o, float *den
     return clamped;
 }
 
+/* With RoPE, den_i = phi(q_i) . z_i from the unrotated features, z_i =
+ * sum_{j <= i} phi(k_j) (all j when bidirectional): a running sum, O(T dk). */
+static void den_rope(const Lin *L, const float *q, const float *k, float *den, Scratch *s) {
+    int T = L->T, dk = L->dk;
+    float *restrict z = s->rz, *restrict f = s->rz + dk;
+    memset(z, 0, (size_t)dk * sizeof(float));
+    for (int j = 0; !L->causal && j < T; j++) {
+        phi_row(L, k + (long)j * dk, f);
+        for (int e = 0; e < dk; e++) z[e] += f[e];
+    }
+    for (int i = 0; i < T; i++) {
+        if (L->causal) {
+            phi_row(L, k + (long)i * dk, f);
+            for (int e = 0; e < dk; e++) z[e] += f[e];
+        }
+        phi_row(L, q + (long)i * dk, f);
+        float dn = 0.0f;
+        for (int e = 0; e < dk; e++) dn += f[e] * z[e];
+        den[i] = dn;
+    }
+}
+
 /* Per chunk: [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t], one product. */
 static long head_forward_causal(const Lin *L, const float *q, const float *k, const float *v, float *o, float *den,
                                 Scratch *s) {
     int T = L->T, F = L->F, dv1 = L->dv1;
     float *vb = s->y + (long)F * dv1;
     long clamped = 0;
+    if (L->rp) den_rope(L, q, k, den, s);
     memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
     for (int p0 = 0; p0 < T; p0 += L->C) {
         int c = T - p0 < L->C ? T - p0 : L->C;
@@ -304,6 +371,7 @@ static long head_forward_bidirectional(const Lin *L, const float *q, const float
                                        float *den, Scratch *s) {
     int T = L->T, F = L->F, dv1 = L->dv1;
     long clamped = 0;
+    if (L->rp) den_rope(L, q, k, den, s);
     full_state(L, k, v, s);
     for (int p0 = 0; p0 < T; p0 += L->C) { /* [Num, den] = Q~ S' */
         int c = T - p0 < L->C ? T - p0 : L->C;
@@ -328,13 +396,18 @@ static Lin lin_of(const Node *n) {
     };
     bool cos = n->i[2] == REWEIGHT_COS;
     L.F = cos ? 2 * L.dk : L.dk;
-    L.dv1 = L.dv + 1;
+    L.rp = (int)n->f[1];
+    L.dv1 = L.rp ? L.dv : L.dv + 1;
     L.C = n->i[3] < L.T ? n->i[3] : L.T;
     if (cos) {
         const float *table = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
         L.sn = table;
         L.cs = table + L.T;
         L.w = table + 2L * L.T;
+    }
+    if (L.rp) {
+        L.rc = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        L.rs = L.rc + (long)L.T * L.rp;
     }
     return L;
 }
@@ -357,6 +430,7 @@ static void attn_linear_forward(Node *n) {
     float *den = n->saved; /* [BH, T], then the cos tables */
     float *table = den + (long)BH * L.T;
     if (L.sn) cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
+    if (L.rp) rope_tables(L.T, L.rp, POS_ROPE, false, (float *)L.rc, (float *)L.rs);
     long per = scratch_floats(&L), clamped = 0;
     float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
     #pragma omp parallel for reduction(+ : clamped)
@@ -389,7 +463,7 @@ static void g_prime(const Lin *L, const float *g, const float *o, const float *d
             out[j] = gi[j] * inv;
             dot += gi[j] * oi[j];
         }
-        out[dv] = clamp ? 0.0f : -dot * inv;
+        if (!L->rp) out[dv] = clamp ? 0.0f : -dot * inv; /* with RoPE, den_rope_backward's */
     }
 }
 
@@ -398,6 +472,58 @@ typedef struct {
     const float *q, *k, *v, *o, *g, *den;
     float *dq, *dk, *dv;
 } HeadGrad;
+
+/* delta_i = -(g_i . o_i) / d_i, the gradient into den_i (0 where clamped). */
+static float den_delta(const Lin *L, const HeadGrad *hg, int i) {
+    int dv = L->dv;
+    const float *restrict gi = hg->g + (long)i * dv, *restrict oi = hg->o + (long)i * dv;
+    float dn = hg->den[i], dot = 0.0f;
+    if (!(dn >= LINEAR_EPS)) return 0.0f;
+    #pragma omp simd reduction(+ : dot)
+    for (int j = 0; j < dv; j++) dot += gi[j] * oi[j];
+    return -dot / dn;
+}
+
+/* With RoPE, the gradient through den_i = phi(q_i) . z_i (den_rope), added
+ * to dq and dk apart from the numerator's (phi' is linear in its gradient):
+ *   dphi(q_i) = delta_i z_i,  dphi(k_j) = w_j = sum_{i >= j} delta_i phi(q_i)
+ * (all i when bidirectional), z forwards and w backwards as running sums. */
+static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
+    int T = L->T, dk = L->dk;
+    float *restrict z = s->rz, *restrict f = s->rz + dk, *restrict g = s->rz + 2 * dk;
+    if (hg->dq) {
+        memset(z, 0, (size_t)dk * sizeof(float));
+        for (int j = 0; !L->causal && j < T; j++) {
+            phi_row(L, hg->k + (long)j * dk, f);
+            for (int e = 0; e < dk; e++) z[e] += f[e];
+        }
+        for (int i = 0; i < T; i++) {
+            if (L->causal) {
+                phi_row(L, hg->k + (long)i * dk, f);
+                for (int e = 0; e < dk; e++) z[e] += f[e];
+            }
+            float delta = den_delta(L, hg, i);
+            for (int e = 0; e < dk; e++) g[e] = delta * z[e];
+            phi_backward_row(L, hg->q + (long)i * dk, g, hg->dq + (long)i * dk);
+        }
+    }
+    if (hg->dk) { /* z holds w */
+        memset(z, 0, (size_t)dk * sizeof(float));
+        for (int i = 0; !L->causal && i < T; i++) {
+            float delta = den_delta(L, hg, i);
+            phi_row(L, hg->q + (long)i * dk, f);
+            for (int e = 0; e < dk; e++) z[e] += delta * f[e];
+        }
+        for (int j = T - 1; j >= 0; j--) {
+            if (L->causal) {
+                float delta = den_delta(L, hg, j);
+                phi_row(L, hg->q + (long)j * dk, f);
+                for (int e = 0; e < dk; e++) z[e] += delta * f[e];
+            }
+            phi_backward_row(L, hg->k + (long)j * dk, z, hg->dk + (long)j * dk);
+        }
+    }
+}
 
 /* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards. The intra-chunk
  * part goes to phi(q) directly ((D_t . w) phi(K_t) with re-weighting). */
@@ -528,6 +654,7 @@ static void attn_linear_backward(Node *n) {
             .dk = dk ? dk + qo : NULL,
             .dv = dv ? dv + vo : NULL,
         };
+        if (L.rp) den_rope_backward(&L, &hg, &s);
         if (!L.causal) {
             head_backward_bidirectional(&L, &hg, &s, mine + scratch_floats(&L));
             continue;
@@ -552,27 +679,35 @@ static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     check_qkv(q, k, v);
     if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
     if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
+    /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
+    if (c->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
+    bool rope = c->pos == POS_ROPE;
+    if (rope && c->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
+    int rp = rope ? rope_pairs(c->rope_dims, q->shape[3]) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = 3;
     n->in[0] = q;
     n->in[1] = k;
     n->in[2] = v;
     n->f[0] = c->leaky_slope;
+    n->f[1] = (float)rp; /* RoPE's pairs: the four int attributes are taken */
     n->i[0] = c->causal;
     n->i[1] = c->phi;
     n->i[2] = c->reweight;
     n->i[3] = c->chunk;
     int T = q->shape[2];
     int C = c->chunk < T ? c->chunk : T;
-    /* den per row, then the cos tables (see lin_of) */
-    long saved = (long)q->shape[0] * q->shape[1] * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0);
+    /* den per row, then the cos tables or the RoPE tables (see lin_of) */
+    long saved = (long)q->shape[0] * q->shape[1] * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
     n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
     return node_run(n);
 }
 
 /* P [B, H, T, T]: P_ij = q~_i . k~_j / max(den_i, eps) (0 for j > i when
- * causal), so that P v is the kernel's output. */
+ * causal), so that P v is the kernel's output. With RoPE, den_i comes from
+ * the unrotated features first (the row sums of phi(Q) phi(K)^T), then the
+ * features rotate and P_ij = (R_i phi(q_i)) . (R_j phi(k_j)) / max(den_i, eps). */
 static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
     bool cos = c->reweight == REWEIGHT_COS;
@@ -584,8 +719,11 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         L.sn = table;
         L.cs = table + T;
     }
+    int rp = c->pos == POS_ROPE ? rope_pairs(c->rope_dims, dk) : 0;
+    float *rtab = rp ? arena_alloc(engine_arena(), 2 * (size_t)T * rp * sizeof(float)) : NULL;
+    if (rp) rope_tables(T, rp, POS_ROPE, false, rtab, rtab + (long)T * rp);
     Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);
-    long per = 2L * T * L.F;
+    long per = 2L * T * L.F + (rp ? T : 0);
     float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
     #pragma omp parallel for
     for (int h = 0; h < BH; h++) {
@@ -595,10 +733,28 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         features(&L, k->data + (long)h * T * dk, 0, T, kf, L.F, NULL);
         gemm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
         if (c->causal) mask_weight(&L, Ph, T, T); /* L.w is NULL: the mask alone */
+        float *dens = rp ? kf + (long)T * L.F : NULL;
+        if (rp) {
+            Lin R = L;
+            R.rp = rp, R.rc = rtab, R.rs = rtab + (long)T * rp;
+            for (int i = 0; i < T; i++) {
+                float *restrict row = Ph + (long)i * T, den = 0.0f;
+                #pragma omp simd reduction(+ : den)
+                for (int j = 0; j < T; j++) den += row[j];
+                dens[i] = den;
+                rotate_row(&R, qf + (long)i * L.F, i, false);
+                rotate_row(&R, kf + (long)i * L.F, i, false);
+            }
+            gemm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
+            if (c->causal) mask_weight(&L, Ph, T, T);
+        }
         for (int i = 0; i < T; i++) {
             float *restrict row = Ph + (long)i * T, den = 0.0f;
-            #pragma omp simd reduction(+ : den)
-            for (int j = 0; j < T; j++) den += row[j];
+            if (rp) den = dens[i];
+            else {
+                #pragma omp simd reduction(+ : den)
+                for (int j = 0; j < T; j++) den += row[j];
+            }
             float inv = 1.0f / (den >= LINEAR_EPS ? den : LINEAR_EPS);
             #pragma omp simd
             for (int j = 0; j < T; j++) row[j] *= inv;
@@ -612,4 +768,5 @@ const AttnKernel attn_kernel_linear = {
     .forward = attn_linear,
     .probs = attn_linear_probs,
     .ops = {&attn_linear_op},
+    .rope_inside = true,
 };
