@@ -25,7 +25,7 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum ablate
+COMMANDS := train bench spectrum ablate extrapolate
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
@@ -50,6 +50,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
+	sh tests/cli_extrapolate.sh
 
 run-tests-asan: $(BUILD)/test_all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
