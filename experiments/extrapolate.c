@@ -48,6 +48,7 @@ typedef struct {
     Corpus corpus;
     Model model;
     bool loaded;
+    char beyond[256]; /* the lengths beyond the learned positions, for the note */
     double bpb[MAX_LENGTHS]; /* NAN: n/a */
     long windows[MAX_LENGTHS], bytes[MAX_LENGTHS];
 } Variant;
@@ -203,7 +204,10 @@ static bool looks_like_checkpoint(const char *a) {
     if (is_directory(a) || ends_with(a, ".safetensors")) return true;
     const char *at = strrchr(a, '@');
     if (!at || file_exists(a)) return false;
-    return strchr(at, '=') != NULL || at[1] == '\0';
+    if (strchr(at, '=')) return true;
+    char base[1100];
+    snprintf(base, sizeof base, "%.*s", (int)(at - a), a);
+    return is_directory(base) || ends_with(base, ".safetensors");
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -408,7 +412,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nv; i++) {
         Variant *v = &vs[i];
         const ModelConfig *mc = &v->cfg.model;
-        char beyond[256] = "";
+        char *beyond = v->beyond;
         size_t blen = 0;
         for (int l = 0; l < nl; l++) {
             int T = lengths[l];
@@ -421,7 +425,7 @@ int main(int argc, char **argv) {
                 return 1;
             }
             if (mc->pos == POS_LEARNED && T > mc->context) {
-                blen += (size_t)snprintf(beyond + blen, blen < sizeof beyond ? sizeof beyond - blen : 0, "%s%d",
+                blen += (size_t)snprintf(beyond + blen, blen < sizeof v->beyond ? sizeof v->beyond - blen : 0, "%s%d",
                                          blen ? ", " : "", T);
                 continue;
             }
@@ -430,15 +434,16 @@ int main(int argc, char **argv) {
             total_bytes += v->bytes[l];
             if (T > max_T) max_T = T;
         }
-        if (beyond[0])
-            fprintf(stderr, "note: %s: pos=learned has positions up to its context %d only; n/a at length %s\n", v->label,
-                    mc->context, beyond);
     }
     if (total_bytes == 0) {
         fprintf(stderr, "error: --lengths: nothing to score: every length is beyond the learned positions\n"
                         "hint: include a length up to the training context\n");
         return 2;
     }
+    for (int i = 0; i < nv; i++)
+        if (vs[i].beyond[0])
+            fprintf(stderr, "note: %s: pos=learned has positions up to its context %d only; n/a at length %s\n",
+                    vs[i].label, vs[i].cfg.model.context, vs[i].beyond);
     char out_dir[1100];
     if (out_arg)
         snprintf(out_dir, sizeof out_dir, "%s", out_arg);
