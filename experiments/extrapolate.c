@@ -39,10 +39,10 @@ typedef struct {
 typedef struct {
     const char *spec; /* as given on the command line */
     char path[1100];  /* the checkpoint file */
-    char name[256];   /* the run folder's name, or the file's stem */
+    char name[1100];  /* the run folder's name, or the file's stem */
     Override ov[MAX_OVERRIDES];
     int n_ov;
-    char label[512];
+    char label[1200];
     Config cfg;
     const char *corpus_path;
     Corpus corpus;
@@ -475,7 +475,7 @@ int main(int argc, char **argv) {
             if (!v->windows[l]) continue;
             int T = lengths[l];
             double nats = 0.0;
-            char extra[600];
+            char extra[1300];
             snprintf(extra, sizeof extra, "%s T=%d", v->label, T);
             for (long w = 0; w < v->windows[l]; w++) {
                 arena_reset(&arena);
@@ -528,7 +528,8 @@ int main(int argc, char **argv) {
     }
 
     /* The CSV and the plot, each written to a temporary file and renamed. */
-    size_t cap = (size_t)nv * nl * 700 + 128, len = 0;
+    size_t cap = 128, len = 0; /* a quoted label is at most twice its length plus 2 */
+    for (int i = 0; i < nv; i++) cap += (size_t)nl * (2 * strlen(vs[i].label) + 200);
     char *csv = xmalloc(cap);
     len += (size_t)snprintf(csv, cap, "label,pos,train_context,length,ratio,bpb,windows,bytes\n");
     double *x = xmalloc((size_t)nl * sizeof(double)), *y = xmalloc((size_t)nv * nl * sizeof(double));
