@@ -128,13 +128,15 @@ static int refuse_key(const char *where, const char *key, Err *e) {
 static int add_override(Override *ov, int *n, const char *where, const char *key, const char *value, Err *e) {
     if (!is_inference_key(key)) return refuse_key(where, key, e);
     for (int i = 0; i < *n; i++)
-        if (!strcmp(ov[i].key, key)) return err_set(e, "%s: %s is given twice", where, key);
+        if (!strcmp(ov[i].key, key))
+            return where[0] == '-' ? err_set(e, "--%s is given twice", key) : err_set(e, "%s: %s is given twice", where, key);
     if (strlen(value) >= sizeof ov->value || !value[0]) return err_set(e, "%s: %s: needs a value", where, key);
     /* the value's own check, on a scratch config */
     Config scratch;
     config_defaults(&scratch);
     Err sub;
-    if (option_set(&scratch, key, value, &sub) != 0) return err_set(e, "%s: %s", where, sub.msg);
+    if (option_set(&scratch, key, value, &sub) != 0) /* sub.msg starts with --key */
+        return where[0] == '-' ? err_set(e, "%s", sub.msg) : err_set(e, "%s: %s", where, sub.msg);
     snprintf(ov[*n].key, sizeof ov->key, "%s", key);
     snprintf(ov[*n].value, sizeof ov->value, "%s", value);
     (*n)++;

@@ -184,6 +184,7 @@ fi
 # ---------------------------------------------------------------- bad input
 B=$T/bad
 expect "missing run folder" 1 "nothere" ./extrapolate "$T/nothere/model.safetensors" "$T/small.txt" --out "$B"
+expect "missing run folder with overrides" 1 "nothere" ./extrapolate "$T/nothere@window=4" "$T/small.txt" --out "$B"
 expect "missing run folder, no corpus" 2 "not a run folder or checkpoint" ./extrapolate "$T/nothere" --out "$B"
 expect "folder without a checkpoint" 1 "model.safetensors" ./extrapolate "$T/here" "$T/small.txt" --out "$B"
 expect "empty checkpoint" 1 "empty.safetensors" ./extrapolate "$T/empty.safetensors" "$T/small.txt" --out "$B"
@@ -201,6 +202,7 @@ expect "unknown option" 2 "unknown option '--bogus'" ./extrapolate "$S" --bogus 
 expect "a model option" 2 "--heads is fixed by the checkpoint" ./extrapolate "$S" --heads 4 --out "$B"
 expect "a training option" 2 "--steps is a training option" ./extrapolate "$S" --steps 4 --out "$B"
 expect "a bad --logn" 2 "'maybe' is not one of" ./extrapolate "$S" --logn maybe --out "$B"
+expect "a flag twice" 2 "--window is given twice" ./extrapolate "$S" --window 4 --window 8 --out "$B"
 expect "a bad --max_windows" 2 "--max_windows: expected an integer" ./extrapolate "$S" --max_windows x --out "$B"
 expect "@ an unknown key" 2 "unknown key 'bogus'" ./extrapolate "$S@bogus=1" --out "$B"
 expect "@ a model key" 2 "heads is fixed by the checkpoint" ./extrapolate "$S@heads=4" --out "$B"
