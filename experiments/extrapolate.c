@@ -73,7 +73,8 @@ static void usage(FILE *f) {
             "full = floor(held-out bytes / (T + 1)) non-overlapping windows: window w covers held-out\n"
             "bytes [w(T+1), w(T+1) + T]; its inputs are its first T bytes and its targets the next byte\n"
             "at each position. The remainder shorter than T + 1 bytes is unused. --max_windows N takes\n"
-            "N evenly spaced windows of those instead (window i = slot floor(i * full / N)). Every\n"
+            "N evenly spaced windows of those instead (window i = slot floor(i * full / N)); --max_bytes B\n"
+            "takes N = max(1, floor(B / T)) so every length scores about the same amount of text. Every\n"
             "predicted byte of every window is scored, with the model starting afresh in each window:\n"
             "    bpb = total cross-entropy in nats / ln 2 / (windows * T)\n"
             "At T = the training context and N = eval_batches * batch this is the val_bpb of training.\n"
@@ -92,6 +93,7 @@ static void usage(FILE *f) {
             "  --lengths T1,...  lengths in bytes, each >= 2, no repeats (default: 1, 2, 4 and 8 times\n"
             "                    the first checkpoint's training context)\n"
             "  --max_windows N   at most N evenly spaced windows per length (default 0 = all of them)\n"
+            "  --max_bytes B     at most max(1, B / T) evenly spaced windows at length T (default 0 = off)\n"
             "  --window W        sliding causal window, 0 = full (softmax only)\n"
             "  --logn on|off     scale logits by max(1, log n / log context) (softmax only)\n"
             "  --bca on|off      blockwise causal attention, blocks of context / 2 (softmax, clm only)\n"
@@ -259,9 +261,19 @@ static double window_nats(Variant *v, int T, long max_windows, long w, int *ids,
     return (double)loss->data[0] * T;
 }
 
+/* The window cap at length T: --max_windows N, or --max_bytes B as
+ * max(1, B / T) windows (the same amount of text at every length); 0 = all. */
+static long windows_at(int T, int max_windows, int max_bytes) {
+    if (max_bytes) {
+        long n = max_bytes / T;
+        return n < 1 ? 1 : n;
+    }
+    return max_windows;
+}
+
 int main(int argc, char **argv) {
     const char *positional[256];
-    int n_pos = 0, threads = 0, max_windows = 0;
+    int n_pos = 0, threads = 0, max_windows = 0, max_bytes = 0;
     const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
     Override global[MAX_OVERRIDES];
     int n_global = 0;
@@ -286,6 +298,8 @@ int main(int argc, char **argv) {
             if (parse_int_arg(a, value, 0, 1024, &threads)) return 2;
         } else if (!strcmp(name, "max_windows")) {
             if (parse_int_arg(a, value, 0, 1 << 30, &max_windows)) return 2;
+        } else if (!strcmp(name, "max_bytes")) {
+            if (parse_int_arg(a, value, 0, 1 << 30, &max_bytes)) return 2;
         } else if (!strcmp(name, "lengths") || !strcmp(name, "out") || !strcmp(name, "label")) {
             if (!value) {
                 fprintf(stderr, "error: %s: needs a value\nhint: ./extrapolate --help\n", a);
@@ -308,6 +322,10 @@ int main(int argc, char **argv) {
             return 2;
         }
         i++; /* every option takes a value */
+    }
+    if (max_windows && max_bytes) {
+        fprintf(stderr, "error: --max_windows and --max_bytes both cap the windows; give one\n");
+        return 2;
     }
     if (n_pos == 0) {
         fprintf(stderr, "error: no checkpoint given\nhint: ./extrapolate runs/NAME corpus.txt --lengths 128,256,512\n");
@@ -431,7 +449,7 @@ int main(int argc, char **argv) {
                                          blen ? ", " : "", T);
                 continue;
             }
-            v->windows[l] = corpus_val_count(&v->corpus, T, max_windows);
+            v->windows[l] = corpus_val_count(&v->corpus, T, windows_at(T, max_windows, max_bytes));
             v->bytes[l] = v->windows[l] * T;
             total_bytes += v->bytes[l];
             if (T > max_T) max_T = T;
@@ -462,7 +480,7 @@ int main(int argc, char **argv) {
     int used_threads = engine_set_threads(threads);
     printf("extrapolate: %d variant%s, lengths", nv, nv == 1 ? "" : "s");
     for (int l = 0; l < nl; l++) printf("%s%d", l ? "," : " ", lengths[l]);
-    printf(", %s windows, %d threads\n", max_windows ? "evenly spaced" : "all", used_threads);
+    printf(", %s windows, %d threads\n", max_windows || max_bytes ? "evenly spaced" : "all", used_threads);
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
@@ -481,7 +499,7 @@ int main(int argc, char **argv) {
             snprintf(extra, sizeof extra, "%s T=%d", v->label, T);
             for (long w = 0; w < v->windows[l]; w++) {
                 arena_reset(&arena);
-                nats += window_nats(v, T, max_windows, w, ids, targets);
+                nats += window_nats(v, T, windows_at(T, max_windows, max_bytes), w, ids, targets);
                 done += T;
                 progress_update(&prog, done, extra);
             }

@@ -13,16 +13,17 @@
 # not finished (Ctrl-C, a crash) is continued with ./train --resume; one
 # without a checkpoint is trained from the start.
 #
-# usage: sh scripts/extrapolate_demo.sh [STEPS [MAX_WINDOWS [CORPUS [OUT]]]]
+# usage: sh scripts/extrapolate_demo.sh [STEPS [MAX_BYTES [CORPUS [OUT]]]]
 #   STEPS        training steps per model (default 1500, the ./train default)
-#   MAX_WINDOWS  ./extrapolate --max_windows: evenly spaced windows per length (default 64; 0 = all)
+#   MAX_BYTES    ./extrapolate --max_bytes: bytes scored per length, in evenly spaced windows
+#                (default 131072; 0 = the whole held-out split)
 #   CORPUS       default data/brown.txt
 #   OUT          default runs/extrap
 set -eu
 
 cd "$(dirname "$0")/.."
 steps=${1:-1500}
-windows=${2:-64}
+max_bytes=${2:-131072}
 corpus=${3:-data/brown.txt}
 out=${4:-runs/extrap}
 schemes="learned sinusoidal rope alibi kerple_power kerple_log sandwich xpos"
@@ -58,4 +59,4 @@ done
     "$out/kerple_power" "$out/kerple_log" "$out/sandwich" "$out/xpos" \
     "$out/rope@window=128" "$out/sinusoidal@window=128" \
     "$out/alibi@logn=on" "$out/rope@logn=on" "$out/xpos@bca=on" \
-    "$corpus" --lengths 128,256,512,1024,2048 --max_windows "$windows" --out "$out"
+    "$corpus" --lengths 128,256,512,1024,2048 --max_bytes "$max_bytes" --out "$out"

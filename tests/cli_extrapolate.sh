@@ -175,6 +175,13 @@ if ./extrapolate "$S" "$S@bca=on" "$T/small.txt" --lengths 32,64 --max_windows 2
 else
     fail "@bca=on runs" "exit or outputs wrong"
 fi
+# --max_bytes B: max(1, B / T) windows at length T, so 4 at T=16 and 1 at T=64
+if ./extrapolate "$S" "$T/small.txt" --lengths 16,64 --max_bytes 64 --threads 1 --out "$T/mb" >"$T/out" 2>"$T/err" &&
+    [ "$(csv_field "$T/mb/extrapolate.csv" 2 7)" = 4 ] && [ "$(csv_field "$T/mb/extrapolate.csv" 3 7)" = 1 ]; then
+    pass "--max_bytes: the same text at every length"
+else
+    fail "--max_bytes" "$(cat "$T/err" "$T/mb/extrapolate.csv" 2>/dev/null)"
+fi
 if ./extrapolate --help >"$T/out" 2>&1 && grep -q 'window w covers' "$T/out" && grep -q -- '--max_windows N' "$T/out"; then
     pass "--help states the window rule and the options"
 else
@@ -204,6 +211,7 @@ expect "a training option" 2 "--steps is a training option" ./extrapolate "$S" -
 expect "a bad --logn" 2 "'maybe' is not one of" ./extrapolate "$S" --logn maybe --out "$B"
 expect "a flag twice" 2 "--window is given twice" ./extrapolate "$S" --window 4 --window 8 --out "$B"
 expect "a bad --max_windows" 2 "--max_windows: expected an integer" ./extrapolate "$S" --max_windows x --out "$B"
+expect "--max_windows with --max_bytes" 2 "--max_windows and --max_bytes both cap the windows" ./extrapolate "$S" --max_windows 2 --max_bytes 64 --out "$B"
 expect "@ an unknown key" 2 "unknown key 'bogus'" ./extrapolate "$S@bogus=1" --out "$B"
 expect "@ a model key" 2 "heads is fixed by the checkpoint" ./extrapolate "$S@heads=4" --out "$B"
 expect "@ a bad value" 2 "--window: expected an integer" ./extrapolate "$S@window=x" --out "$B"
