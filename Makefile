@@ -90,6 +90,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
 	/usr/bin/python3 tests/reference/attention_linformer.py tests/fixtures/attn_linformer.safetensors
 	/usr/bin/python3 tests/reference/attention_talking.py tests/fixtures/attn_talking.safetensors
+	/usr/bin/python3 tests/reference/attention_positions.py tests/fixtures/attn_positions.safetensors
 	/usr/bin/python3 tests/reference/attention_linear.py tests/fixtures/attn_linear.safetensors
 
 # Trains on the default corpus with the default options (a few minutes on 2
