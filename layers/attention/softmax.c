@@ -4,12 +4,16 @@
  *
  * Per batch element and head, with s = 1 / sqrt(key_size):
  *   S = s Q K^T,  P = softmax(S + mask),  O = P V
- * where the causal mask removes keys j > i. Forward keeps P (T x T per head)
- * for backward:
+ * where the causal mask removes keys j > i. Forward keeps P for backward:
  *   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
  *   dQ = s dS K,  dK = s dS^T Q.
- * Heads run in parallel on OpenMP threads; inside a parallel region OpenBLAS
- * runs each sgemm on its calling thread, so there is one pool. */
+ * The plain op (attn_softmax) also does the positions that act on the scores:
+ * sliding windows, XPOS's blockwise causal attention, log-n scaling and the
+ * score biases of layers/attention/bias.c; it runs in blocks of query rows
+ * over each row's keys only, so that P is kept only where it can be non-zero
+ * (see "plain attention with positions" below). Heads run in parallel on
+ * OpenMP threads; inside a parallel region OpenBLAS runs each sgemm on its
+ * calling thread, so there is one pool. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -50,7 +54,9 @@ static void softmax_rows_backward(const float *P, float *dP, long rows, int T) {
  * Query i sees keys [lo_i, hi_i]: all of them (bidirectional), j <= i
  * (causal), the last `window` ones (window > 0, causal), or under bca (XPOS's
  * blockwise causal attention, causal) its block of b = max(1, context / 2)
- * keys and the one before, lo_i = max(0, (i / b - 1) b), hi_i = i. With
+ * keys and the one before, lo_i = max(0, (i / b - 1) b), hi_i = i. Window
+ * and bca are causal masks: a bidirectional call ignores them
+ * (config_validate refuses them with objective = mlm). With
  * n_i = hi_i - lo_i + 1 keys seen, the logits are
  *   z_ij = lambda_i s q_i . k_j + b_h(i - j),
  * lambda_i = max(1, log n_i / log context) under logn (else 1): log-n scaling
