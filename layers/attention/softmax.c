@@ -79,7 +79,9 @@ static void softmax_rows_backward(const float *P, float *dP, long rows, int T) {
 
 int attn_query_block = 64;
 
-enum { FLAG_CAUSAL = 1, FLAG_LOGN = 2, FLAG_BCA = 4 };
+/* n->i[0]: these flags, then the rows per block from bit 16 (fixed when the
+ * node is made, so that backward cuts the blocks as forward did) */
+enum { FLAG_CAUSAL = 1, FLAG_LOGN = 2, FLAG_BCA = 4, FLAG_KEEP = 8, QB_SHIFT = 16 };
 
 typedef struct {
     int r0, r1; /* query rows [r0, r1) */
@@ -88,7 +90,7 @@ typedef struct {
 } QBlock;
 
 typedef struct {
-    int T, n;       /* rows, blocks */
+    int T, n, qb;   /* rows, blocks, rows per block */
     int *lo, *hi;   /* each row's keys */
     float *lambda;  /* each row's log-n factor (1 without logn) */
     QBlock *b;
@@ -98,10 +100,10 @@ typedef struct {
 
 /* The plan of the node's call, in the arena. */
 static Plan plan_make(const Node *n, int T) {
-    int flags = n->i[0], window = n->i[2], context = n->i[3], qb = attn_query_block > 0 ? attn_query_block : 64;
+    int flags = n->i[0], window = n->i[2], context = n->i[3], qb = flags >> QB_SHIFT;
     bool causal = flags & FLAG_CAUSAL;
     Arena *ar = engine_arena();
-    Plan p = {.T = T, .n = (T + qb - 1) / qb};
+    Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
     p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
     p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
     p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
@@ -131,6 +133,16 @@ static Plan plan_make(const Node *n, int T) {
     }
     p.per_head = off;
     return p;
+}
+
+/* One block's [qb, max_w] floats per thread, from the arena. */
+static float *block_scratch(const Plan *p) {
+    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * p->qb * p->max_w * sizeof(float));
+}
+
+/* This thread's block in a block_scratch. */
+static float *thread_block(float *scratch, const Plan *p) {
+    return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
 }
 
 /* P of block b of one head into Pb [r1 - r0, w]: scores, log-n, bias, masked
@@ -172,20 +184,20 @@ static void attn_softmax_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     float scale = n->f[0];
-    bool causal = n->i[0] & FLAG_CAUSAL, keep = n->i[0] >> 8;
+    bool causal = n->i[0] & FLAG_CAUSAL, keep = n->i[0] & FLAG_KEEP;
     Plan p = plan_make(n, T);
     const float *bias = node_bias(n, H, T, dk);
     float *P = n->saved + bias_floats(n->i[1], H, T), *scratch = NULL;
-    if (!keep) scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * attn_query_block * p.max_w * sizeof(float));
+    if (!keep) scratch = block_scratch(&p);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk, *vh = v->data + (long)bh * T * dv;
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
         const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
         float *oh = n->out->data + (long)bh * T * dv;
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
-            float *Pb = keep ? P + bh * p.per_head + blk->off
-                             : scratch + (long)omp_get_thread_num() * attn_query_block * p.max_w;
+            float *Pb = keep ? P + bh * p.per_head + blk->off : thread_block(scratch, &p);
             block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal);
             /* O[r0:r1] = P V[span] */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
@@ -208,14 +220,14 @@ static void attn_softmax_backward(Node *n) {
     Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
     bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
     /* One block's dP, then dz in place, per thread; per (b, h) its g. */
-    int qb = attn_query_block;
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * qb * p.max_w * sizeof(float));
+    float *scratch = block_scratch(&p);
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *Ph = P + bh * p.per_head, *dOh = dO + (long)bh * T * dv;
-        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk, *vh = v->data + (long)bh * T * dv;
-        float *dS = scratch + (long)omp_get_thread_num() * qb * p.max_w;
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
+        float *dS = thread_block(scratch, &p);
         double *gh = g ? g + (long)bh * T : NULL;
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
@@ -286,7 +298,9 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     bool causal = c->causal;
     n->f[0] = c->scale;
     n->f[1] = c->sandwich_lambda;
-    n->i[0] = (causal ? FLAG_CAUSAL : 0) | (c->logn ? FLAG_LOGN : 0) | (causal && c->bca ? FLAG_BCA : 0);
+    int qb = attn_query_block > 0 && attn_query_block < 1 << 14 ? attn_query_block : 64;
+    n->i[0] = (causal ? FLAG_CAUSAL : 0) | (c->logn ? FLAG_LOGN : 0) | (causal && c->bca ? FLAG_BCA : 0) |
+              qb << QB_SHIFT;
     n->i[1] = c->pos;
     n->i[2] = causal ? c->window : 0;
     n->i[3] = c->context;
@@ -298,10 +312,11 @@ static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     bool keep = false;
     for (int i = 0; i < n->n_in; i++) keep |= n->in[i]->requires_grad;
     keep = keep && grad_enabled();
-    if (keep) n->i[0] |= 1 << 8; /* forward keeps P for backward */
+    if (keep) n->i[0] |= FLAG_KEEP; /* forward keeps P for backward */
     int H = q->shape[1], T = q->shape[2];
     long per_head = plan_make(n, T).per_head;
-    n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0) + 1) * sizeof(float));
+    long floats = bias_floats(c->pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);
+    n->saved = arena_alloc(engine_arena(), (size_t)(floats + 1) * sizeof(float));
     n->out = tensor_4d(q->shape[0], H, T, v->shape[3]);
     return node_run(n);
 }
@@ -315,10 +330,10 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->pos, H, T) + 1) * sizeof(float));
     const float *bias = node_bias(n, H, T, dk);
     Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * attn_query_block * p.max_w * sizeof(float));
+    float *scratch = block_scratch(&p);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        float *Pb = scratch + (long)omp_get_thread_num() * attn_query_block * p.max_w;
+        float *Pb = thread_block(scratch, &p);
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
             block_probs(&p, blk, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
