@@ -123,9 +123,9 @@ Tensor *pos_alibi_causal(Tensor **in) { return run(in, true, POS_ALIBI, 0, false
 Tensor *pos_alibi_bidirectional(Tensor **in) { return run(in, false, POS_ALIBI, 0, false, false); }
 Tensor *pos_kerple_power_causal(Tensor **in) { return run(in, true, POS_KERPLE_POWER, 0, false, false); }
 Tensor *pos_kerple_power_bidirectional(Tensor **in) { return run(in, false, POS_KERPLE_POWER, 0, false, false); }
-/* head 1: a < 0 (clamped to 0.01), p in [1.5, 4.5] > 2 (clamped to 2) */
+/* head 1: a < 0 (clamped to 0.01), p in [2.5, 7.5] > 2 (clamped to 2) */
 Tensor *pos_kerple_power_clamp(Tensor **in) {
-    Tensor *x[5] = {in[0], in[1], in[2], times(in[3], 1.0f, -1.0f), times(in[4], 1.0f, 3.0f)};
+    Tensor *x[5] = {in[0], in[1], in[2], times(in[3], 1.0f, -1.0f), times(in[4], 1.0f, 5.0f)};
     return run(x, true, POS_KERPLE_POWER, 0, false, false);
 }
 Tensor *pos_kerple_log_causal(Tensor **in) { return run(in, true, POS_KERPLE_LOG, 0, false, false); }
