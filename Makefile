@@ -91,6 +91,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
 	/usr/bin/python3 tests/reference/attention_linformer.py tests/fixtures/attn_linformer.safetensors
 	/usr/bin/python3 tests/reference/attention_talking.py tests/fixtures/attn_talking.safetensors
+	/usr/bin/python3 tests/reference/attention_positions.py tests/fixtures/attn_positions.safetensors
 	/usr/bin/python3 tests/reference/attention_linear.py tests/fixtures/attn_linear.safetensors
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 

@@ -14,6 +14,7 @@ Suite *plot_suite(void);
 Suite *model_suite(void);
 Suite *attn_linformer_suite(void);
 Suite *attn_talking_suite(void);
+Suite *attn_positions_suite(void);
 Suite *attn_linear_suite(void);
 Suite *attn_rope_suite(void);
 Suite *train_suite(void);
@@ -33,6 +34,7 @@ int main(void) {
     srunner_add_suite(sr, model_suite());
     srunner_add_suite(sr, attn_linformer_suite());
     srunner_add_suite(sr, attn_talking_suite());
+    srunner_add_suite(sr, attn_positions_suite());
     srunner_add_suite(sr, attn_linear_suite());
     srunner_add_suite(sr, attn_rope_suite());
     srunner_add_suite(sr, train_suite());

@@ -5,6 +5,7 @@
 
 #include "cases_linear.h"
 #include "cases_linformer.h"
+#include "cases_positions.h"
 #include "cases_talking.h"
 #include "ops.h"
 #include "util.h"
@@ -73,6 +74,7 @@ const KernelCase kernel_cases[] = {
     {{"attn_softmax_causal", 3, QKV, softmax_causal}, "softmax", true},
     {{"attn_softmax_bidirectional", 3, QKV, softmax_bidirectional}, "softmax", false},
     TALKING_KERNEL_CASES, /* tests/cases_talking.c */
+    POSITIONS_KERNEL_CASES, /* tests/cases_positions.c */
     LINFORMER_KERNEL_CASES, /* tests/cases_linformer.c */
     LINEAR_KERNEL_CASES, /* tests/cases_linear.c */
 };
@@ -82,6 +84,7 @@ const KernelRef kernel_refs[] = {
     {"softmax causal", "softmax", true, NULL, 0, {{0}}, softmax_compose, true},
     {"softmax bidirectional", "softmax", false, NULL, 0, {{0}}, softmax_compose, true},
     TALKING_KERNEL_REFS, /* tests/cases_talking.c */
+    POSITIONS_KERNEL_REFS, /* tests/cases_positions.c */
     LINFORMER_KERNEL_REFS, /* tests/cases_linformer.c */
     LINEAR_KERNEL_REFS, /* tests/cases_linear.c */
 };

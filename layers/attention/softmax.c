@@ -4,14 +4,19 @@
  *
  * Per batch element and head, with s = 1 / sqrt(key_size):
  *   S = s Q K^T,  P = softmax(S + mask),  O = P V
- * where the causal mask removes keys j > i. Forward keeps P (T x T per head)
- * for backward:
+ * where the causal mask removes keys j > i. Forward keeps P for backward:
  *   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
  *   dQ = s dS K,  dK = s dS^T Q.
- * Heads run in parallel on OpenMP threads; inside a parallel region OpenBLAS
- * runs each sgemm on its calling thread, so there is one pool. */
+ * The plain op (attn_softmax) also does the positions that act on the scores:
+ * sliding windows, XPOS's blockwise causal attention, log-n scaling and the
+ * score biases of layers/attention/bias.c; it runs in blocks of query rows
+ * over each row's keys only, so that P is kept only where it can be non-zero
+ * (see "plain attention with positions" below). Heads run in parallel on
+ * OpenMP threads; inside a parallel region OpenBLAS runs each sgemm on its
+ * calling thread, so there is one pool. */
 #include <cblas.h>
 #include <math.h>
+#include <string.h>
 
 #include "attention.h"
 #include "fastmath.h"
@@ -44,50 +49,224 @@ static void softmax_rows_backward(const float *P, float *dP, long rows, int T) {
     }
 }
 
+/* ---- plain attention with positions -----------------------------------------
+ *
+ * Query i sees keys [lo_i, hi_i]: all of them (bidirectional), j <= i
+ * (causal), the last `window` ones (window > 0, causal), or under bca (XPOS's
+ * blockwise causal attention, causal) its block of b = max(1, context / 2)
+ * keys and the one before, lo_i = max(0, (i / b - 1) b), hi_i = i. Window
+ * and bca are causal masks: a bidirectional call ignores them
+ * (config_validate refuses them with objective = mlm). With
+ * n_i = hi_i - lo_i + 1 keys seen, the logits are
+ *   z_ij = lambda_i s q_i . k_j + b_h(i - j),
+ * lambda_i = max(1, log n_i / log context) under logn (else 1): log-n scaling
+ * multiplies the dot-product logits only; the position bias b_h of
+ * layers/attention/bias.c (0 without one) is added unscaled after it.
+ *
+ * Queries run in blocks of attn_query_block rows; a block [r0, r1) needs keys
+ * [lo_r0, hi_(r1-1)] (lo and hi never decrease along i), so it costs one
+ * score sgemm, the masked softmax of each row over its own range, and one
+ * P V sgemm. Forward keeps each block's P at a fixed offset, so memory and
+ * time are O(T (window + block)) with a window, and causal attention skips the
+ * blocks above the diagonal. Backward, per block, with dz = P * (dP - rowsum(dP * P)):
+ *   dV[span] += P^T dO,  dP = dO V[span]^T,
+ *   g_h[delta] += dz (the bias's gradient, by distance, per batch element and head),
+ *   dQ += s (lambda dz) K[span],  dK[span] += s (lambda dz)^T Q.
+ * Heads run in parallel; each (b, h) writes only its own rows and its own g
+ * slot, and the slots are summed in order afterwards, so the result does not
+ * depend on the thread count. Without gradients nothing is kept: each thread
+ * works in one block's scratch. */
+
+int attn_query_block = 64;
+
+/* n->i[0]: these flags, then the rows per block from bit 16 (fixed when the
+ * node is made, so that backward cuts the blocks as forward did) */
+enum { FLAG_CAUSAL = 1, FLAG_LOGN = 2, FLAG_BCA = 4, FLAG_KEEP = 8, QB_SHIFT = 16 };
+
+typedef struct {
+    int r0, r1; /* query rows [r0, r1) */
+    int k0, w;  /* keys [k0, k0 + w) */
+    long off;   /* where the block's P [r1 - r0, w] starts in a head's saved P */
+} QBlock;
+
+typedef struct {
+    int T, n, qb;   /* rows, blocks, rows per block */
+    int *lo, *hi;   /* each row's keys */
+    float *lambda;  /* each row's log-n factor (1 without logn) */
+    QBlock *b;
+    long per_head;  /* floats of P per head */
+    int max_w;
+} Plan;
+
+/* The plan of the node's call, in the arena. */
+static Plan plan_make(const Node *n, int T) {
+    int flags = n->i[0], window = n->i[2], context = n->i[3], qb = flags >> QB_SHIFT;
+    bool causal = flags & FLAG_CAUSAL;
+    Arena *ar = engine_arena();
+    Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
+    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
+    p.b = arena_alloc(ar, (size_t)p.n * sizeof(QBlock));
+    int blen = context / 2 > 1 ? context / 2 : 1;
+    double log_ctx = context > 1 ? log((double)context) : 0.0;
+    for (int i = 0; i < T; i++) {
+        int lo = 0, hi = causal ? i : T - 1;
+        if (causal && window > 0) lo = i - window + 1 > 0 ? i - window + 1 : 0;
+        if (causal && (flags & FLAG_BCA)) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+        p.lo[i] = lo;
+        p.hi[i] = hi;
+        double l = (flags & FLAG_LOGN) && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
+        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
+    }
+    long off = 0;
+    p.max_w = 0;
+    for (int b = 0; b < p.n; b++) {
+        QBlock *q = &p.b[b];
+        q->r0 = b * qb;
+        q->r1 = q->r0 + qb < T ? q->r0 + qb : T;
+        q->k0 = p.lo[q->r0];
+        q->w = p.hi[q->r1 - 1] - q->k0 + 1;
+        q->off = off;
+        off += (long)(q->r1 - q->r0) * q->w;
+        if (q->w > p.max_w) p.max_w = q->w;
+    }
+    p.per_head = off;
+    return p;
+}
+
+/* One block's [qb, max_w] floats per thread, from the arena. */
+static float *block_scratch(const Plan *p) {
+    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * p->qb * p->max_w * sizeof(float));
+}
+
+/* This thread's block in a block_scratch. */
+static float *thread_block(float *scratch, const Plan *p) {
+    return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
+}
+
+/* P of block b of one head into Pb [r1 - r0, w]: scores, log-n, bias, masked
+ * softmax. q, k are the head's [T, dk]; bias its table [T] (NULL: none). */
+static void block_probs(const Plan *p, const QBlock *b, const float *q, const float *k, const float *bias, float *Pb,
+                        int dk, float scale, bool causal) {
+    int R = b->r1 - b->r0, w = b->w;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dk, scale, q + (long)b->r0 * dk, dk,
+                k + (long)b->k0 * dk, dk, 0.0f, Pb, w);
+    for (int r = 0; r < R; r++) {
+        int i = b->r0 + r, a = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [a, e) */
+        float *s = Pb + (long)r * w, l = p->lambda[i];
+        if (l != 1.0f)
+            for (int c = a; c < e; c++) s[c] *= l;
+        if (bias)
+            for (int c = a; c < e; c++) {
+                int d = i - (b->k0 + c);
+                s[c] += bias[causal ? d : d < 0 ? -d : d];
+            }
+        for (int c = 0; c < a; c++) s[c] = 0.0f;
+        softmax_inplace(s + a, e - a);
+        for (int c = e; c < w; c++) s[c] = 0.0f;
+    }
+}
+
+/* The bias table [H, T] of the node's call into the saved buffer's head;
+ * NULL without a bias. */
+static float *node_bias(const Node *n, int H, int T, int dk) {
+    int pos = n->i[1];
+    if (!pos_has_bias(pos)) return NULL;
+    const float *p0 = pos_bias_n_params(pos) ? n->in[3]->data : NULL, *p1 = p0 ? n->in[4]->data : NULL;
+    pos_bias_table(pos, H, T, dk, n->f[1], p0, p1, n->saved);
+    return n->saved;
+}
+
+static long bias_floats(int pos, int H, int T) { return pos_has_bias(pos) ? (long)H * T : 0; }
+
 static void attn_softmax_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
-    float scale = n->f[0], *P = n->saved;
-    bool causal = n->i[0];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    float scale = n->f[0];
+    bool causal = n->i[0] & FLAG_CAUSAL, keep = n->i[0] & FLAG_KEEP;
+    Plan p = plan_make(n, T);
+    const float *bias = node_bias(n, H, T, dk);
+    float *P = n->saved + bias_floats(n->i[1], H, T), *scratch = NULL;
+    if (!keep) scratch = block_scratch(&p);
     #pragma omp parallel for
-    for (int h = 0; h < BH; h++) {
-        float *Ph = P + (long)h * T * T;
-        head_probs(q->data + (long)h * T * dk, k->data + (long)h * T * dk, Ph, T, dk, scale, causal);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, T, 1.0f, Ph, T, v->data + (long)h * T * dv, dv,
-                    0.0f, n->out->data + (long)h * T * dv, dv);
+    for (int bh = 0; bh < BH; bh++) {
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
+        const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
+        float *oh = n->out->data + (long)bh * T * dv;
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            float *Pb = keep ? P + bh * p.per_head + blk->off : thread_block(scratch, &p);
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal);
+            /* O[r0:r1] = P V[span] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
+                        vh + (long)blk->k0 * dv, dv, 0.0f, oh + (long)blk->r0 * dv, dv);
+        }
     }
 }
 
 static void attn_softmax_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     float scale = n->f[0];
-    const float *P = n->saved, *dO = n->out->grad;
+    int pos = n->i[1];
+    bool causal = n->i[0] & FLAG_CAUSAL;
+    Plan p = plan_make(n, T);
+    const float *P = n->saved + bias_floats(pos, H, T), *dO = n->out->grad;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
     float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
-    /* One T x T scratch per thread for dP, then dS in place. */
-    int threads = omp_get_max_threads();
-    float *scratch = arena_alloc(engine_arena(), (size_t)threads * T * T * sizeof(float));
+    Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
+    bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
+    /* One block's dP, then dz in place, per thread; per (b, h) its g. */
+    float *scratch = block_scratch(&p);
+    double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     #pragma omp parallel for
-    for (int h = 0; h < BH; h++) {
-        const float *Ph = P + (long)h * T * T, *dOh = dO + (long)h * T * dv;
-        const float *qh = q->data + (long)h * T * dk, *kh = k->data + (long)h * T * dk, *vh = v->data + (long)h * T * dv;
-        float *dS = scratch + (long)omp_get_thread_num() * T * T;
-        if (dvv) /* dV += P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dv, T, 1.0f, Ph, T, dOh, dv, 1.0f,
-                        dvv + (long)h * T * dv, dv);
-        if (!dq && !dk_) continue;
-        /* dP = dO V^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dv, 1.0f, dOh, dv, vh, dv, 0.0f, dS, T);
-        softmax_rows_backward(Ph, dS, T, T);
-        if (dq) /* dQ += s dS K */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dk, T, scale, dS, T, kh, dk, 1.0f,
-                        dq + (long)h * T * dk, dk);
-        if (dk_) /* dK += s dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dk, T, scale, dS, T, qh, dk, 1.0f,
-                        dk_ + (long)h * T * dk, dk);
+    for (int bh = 0; bh < BH; bh++) {
+        const float *Ph = P + bh * p.per_head, *dOh = dO + (long)bh * T * dv;
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
+        float *dS = thread_block(scratch, &p);
+        double *gh = g ? g + (long)bh * T : NULL;
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            int R = blk->r1 - blk->r0, w = blk->w;
+            const float *Pb = Ph + blk->off;
+            if (dvv) /* dV[span] += P^T dO[r0:r1] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
+                            dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
+            if (!dq && !dk_ && !gh) continue;
+            /* dP = dO[r0:r1] V[span]^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
+                        vh + (long)blk->k0 * dv, dv, 0.0f, dS, w);
+            softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
+            for (int r = 0; r < R; r++) {
+                int i = blk->r0 + r, a = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
+                float *d = dS + (long)r * w, l = p.lambda[i];
+                if (gh)
+                    for (int c = a; c < e; c++) {
+                        int dist = i - (blk->k0 + c);
+                        gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
+                    }
+                if (l != 1.0f)
+                    for (int c = a; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+            }
+            if (dq) /* dQ[r0:r1] += s dz K[span] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dk, w, scale, dS, w,
+                            kh + (long)blk->k0 * dk, dk, 1.0f, dq + ((long)bh * T + blk->r0) * dk, dk);
+            if (dk_) /* dK[span] += s dz^T Q[r0:r1] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dk, R, scale, dS, w,
+                            qh + (long)blk->r0 * dk, dk, 1.0f, dk_ + ((long)bh * T + blk->k0) * dk, dk);
+        }
     }
+    if (!g) return;
+    /* g_h = sum over the batch of the (b, h) slots, in order */
+    double *gsum = arena_calloc(engine_arena(), (size_t)H * T * sizeof(double));
+    for (int bh = 0; bh < BH; bh++)
+        for (int d = 0; d < T; d++) gsum[(long)(bh % H) * T + d] += g[(long)bh * T + d];
+    pos_bias_param_grads(pos, H, T, p0->data, p1->data, gsum, p0->requires_grad ? tensor_grad(p0) : NULL,
+                         p1->requires_grad ? tensor_grad(p1) : NULL);
 }
 
 static OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward};
@@ -98,28 +277,72 @@ static void check_qkv(const char *name, const Tensor *q, const Tensor *k, const 
     for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
 }
 
-static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+/* The node of a call, its inputs and attributes set, nothing run. */
+static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     check_qkv(attn_softmax_op.name, q, k, v);
     Node *n = node_new(&attn_softmax_op);
     n->n_in = 3;
     n->in[0] = q;
     n->in[1] = k;
     n->in[2] = v;
+    int H = q->shape[1];
+    if (pos_bias_n_params(c->pos)) {
+        for (int i = 0; i < 2; i++) {
+            Tensor *w = c->params[i];
+            if (!w) DIE("%s: pos %d without its parameters in AttnCall.params", attn_softmax_op.name, c->pos);
+            SHAPE_CHECK(w->ndim == 1 && w->shape[0] == H, attn_softmax_op.name,
+                        "a position parameter must be [H] for q [B, H, T, d]", w, q);
+            n->in[n->n_in++] = w;
+        }
+    }
+    bool causal = c->causal;
     n->f[0] = c->scale;
-    n->i[0] = c->causal;
-    int T = q->shape[2];
-    n->saved = arena_alloc(engine_arena(), (size_t)q->shape[0] * q->shape[1] * T * T * sizeof(float));
-    n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
+    n->f[1] = c->sandwich_lambda;
+    int qb = attn_query_block > 0 && attn_query_block < 1 << 14 ? attn_query_block : 64;
+    n->i[0] = (causal ? FLAG_CAUSAL : 0) | (c->logn ? FLAG_LOGN : 0) | (causal && c->bca ? FLAG_BCA : 0) |
+              qb << QB_SHIFT;
+    n->i[1] = c->pos;
+    n->i[2] = causal ? c->window : 0;
+    n->i[3] = c->context;
+    return n;
+}
+
+static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    Node *n = plain_node(c, q, k, v);
+    bool keep = false;
+    for (int i = 0; i < n->n_in; i++) keep |= n->in[i]->requires_grad;
+    keep = keep && grad_enabled();
+    if (keep) n->i[0] |= FLAG_KEEP; /* forward keeps P for backward */
+    int H = q->shape[1], T = q->shape[2];
+    long per_head = plan_make(n, T).per_head;
+    long floats = bias_floats(c->pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);
+    n->saved = arena_alloc(engine_arena(), (size_t)(floats + 1) * sizeof(float));
+    n->out = tensor_4d(q->shape[0], H, T, v->shape[3]);
     return node_run(n);
 }
 
+/* P [B, H, T, T], zeros outside each row's keys: the blocks of forward laid
+ * into the full matrix. */
 static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
-    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
-    Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
+    Node *n = plain_node(c, q, k, q);
+    Plan p = plan_make(n, T);
+    n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->pos, H, T) + 1) * sizeof(float));
+    const float *bias = node_bias(n, H, T, dk);
+    Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
+    float *scratch = block_scratch(&p);
     #pragma omp parallel for
-    for (int h = 0; h < BH; h++)
-        head_probs(q->data + (long)h * T * dk, k->data + (long)h * T * dk, P->data + (long)h * T * T, T, dk, c->scale,
-                   c->causal);
+    for (int bh = 0; bh < BH; bh++) {
+        float *Pb = thread_block(scratch, &p);
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            block_probs(&p, blk, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                        bias ? bias + (long)(bh % H) * T : NULL, Pb, dk, c->scale, c->causal);
+            for (int r = 0; r < blk->r1 - blk->r0; r++)
+                memcpy(P->data + ((long)bh * T + blk->r0 + r) * T + blk->k0, Pb + (long)r * blk->w,
+                       (size_t)blk->w * sizeof(float));
+        }
+    }
     return P;
 }
 
@@ -364,21 +587,36 @@ static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return c->talking_heads == TALKING_NONE ? plain_probs(c, q, k) : talking_probs_all(c, q, k);
 }
 
-/* The talking-heads matrices, [H, H] each, in a->params: pre's, then post's. */
+/* The talking-heads matrices, [H, H] each, in a->params: pre's, then post's;
+ * or KERPLE's [H] parameters (config_validate refuses both at once):
+ * kerple_a, kerple_p (pos = kerple_power) or kerple_r1, kerple_r2
+ * (kerple_log), as params[0], params[1]. */
 static void attn_softmax_declare(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c) {
     (void)layer;
     char buf[128];
     int H = c->heads, i = 0;
+    if (pos_bias_n_params(c->pos)) {
+        if (c->talking_heads != TALKING_NONE) DIE("talking_heads with pos %d (config_validate refuses it)", c->pos);
+        bool power = c->pos == POS_KERPLE_POWER;
+        a->params[0] = params_add(p, param_name(buf, prefix, power ? "kerple_a" : "kerple_r1"), 1, (int[]){H});
+        a->params[1] = params_add(p, param_name(buf, prefix, power ? "kerple_p" : "kerple_r2"), 1, (int[]){H});
+        return;
+    }
     if (c->talking_heads == TALKING_PRE || c->talking_heads == TALKING_BOTH)
         a->params[i++] = params_add(p, param_name(buf, prefix, "talking_pre.weight"), 2, (int[]){H, H});
     if (c->talking_heads == TALKING_POST || c->talking_heads == TALKING_BOTH)
         a->params[i++] = params_add(p, param_name(buf, prefix, "talking_post.weight"), 2, (int[]){H, H});
 }
 
-/* The identity: a new talking-heads layer computes plain attention. */
+/* KERPLE's parameters as its reference draws them (layers/attention/bias.c);
+ * talking-heads matrices the identity: a new talking-heads layer computes
+ * plain attention. */
 static void attn_softmax_init(Attention *a, int layer, Rng *rng) {
     (void)layer;
-    (void)rng;
+    if (pos_bias_n_params(a->call.pos)) {
+        pos_bias_init(a->call.pos, a->params[0], a->params[1], rng);
+        return;
+    }
     for (int i = 0; i < ATTN_MAX_PARAMS && a->params[i]; i++) {
         Tensor *w = a->params[i];
         for (long e = 0; e < w->n; e++) w->data[e] = e / w->shape[1] == e % w->shape[1] ? 1.0f : 0.0f;
