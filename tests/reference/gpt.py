@@ -82,6 +82,31 @@ CONFIGS = [
     dict(vocab=80, layers=2, d_model=24, heads=3, key_size=10, head_size=6, mlp_ratio=2, context=12,
          norm="layernorm", tie_embeddings=False, pos="learned", batch=2, length=12, ignored=2,
          talking_heads="both"),
+    # positions (issue: positions and length extrapolation). Configs without these keys have
+    # rope_dims = key_size, window 0, logn off. Lengths may pass the context when nothing is learned
+    # per position, so that log-n scaling (n_i > context) and the windows matter.
+    # sinusoidal table, rmsnorm
+    dict(vocab=64, layers=2, d_model=16, heads=2, key_size=8, head_size=8, mlp_ratio=2, context=8,
+         norm="rmsnorm", tie_embeddings=True, pos="sinusoidal", batch=2, length=10, ignored=0),
+    # RoPE on 6 of key_size 10's dimensions, key_size != head_size
+    dict(vocab=50, layers=2, d_model=24, heads=3, key_size=10, head_size=6, mlp_ratio=2, context=12,
+         norm="layernorm", tie_embeddings=False, pos="rope", rope_dims=6, batch=2, length=12, ignored=1),
+    # ALiBi with 3 heads (the slopes' rule for a head count that is not a power of two), a sliding
+    # window and log-n scaling past the context
+    dict(vocab=40, layers=2, d_model=24, heads=3, key_size=8, head_size=8, mlp_ratio=2, context=6,
+         norm="layernorm", tie_embeddings=True, pos="alibi", window=9, logn="on", batch=2, length=14, ignored=0),
+    # KERPLE, power variant (learned a, p per head)
+    dict(vocab=40, layers=2, d_model=16, heads=4, key_size=4, head_size=4, mlp_ratio=2, context=8,
+         norm="layernorm", tie_embeddings=True, pos="kerple_power", batch=2, length=8, ignored=0),
+    # KERPLE, log variant (learned r1, r2 per head), with log-n scaling
+    dict(vocab=40, layers=1, d_model=16, heads=2, key_size=8, head_size=8, mlp_ratio=2, context=5,
+         norm="layernorm", tie_embeddings=True, pos="kerple_log", logn="on", batch=2, length=9, ignored=0),
+    # Sandwich with lambda 0.7 and 3 heads
+    dict(vocab=40, layers=2, d_model=24, heads=3, key_size=8, head_size=8, mlp_ratio=2, context=8,
+         norm="layernorm", tie_embeddings=True, pos="sandwich", sandwich_lambda=0.7, batch=2, length=10, ignored=0),
+    # XPOS on 6 of key_size 8's dimensions, a length past the context
+    dict(vocab=40, layers=2, d_model=16, heads=2, key_size=8, head_size=8, mlp_ratio=2, context=8,
+         norm="layernorm", tie_embeddings=False, pos="xpos", rope_dims=6, batch=2, length=13, ignored=0),
 ]
 
 
@@ -112,6 +137,13 @@ class Attention(nn.Module):
         self.k = nn.Linear(d, h * self.key_size)
         self.v = nn.Linear(d, h * self.head_size)
         self.o = nn.Linear(h * self.head_size, d)
+        self.cfg = cfg
+        if cfg["pos"] == "kerple_power":
+            self.kerple_a = nn.Parameter(torch.ones(h))
+            self.kerple_p = nn.Parameter(torch.ones(h))
+        if cfg["pos"] == "kerple_log":
+            self.kerple_r1 = nn.Parameter(torch.ones(h))
+            self.kerple_r2 = nn.Parameter(torch.ones(h))
         talking = cfg.get("talking_heads", "none")
         if talking in ("pre", "both"):
             self.talking_pre = nn.Linear(h, h, bias=False)
@@ -120,19 +152,90 @@ class Attention(nn.Module):
 
     def forward(self, x):
         b, t, _ = x.shape
-        h = self.heads
+        h, cfg = self.heads, self.cfg
         q = self.q(x).reshape(b, t, h, self.key_size).transpose(1, 2)
         k = self.k(x).reshape(b, t, h, self.key_size).transpose(1, 2)
         v = self.v(x).reshape(b, t, h, self.head_size).transpose(1, 2)
+        if cfg["pos"] in ("rope", "xpos"):
+            dims, xpos = cfg.get("rope_dims", self.key_size), cfg["pos"] == "xpos"
+            q, k = rope(q, dims, +1 if xpos else 0), rope(k, dims, -1 if xpos else 0)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(self.key_size)
         if hasattr(self, "talking_pre"):  # out head g = sum_h W[g, h] in head h
             s = torch.einsum("gh,bhij->bgij", self.talking_pre.weight, s)
-        causal = torch.ones(t, t, dtype=torch.bool).triu(1)
-        p = torch.softmax(s.masked_fill(causal, float("-inf")), -1)
+        i = torch.arange(t).reshape(t, 1)
+        j = torch.arange(t).reshape(1, t)
+        window = cfg.get("window", 0)
+        hidden = (j > i) | ((i - j >= window) if window else torch.zeros(t, t, dtype=torch.bool))
+        if cfg.get("logn", "off") == "on":  # n_i = the keys query i sees
+            n = (~hidden).sum(-1).double()
+            s = s * torch.clamp(torch.log(n) / math.log(cfg["context"]), min=1.0).reshape(t, 1)
+        s = s + self.score_bias(i - j)
+        p = torch.softmax(s.masked_fill(hidden, float("-inf")), -1)
         if hasattr(self, "talking_post"):
             p = torch.einsum("gh,bhij->bgij", self.talking_post.weight, p)
         y = (p @ v).transpose(1, 2).reshape(b, t, h * self.head_size)
         return self.o(y)
+
+
+    def score_bias(self, delta):
+        """[H, T, T] added to the scores; delta = i - j (>= 0 where keys are visible)."""
+        pos, h = self.cfg["pos"], self.heads
+        d = delta.abs().double()
+        if pos == "alibi":
+            return -torch.tensor(alibi_slopes(h), dtype=torch.float64).reshape(h, 1, 1) * d
+        if pos == "kerple_power":
+            a = self.kerple_a.clamp(min=0.01).reshape(h, 1, 1)
+            p = self.kerple_p.clamp(0.01, 2).reshape(h, 1, 1)
+            return -a * d.pow(p)
+        if pos == "kerple_log":
+            r1 = self.kerple_r1.clamp(min=0.01).reshape(h, 1, 1)
+            r2 = self.kerple_r2.clamp(min=0.01).reshape(h, 1, 1)
+            return -r1 * torch.log(1 + r2 * d)
+        if pos == "sandwich":  # lambda p_i . p_j of sinusoids of width H key_size, head h divided by 8(h+1)/H
+            width = h * self.key_size
+            w = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
+            dots = torch.cos(d.unsqueeze(-1) * w).sum(-1)
+            per_head = torch.tensor([h / (8 * (g + 1)) for g in range(h)], dtype=torch.float64).reshape(h, 1, 1)
+            return self.cfg["sandwich_lambda"] * per_head * dots
+        return torch.zeros(1, dtype=torch.float64)
+
+
+def alibi_slopes(h):
+    """ALiBi's head slopes: 2^(-8 i / h), i = 1..h, for a power of two; otherwise those of the
+    nearest lower power of two n, then every other slope of 2n."""
+    def power_of_two(n):
+        return [2 ** (-8 * (i + 1) / n) for i in range(n)]
+    n = 2 ** math.floor(math.log2(h))
+    if n == h:
+        return power_of_two(h)
+    return power_of_two(n) + power_of_two(2 * n)[0::2][: h - n]
+
+
+def rope(x, dims, xpos=0):
+    """RoPE (Su et al. 2021) on the first `dims` features of x [B, H, T, d], in adjacent pairs
+    (2i, 2i + 1) rotated by t 10000^(-2i / dims) at position t. With xpos = +1 (q) or -1 (k), XPOS
+    (Sun et al. 2023): pair i is also scaled by zeta_i^(xpos t' / 512), zeta_i = (2i + 0.4 dims) /
+    (1.4 dims), t' = t - ceil(T / 2) the centred position (torchscale's min_pos = -T // 2)."""
+    t = x.shape[2]
+    theta = 10000.0 ** (-torch.arange(0, dims, 2, dtype=torch.float64) / dims)
+    angle = torch.arange(t, dtype=torch.float64).reshape(t, 1) * theta
+    scale = torch.ones(t, dims // 2, dtype=torch.float64)
+    if xpos:
+        zeta = (torch.arange(0, dims, 2, dtype=torch.float64) + 0.4 * dims) / (1.4 * dims)
+        centred = torch.arange(t, dtype=torch.float64).reshape(t, 1) + (-t // 2)
+        scale = zeta ** (xpos * centred / 512)
+    cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
+    x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+    r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos
+    rotated = torch.stack((r1, r2), -1).flatten(-2)
+    return torch.cat((rotated, x[..., dims:]), -1)
+
+
+def sinusoidal(t, d):
+    """Vaswani et al.'s table: PE[t, 2i] = sin(t w_i), PE[t, 2i + 1] = cos(t w_i), w_i = 10000^(-2i / d)."""
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    a = torch.arange(t, dtype=torch.float64).reshape(t, 1) * w
+    return torch.stack((torch.sin(a), torch.cos(a)), -1).flatten(-2)
 
 
 class Mlp(nn.Module):
@@ -176,6 +279,8 @@ class GPT(nn.Module):
         x = self.tok_emb(ids)
         if self.cfg["pos"] == "learned":
             x = x + self.pos_emb.weight[: ids.shape[1]]
+        if self.cfg["pos"] == "sinusoidal":
+            x = x + sinusoidal(ids.shape[1], self.cfg["d_model"]) / math.sqrt(self.cfg["d_model"])
         for b in self.blocks:
             x = b(x)
         x = self.ln_f(x)
@@ -192,7 +297,11 @@ def random_weights(model, gen):
     matrices I + N(0, 0.3) (mixing, but not far from where training starts)."""
     weights = {}
     for name, p in model.state_dict().items():
-        if ".talking_" in name:
+        if ".kerple_a" in name or ".kerple_r" in name:  # inside the clamps (>= 0.01)
+            w = 0.2 + 0.5 * torch.rand(p.shape, generator=gen)
+        elif ".kerple_p" in name:  # inside [0.01, 2]
+            w = 0.3 + 1.2 * torch.rand(p.shape, generator=gen)
+        elif ".talking_" in name:
             w = torch.eye(p.shape[0]) + 0.3 * torch.randn(p.shape, generator=gen)
         elif p.ndim >= 2:
             w = 0.2 * torch.randn(p.shape, generator=gen)
@@ -210,7 +319,7 @@ def run_config(k, cfg, gen, out):
     model.load_state_dict(weights)  # strict: the names and shapes are the module's
     model = model.double()
     B, T, V = cfg["batch"], cfg["length"], cfg["vocab"]
-    assert T <= cfg["context"]
+    assert T <= cfg["context"] or cfg["pos"] != "learned"
     ids = torch.randint(0, V, (B, T), generator=gen)
     targets = torch.randint(0, V, (B, T), generator=gen)
     if cfg["ignored"]:
