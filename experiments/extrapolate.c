@@ -562,7 +562,7 @@ int main(int argc, char **argv) {
         for (int l = 0; l < nl; l++) {
             format_ratio(r, sizeof r, lengths[l], v->cfg.model.context);
             if (isfinite(v->bpb[l]))
-                snprintf(bpb, sizeof bpb, "%.6f", v->bpb[l]);
+                snprintf(bpb, sizeof bpb, "%.9f", v->bpb[l]);
             else
                 bpb[0] = '\0';
             len = csv_field(csv, cap, len, v->label);

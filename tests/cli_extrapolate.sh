@@ -175,6 +175,40 @@ if ./extrapolate "$S" "$S@bca=on" "$T/small.txt" --lengths 32,64 --max_windows 2
 else
     fail "@bca=on runs" "exit or outputs wrong"
 fi
+# Every position scheme, and the inference-time options on them: a window of
+# 8 changes nothing at T = 8 and changes the score at T = 64; log-n changes
+# nothing up to the context (32) and changes it past it.
+ALL=""
+for pos in rope alibi kerple_power kerple_log sandwich xpos; do
+    ./train $TINY --pos $pos --out "$T/$pos" "$T/small.txt" >/dev/null 2>&1 || fail "a tiny pos=$pos model trains" "exit $?"
+    ALL="$ALL $T/$pos $T/$pos@window=8 $T/$pos@logn=on"
+done
+if ./extrapolate "$S" $ALL "$T/xpos@bca=on" "$T/small.txt" --lengths 8,64 --max_windows 3 --threads 1 \
+    --out "$T/every" >"$T/out" 2>"$T/err"; then
+    pass "every scheme with window and logn overrides, and xpos with bca"
+else
+    fail "every scheme with overrides" "$(cat "$T/err")"
+fi
+csv=$T/every/extrapolate.csv
+if [ "$(wc -l <"$csv")" = $((1 + 2 * (1 + 6 * 3 + 1))) ] && ! awk -F, 'NR > 1 && ($6 == "" || $6 + 0 <= 0)' "$csv" | grep -q .; then
+    pass "every scheme: a positive bpb in every row"
+else
+    fail "every scheme: rows" "$(cat "$csv")"
+fi
+bpb() { awk -F, -v l="$1" -v t="$2" '$1 == l && $4 == t { print $6 }' "$csv"; }
+effects=ok
+for pos in rope alibi kerple_power kerple_log sandwich xpos; do
+    [ "$(bpb "$pos@window=8" 8)" = "$(bpb "$pos" 8)" ] || effects="$pos@window=8 at 8"
+    [ "$(bpb "$pos@window=8" 64)" != "$(bpb "$pos" 64)" ] || effects="$pos@window=8 at 64"
+    [ "$(bpb "$pos@logn=on" 8)" = "$(bpb "$pos" 8)" ] || effects="$pos@logn=on at 8"
+    [ "$(bpb "$pos@logn=on" 64)" != "$(bpb "$pos" 64)" ] || effects="$pos@logn=on at 64"
+done
+[ "$(bpb "xpos@bca=on" 64)" != "$(bpb xpos 64)" ] || effects="xpos@bca=on at 64"
+if [ "$effects" = ok ]; then
+    pass "window, logn and bca change the score exactly where they should"
+else
+    fail "overrides' effect" "$effects"
+fi
 # --max_bytes B: max(1, B / T) windows at length T, so 4 at T=16 and 1 at T=64
 if ./extrapolate "$S" "$T/small.txt" --lengths 16,64 --max_bytes 64 --threads 1 --out "$T/mb" >"$T/out" 2>"$T/err" &&
     [ "$(csv_field "$T/mb/extrapolate.csv" 2 7)" = 4 ] && [ "$(csv_field "$T/mb/extrapolate.csv" 3 7)" = 1 ]; then

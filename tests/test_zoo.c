@@ -19,6 +19,9 @@
  *   key_size != head_size (24 / 8 and 8 / 24) with every kernel;
  *   pos = rope (softmax, clm and mlm, rope_dims 8 of 16; linear elu, relu
  *     under mlm, leakyrelu with rope_dims 8) and pos = xpos, on 2 layers;
+ *   pos = sinusoidal (softmax, cosformer), alibi (clm, mlm), kerple_power,
+ *     kerple_log (mlm), sandwich, and the masks: alibi with a window of 8
+ *     and log-n, rope with a window of 12, log-n alone;
  *   and an mlm run with neither learned positions nor tied embeddings.
  * And a check that each kernel runs causally under clm (no logit moves when
  * a later byte changes) and bidirectionally under mlm (the first one does).
@@ -145,7 +148,7 @@ static void build_matrix(void) {
     }
     /* rotary positions on a 2-layer model: the module rotates q and k for
      * softmax; linear rotates its features after phi (RoFormer eq. 19) */
-    static const char *const rotary[][12] = {
+    static const char *const rotary[][14] = {
         {"softmax-rope", "pos", "rope", NULL},
         {"softmax-rope-mlm", "pos", "rope", "objective", "mlm", NULL},
         {"softmax-rope_dims8", "pos", "rope", "rope_dims", "8", NULL},
@@ -153,6 +156,17 @@ static void build_matrix(void) {
         {"linear-elu-rope", "attn", "linear", "phi", "elu", "pos", "rope", "chunk", "12", NULL},
         {"linear-relu-rope-mlm", "attn", "linear", "phi", "relu", "pos", "rope", "objective", "mlm", NULL},
         {"linear-leakyrelu-rope_dims8", "attn", "linear", "phi", "leakyrelu", "pos", "rope", "rope_dims", "8", NULL},
+        /* the other position schemes, and the softmax kernel's masks */
+        {"softmax-sinusoidal", "pos", "sinusoidal", NULL},
+        {"cosformer-sinusoidal", "attn", "cosformer", "pos", "sinusoidal", NULL},
+        {"softmax-alibi", "pos", "alibi", NULL},
+        {"softmax-alibi-mlm", "pos", "alibi", "objective", "mlm", NULL},
+        {"softmax-kerple_power", "pos", "kerple_power", NULL},
+        {"softmax-kerple_log-mlm", "pos", "kerple_log", "objective", "mlm", NULL},
+        {"softmax-sandwich", "pos", "sandwich", "sandwich_lambda", "0.5", NULL},
+        {"softmax-alibi-window8-logn", "pos", "alibi", "window", "8", "logn", "on", NULL},
+        {"softmax-rope-window12", "pos", "rope", "window", "12", NULL},
+        {"softmax-none-logn", "pos", "none", "logn", "on", NULL},
     };
     for (size_t b = 0; b < sizeof rotary / sizeof rotary[0]; b++) {
         ZooRun *r = zoo_add(rotary[b][0]);
