@@ -85,7 +85,12 @@
 
 /* What every head of one call shares. */
 typedef struct {
-    int T, dk, dv;
+    int B, H, T, dk, dv;
+    /* Row strides of one head's rows: q, k (and dq, dk) ldq apart, v, o, g
+     * (and dv) ldv apart. dk and dv in the split layout [B, H, T, d]; H dk and
+     * H dv in the packed one [B, T, H d] (see head_at). */
+    int ldq, ldv;
+    bool packed;
     int F;      /* feature size: dk, or 2 dk with cos re-weighting */
     int dv1;    /* dv + 1: v' = [v, 1] */
     int C;      /* chunk length, at most T */
@@ -181,12 +186,12 @@ static void features(const Lin *L, const float *x, int p0, int c, float *f, int 
     for (int i = 0; i < c; i++) {
         float *fi = f + (long)i * ldf;
         if (!L->sn) {
-            phi_row(L, x + (long)(p0 + i) * dk, fi);
+            phi_row(L, x + (long)(p0 + i) * L->ldq, fi);
             if (L->rp) rotate_row(L, fi, p0 + i, false);
             continue;
         }
         float *pi = p ? p + (long)i * dk : fi + dk; /* without p, phi(x) goes to the cos half first */
-        phi_row(L, x + (long)(p0 + i) * dk, pi);
+        phi_row(L, x + (long)(p0 + i) * L->ldq, pi);
         float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
         #pragma omp simd
         for (int e = 0; e < dk; e++) fi[e] = pi[e] * sn;
@@ -228,8 +233,8 @@ static inline void phi_backward_row(const Lin *L, const float *restrict xi, cons
 static void features_backward(const Lin *L, const float *x, int p0, int c, float *dp, const float *df, float *dx) {
     int dk = L->dk;
     for (int i = 0; i < c; i++) {
-        const float *restrict xi = x + (long)(p0 + i) * dk;
-        float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * dk;
+        const float *restrict xi = x + (long)(p0 + i) * L->ldq;
+        float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * L->ldq;
         if (df) {
             const float *restrict dfi = df + (long)i * L->F;
             float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
@@ -245,7 +250,7 @@ static void features_backward(const Lin *L, const float *x, int p0, int c, float
 static void v_ones(const Lin *L, const float *v, int p0, int c, float *vb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
-        memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * dv, (size_t)dv * sizeof(float));
+        memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * L->ldv, (size_t)dv * sizeof(float));
         if (dv1 > dv) vb[(long)i * dv1 + dv] = 1.0f; /* not with RoPE */
     }
 }
@@ -297,7 +302,7 @@ static long normalise(const Lin *L, const float *ob, int c, float *o, float *den
     long clamped = 0;
     for (int i = 0; i < c; i++) {
         const float *restrict num = ob + (long)i * dv1;
-        float *restrict oi = o + (long)i * dv;
+        float *restrict oi = o + (long)i * L->ldv;
         float dn = L->rp ? den[i] : num[dv];
         bool clamp = !(dn >= LINEAR_EPS);
         float inv = 1.0f / (clamp ? LINEAR_EPS : dn);
@@ -316,15 +321,15 @@ static void den_rope(const Lin *L, const float *q, const float *k, float *den, S
     float *restrict z = s->rz, *restrict f = s->rz + dk;
     memset(z, 0, (size_t)dk * sizeof(float));
     for (int j = 0; !L->causal && j < T; j++) {
-        phi_row(L, k + (long)j * dk, f);
+        phi_row(L, k + (long)j * L->ldq, f);
         for (int e = 0; e < dk; e++) z[e] += f[e];
     }
     for (int i = 0; i < T; i++) {
         if (L->causal) {
-            phi_row(L, k + (long)i * dk, f);
+            phi_row(L, k + (long)i * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += f[e];
         }
-        phi_row(L, q + (long)i * dk, f);
+        phi_row(L, q + (long)i * L->ldq, f);
         float dn = 0.0f;
         for (int e = 0; e < dk; e++) dn += f[e] * z[e];
         den[i] = dn;
@@ -347,7 +352,7 @@ static long head_forward_causal(const Lin *L, const float *q, const float *k, co
         intra_scores(L, s, c, s->x + F, s->ldx);
         if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
         else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldv, den + p0);
         /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
         if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     }
@@ -377,7 +382,7 @@ static long head_forward_bidirectional(const Lin *L, const float *q, const float
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, q, p0, c, s->x, s->ldx, NULL);
         gemm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldv, den + p0);
     }
     return clamped;
 }
@@ -386,30 +391,50 @@ static long head_forward_bidirectional(const Lin *L, const float *q, const float
  * memory: [den: B H T][sin t: T][cos t: T][w: C]. */
 static Lin lin_of(const Node *n) {
     const Tensor *q = n->in[0], *v = n->in[2];
-    Lin L = {
-        .T = q->shape[2],
-        .dk = q->shape[3],
-        .dv = v->shape[3],
-        .phi = n->i[1],
-        .slope = n->f[0],
-        .causal = n->i[0],
-    };
+    Lin L = {.phi = n->i[1], .slope = n->f[0], .causal = n->i[0], .B = q->shape[0]};
+    L.packed = q->ndim == 3;
+    if (L.packed) { /* [B, T, H d] */
+        L.H = (int)n->f[2];
+        L.T = q->shape[1];
+        L.dk = q->shape[2] / L.H;
+        L.dv = v->shape[2] / L.H;
+        L.ldq = q->shape[2];
+        L.ldv = v->shape[2];
+    } else { /* [B, H, T, d] */
+        L.H = q->shape[1];
+        L.T = q->shape[2];
+        L.dk = L.ldq = q->shape[3];
+        L.dv = L.ldv = v->shape[3];
+    }
     bool cos = n->i[2] == REWEIGHT_COS;
     L.F = cos ? 2 * L.dk : L.dk;
     L.rp = (int)n->f[1];
     L.dv1 = L.rp ? L.dv : L.dv + 1;
     L.C = n->i[3] < L.T ? n->i[3] : L.T;
     if (cos) {
-        const float *table = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        const float *table = n->saved + (long)L.B * L.H * L.T;
         L.sn = table;
         L.cs = table + L.T;
         L.w = table + 2L * L.T;
     }
     if (L.rp) {
-        L.rc = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        L.rc = n->saved + (long)L.B * L.H * L.T;
         L.rs = L.rc + (long)L.T * L.rp;
     }
     return L;
+}
+
+/* Where head h (of B H, batch-major) starts in q, k and in v, o: its first
+ * row, the next ldq or ldv floats on. */
+static void head_at(const Lin *L, int h, long *qo, long *vo) {
+    if (!L->packed) {
+        *qo = (long)h * L->T * L->dk;
+        *vo = (long)h * L->T * L->dv;
+        return;
+    }
+    int b = h / L->H, e = h % L->H;
+    *qo = (long)b * L->T * L->ldq + (long)e * L->dk;
+    *vo = (long)b * L->T * L->ldv + (long)e * L->dv;
 }
 
 /* t_i = (pi/2) i / T for i = 1..T at rows 0..T-1, and w[m] = cos(pi m / 2T) =
@@ -425,8 +450,8 @@ static void cos_tables(int T, int C, float *sn, float *cs, float *w) {
 
 static void attn_linear_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1];
     Lin L = lin_of(n);
+    int BH = L.B * L.H;
     float *den = n->saved; /* [BH, T], then the cos tables */
     float *table = den + (long)BH * L.T;
     if (L.sn) cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
@@ -436,9 +461,10 @@ static void attn_linear_forward(Node *n) {
     #pragma omp parallel for reduction(+ : clamped)
     for (int h = 0; h < BH; h++) {
         Scratch s = scratch_at(&L, scratch + omp_get_thread_num() * per);
-        const float *qh = q->data + (long)h * L.T * L.dk, *kh = k->data + (long)h * L.T * L.dk;
-        const float *vh = v->data + (long)h * L.T * L.dv;
-        float *oh = n->out->data + (long)h * L.T * L.dv, *dh = den + (long)h * L.T;
+        long qo, vo;
+        head_at(&L, h, &qo, &vo);
+        const float *qh = q->data + qo, *kh = k->data + qo, *vh = v->data + vo;
+        float *oh = n->out->data + vo, *dh = den + (long)h * L.T;
         clamped += L.causal ? head_forward_causal(&L, qh, kh, vh, oh, dh, &s)
                             : head_forward_bidirectional(&L, qh, kh, vh, oh, dh, &s);
     }
@@ -453,7 +479,7 @@ static void attn_linear_forward(Node *n) {
 static void g_prime(const Lin *L, const float *g, const float *o, const float *den, int p0, int c, float *gb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
-        const float *restrict gi = g + (long)(p0 + i) * dv, *restrict oi = o + (long)(p0 + i) * dv;
+        const float *restrict gi = g + (long)(p0 + i) * L->ldv, *restrict oi = o + (long)(p0 + i) * L->ldv;
         float *restrict out = gb + (long)i * dv1;
         float dn = den[p0 + i];
         bool clamp = !(dn >= LINEAR_EPS);
@@ -476,7 +502,7 @@ typedef struct {
 /* delta_i = -(g_i . o_i) / d_i, the gradient into den_i (0 where clamped). */
 static float den_delta(const Lin *L, const HeadGrad *hg, int i) {
     int dv = L->dv;
-    const float *restrict gi = hg->g + (long)i * dv, *restrict oi = hg->o + (long)i * dv;
+    const float *restrict gi = hg->g + (long)i * L->ldv, *restrict oi = hg->o + (long)i * L->ldv;
     float dn = hg->den[i], dot = 0.0f;
     if (!(dn >= LINEAR_EPS)) return 0.0f;
     #pragma omp simd reduction(+ : dot)
@@ -494,33 +520,33 @@ static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
     if (hg->dq) {
         memset(z, 0, (size_t)dk * sizeof(float));
         for (int j = 0; !L->causal && j < T; j++) {
-            phi_row(L, hg->k + (long)j * dk, f);
+            phi_row(L, hg->k + (long)j * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += f[e];
         }
         for (int i = 0; i < T; i++) {
             if (L->causal) {
-                phi_row(L, hg->k + (long)i * dk, f);
+                phi_row(L, hg->k + (long)i * L->ldq, f);
                 for (int e = 0; e < dk; e++) z[e] += f[e];
             }
             float delta = den_delta(L, hg, i);
             for (int e = 0; e < dk; e++) g[e] = delta * z[e];
-            phi_backward_row(L, hg->q + (long)i * dk, g, hg->dq + (long)i * dk);
+            phi_backward_row(L, hg->q + (long)i * L->ldq, g, hg->dq + (long)i * L->ldq);
         }
     }
     if (hg->dk) { /* z holds w */
         memset(z, 0, (size_t)dk * sizeof(float));
         for (int i = 0; !L->causal && i < T; i++) {
             float delta = den_delta(L, hg, i);
-            phi_row(L, hg->q + (long)i * dk, f);
+            phi_row(L, hg->q + (long)i * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += delta * f[e];
         }
         for (int j = T - 1; j >= 0; j--) {
             if (L->causal) {
                 float delta = den_delta(L, hg, j);
-                phi_row(L, hg->q + (long)j * dk, f);
+                phi_row(L, hg->q + (long)j * L->ldq, f);
                 for (int e = 0; e < dk; e++) z[e] += delta * f[e];
             }
-            phi_backward_row(L, hg->k + (long)j * dk, z, hg->dk + (long)j * dk);
+            phi_backward_row(L, hg->k + (long)j * L->ldq, z, hg->dk + (long)j * L->ldq);
         }
     }
 }
@@ -573,10 +599,10 @@ static void sweep_dkv_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
             features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
         }
         if (hg->dv) {
-            float *dvt = hg->dv + (long)p0 * dv;
+            float *dvt = hg->dv + (long)p0 * L->ldv;
             intra_scores(L, s, c, a, s->ldx);
-            gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, dv);
-            if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, dv);
+            gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, L->ldv);
+            if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
         }
         if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
     }
@@ -623,15 +649,15 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
         }
         if (hg->dv) {
             features(L, hg->k, p0, c, s->kf, F, NULL);
-            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * dv, dv);
+            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * L->ldv, L->ldv);
         }
     }
 }
 
 static void attn_linear_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1];
     Lin L = lin_of(n);
+    int BH = L.B * L.H;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
@@ -642,7 +668,8 @@ static void attn_linear_backward(Node *n) {
     for (int h = 0; h < BH; h++) {
         float *mine = scratch + omp_get_thread_num() * per;
         Scratch s = scratch_at(&L, mine);
-        long qo = (long)h * L.T * L.dk, vo = (long)h * L.T * L.dv;
+        long qo, vo;
+        head_at(&L, h, &qo, &vo);
         HeadGrad hg = {
             .q = q->data + qo,
             .k = k->data + qo,
@@ -668,39 +695,51 @@ static OpDef attn_linear_op = {"attn_linear", attn_linear_forward, attn_linear_b
 
 /* ---- the kernel ------------------------------------------------------------- */
 
-static void check_qkv(const Tensor *q, const Tensor *k, const Tensor *v) {
+/* q, k, v as [B, H, T, d] (split) or as [B, T, H d] (packed, H = c->H). */
+static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const Tensor *v) {
     const char *name = attn_linear_op.name;
-    SHAPE_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d]", q, v);
     SHAPE_CHECK(tensor_same_shape(q, k), name, "q and k differ", q, k);
+    if (q->ndim == 3) {
+        SHAPE_CHECK(v->ndim == 3, name, "q, k, v must all be [B, T, H d] or all [B, H, T, d]", q, v);
+        SHAPE_CHECK(c->H > 0 && q->shape[2] % c->H == 0 && v->shape[2] % c->H == 0, name,
+                    "the last dims of q and v must divide into the call's heads", q, v);
+        for (int i = 0; i < 2; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B or T", q, v);
+        return;
+    }
+    SHAPE_CHECK(q->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d] or [B, T, H d]", q, v);
     for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
 }
 
 static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    check_qkv(q, k, v);
+    check_qkv(c, q, k, v);
+    bool packed = q->ndim == 3;
+    int B = q->shape[0], H = packed ? c->H : q->shape[1], T = packed ? q->shape[1] : q->shape[2];
+    int dk = packed ? q->shape[2] / H : q->shape[3];
     if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
     if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
     if (c->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
     bool rope = c->pos == POS_ROPE;
     if (rope && c->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
-    int rp = rope ? rope_pairs(c->rope_dims, q->shape[3]) : 0;
+    int rp = rope ? rope_pairs(c->rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = 3;
     n->in[0] = q;
     n->in[1] = k;
     n->in[2] = v;
     n->f[0] = c->leaky_slope;
-    n->f[1] = (float)rp; /* RoPE's pairs: the four int attributes are taken */
+    n->f[1] = (float)rp; /* RoPE's pairs and the heads: the four int attributes are taken */
+    n->f[2] = (float)H;
     n->i[0] = c->causal;
     n->i[1] = c->phi;
     n->i[2] = c->reweight;
     n->i[3] = c->chunk;
-    int T = q->shape[2];
     int C = c->chunk < T ? c->chunk : T;
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
-    long saved = (long)q->shape[0] * q->shape[1] * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
+    long saved = (long)B * H * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
-    n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
+    /* the output in the inputs' layout */
+    n->out = packed ? tensor_3d(B, T, v->shape[2]) : tensor_4d(B, H, T, v->shape[3]);
     return node_run(n);
 }
 
@@ -711,7 +750,7 @@ static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
 static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
     bool cos = c->reweight == REWEIGHT_COS;
-    Lin L = {.T = T, .dk = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
+    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
     float *table = NULL;
     if (cos) {
         table = arena_alloc(engine_arena(), (2 * (size_t)T + 1) * sizeof(float));
@@ -769,4 +808,5 @@ const AttnKernel attn_kernel_linear = {
     .probs = attn_linear_probs,
     .ops = {&attn_linear_op},
     .rope_inside = true,
+    .packed_heads = true,
 };
