@@ -179,12 +179,23 @@ static void rotate_row(const Lin *L, float *restrict f, int t, bool transpose) {
     }
 }
 
+/* Rows PREFETCH_AHEAD rows on in the packed layout, where a head's rows are
+ * H d floats apart and the hardware prefetchers miss them. Only a hint: no
+ * result depends on it. */
+#define PREFETCH_AHEAD 16
+static inline void prefetch_row(const Lin *L, const float *x, long ld, int row, int n, int end) {
+    if (!L->packed || row + PREFETCH_AHEAD >= end) return;
+    const char *p = (const char *)(x + (long)(row + PREFETCH_AHEAD) * ld);
+    for (int b = 0; b < n * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
+}
+
 /* Rows [p0, p0 + c) of x [T, dk]: features into f [c, F] (row stride ldf) and,
  * with re-weighting, phi(x) into p [c, dk] (which may be NULL when not needed). */
 static void features(const Lin *L, const float *x, int p0, int c, float *f, int ldf, float *p) {
     int dk = L->dk;
     for (int i = 0; i < c; i++) {
         float *fi = f + (long)i * ldf;
+        prefetch_row(L, x, L->ldq, p0 + i, dk, L->T);
         if (!L->sn) {
             phi_row(L, x + (long)(p0 + i) * L->ldq, fi);
             if (L->rp) rotate_row(L, fi, p0 + i, false);
@@ -234,6 +245,8 @@ static void features_backward(const Lin *L, const float *x, int p0, int c, float
     int dk = L->dk;
     for (int i = 0; i < c; i++) {
         const float *restrict xi = x + (long)(p0 + i) * L->ldq;
+        prefetch_row(L, x, L->ldq, p0 + i, dk, L->T);
+        prefetch_row(L, dx, L->ldq, p0 + i, dk, L->T);
         float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * L->ldq;
         if (df) {
             const float *restrict dfi = df + (long)i * L->F;
@@ -250,6 +263,7 @@ static void features_backward(const Lin *L, const float *x, int p0, int c, float
 static void v_ones(const Lin *L, const float *v, int p0, int c, float *vb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
+        prefetch_row(L, v, L->ldv, p0 + i, dv, L->T);
         memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * L->ldv, (size_t)dv * sizeof(float));
         if (dv1 > dv) vb[(long)i * dv1 + dv] = 1.0f; /* not with RoPE */
     }
@@ -480,6 +494,8 @@ static void g_prime(const Lin *L, const float *g, const float *o, const float *d
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
         const float *restrict gi = g + (long)(p0 + i) * L->ldv, *restrict oi = o + (long)(p0 + i) * L->ldv;
+        prefetch_row(L, g, L->ldv, p0 + i, dv, L->T);
+        prefetch_row(L, o, L->ldv, p0 + i, dv, L->T);
         float *restrict out = gb + (long)i * dv1;
         float dn = den[p0 + i];
         bool clamp = !(dn >= LINEAR_EPS);
