@@ -68,8 +68,17 @@
  * gradient of a rotated feature is R^T times it before phi'. Without RoPE
  * none of this runs.
  *
- * Heads run in parallel on OpenMP threads, each with its own scratch; inside
- * a parallel region OpenBLAS runs each sgemm on its calling thread. */
+ * Layouts: q, k, v come as [B, H, T, d] (split) or, as the module gives them
+ * (packed_heads), as the projections made them, [B, T, H d] (packed); the
+ * output and the gradients take the inputs' layout. Only the row strides
+ * differ (d or H d, see Lin); every sum is the same, so both layouts give the
+ * same bits.
+ *
+ * Heads run in parallel on OpenMP threads in groups of adjacent heads of one
+ * batch element (group_size), each head with its own scratch; a causal group
+ * takes its heads chunk by chunk in turn, and packed rows are prefetched a
+ * few rows ahead. Inside a parallel region OpenBLAS runs each sgemm on its
+ * calling thread. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -350,26 +359,28 @@ static void den_rope(const Lin *L, const float *q, const float *k, float *den, S
     }
 }
 
-/* Per chunk: [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t], one product. */
-static long head_forward_causal(const Lin *L, const float *q, const float *k, const float *v, float *o, float *den,
-                                Scratch *s) {
+/* One head's inputs and outputs in forward. */
+typedef struct {
+    const float *q, *k, *v;
+    float *o, *den;
+} HeadFwd;
+
+/* The chunk at row p0 of a causal head, its state S'_{t-1} in s->y (zeroed
+ * before the first chunk): [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t],
+ * one product. Returns the rows clamped. */
+static long forward_chunk(const Lin *L, const HeadFwd *hf, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv1 = L->dv1;
+    int c = T - p0 < L->C ? T - p0 : L->C;
     float *vb = s->y + (long)F * dv1;
-    long clamped = 0;
-    if (L->rp) den_rope(L, q, k, den, s);
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = 0; p0 < T; p0 += L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        features(L, q, p0, c, s->x, s->ldx, s->qp);
-        features(L, k, p0, c, s->kf, F, s->kp);
-        v_ones(L, v, p0, c, vb);
-        intra_scores(L, s, c, s->x + F, s->ldx);
-        if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-        else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldv, den + p0);
-        /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
-        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
-    }
+    features(L, hf->q, p0, c, s->x, s->ldx, s->qp);
+    features(L, hf->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hf->v, p0, c, vb);
+    intra_scores(L, s, c, s->x + F, s->ldx);
+    if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+    else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
+    long clamped = normalise(L, s->ob, c, hf->o + (long)p0 * L->ldv, hf->den + p0);
+    /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
+    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     return clamped;
 }
 
@@ -386,12 +397,12 @@ static void full_state(const Lin *L, const float *k, const float *v, Scratch *s)
     }
 }
 
-static long head_forward_bidirectional(const Lin *L, const float *q, const float *k, const float *v, float *o,
-                                       float *den, Scratch *s) {
+static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch *s) {
     int T = L->T, F = L->F, dv1 = L->dv1;
+    const float *q = hf->q;
+    float *o = hf->o, *den = hf->den;
     long clamped = 0;
-    if (L->rp) den_rope(L, q, k, den, s);
-    full_state(L, k, v, s);
+    full_state(L, hf->k, hf->v, s);
     for (int p0 = 0; p0 < T; p0 += L->C) { /* [Num, den] = Q~ S' */
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, q, p0, c, s->x, s->ldx, NULL);
@@ -451,6 +462,24 @@ static void head_at(const Lin *L, int h, long *qo, long *vo) {
     *vo = (long)b * L->T * L->ldv + (long)e * L->dv;
 }
 
+/* Heads run in groups of G adjacent heads of one batch element, a group to an
+ * OpenMP thread, and a causal group runs its heads chunk by chunk in turn:
+ * in the packed layout the rows of adjacent heads share cache lines and
+ * pages, so a chunk's rows come from memory once for the group. G is the
+ * largest (halving from H) that still gives every thread a group. */
+static int group_size(const Lin *L) {
+    int nt = omp_get_max_threads(), G = L->H;
+    while (G > 1 && (long)L->B * ((L->H + G - 1) / G) < nt) G = (G + 1) / 2;
+    return G;
+}
+
+/* Group gi's first head (of B H, batch-major) and its number of heads. */
+static int group_heads(const Lin *L, int G, int gi, int *first) {
+    int per_b = (L->H + G - 1) / G, e = gi % per_b * G;
+    *first = gi / per_b * L->H + e;
+    return L->H - e < G ? L->H - e : G;
+}
+
 /* t_i = (pi/2) i / T for i = 1..T at rows 0..T-1, and w[m] = cos(pi m / 2T) =
  * cos(t_i - t_j) for i - j = m < C. */
 static void cos_tables(int T, int C, float *sn, float *cs, float *w) {
@@ -470,17 +499,25 @@ static void attn_linear_forward(Node *n) {
     float *table = den + (long)BH * L.T;
     if (L.sn) cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
     if (L.rp) rope_tables(L.T, L.rp, POS_ROPE, false, (float *)L.rc, (float *)L.rs);
-    long per = scratch_floats(&L), clamped = 0;
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    int G = group_size(&L), groups = L.B * ((L.H + G - 1) / G);
+    long per = scratch_floats(&L), clamped = 0; /* per head of a group */
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * G * per * sizeof(float));
     #pragma omp parallel for reduction(+ : clamped)
-    for (int h = 0; h < BH; h++) {
-        Scratch s = scratch_at(&L, scratch + omp_get_thread_num() * per);
-        long qo, vo;
-        head_at(&L, h, &qo, &vo);
-        const float *qh = q->data + qo, *kh = k->data + qo, *vh = v->data + vo;
-        float *oh = n->out->data + vo, *dh = den + (long)h * L.T;
-        clamped += L.causal ? head_forward_causal(&L, qh, kh, vh, oh, dh, &s)
-                            : head_forward_bidirectional(&L, qh, kh, vh, oh, dh, &s);
+    for (int gi = 0; gi < groups; gi++) {
+        Scratch s[G];
+        HeadFwd hf[G];
+        int h0, hn = group_heads(&L, G, gi, &h0);
+        for (int j = 0; j < hn; j++) {
+            s[j] = scratch_at(&L, scratch + ((long)omp_get_thread_num() * G + j) * per);
+            long qo, vo;
+            head_at(&L, h0 + j, &qo, &vo);
+            hf[j] = (HeadFwd){q->data + qo, k->data + qo, v->data + vo, n->out->data + vo, den + (long)(h0 + j) * L.T};
+            if (L.rp) den_rope(&L, hf[j].q, hf[j].k, hf[j].den, &s[j]);
+            if (!L.causal) clamped += head_forward_bidirectional(&L, &hf[j], &s[j]);
+            else memset(s[j].y, 0, (size_t)L.F * L.dv1 * sizeof(float));
+        }
+        for (int p0 = 0; L.causal && p0 < L.T; p0 += L.C)
+            for (int j = 0; j < hn; j++) clamped += forward_chunk(&L, &hf[j], &s[j], p0);
     }
     attn_stats.den_clamped += clamped;
     attn_stats.den_rows += (long)BH * L.T;
@@ -567,61 +604,58 @@ static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
     }
 }
 
-/* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards. The intra-chunk
- * part goes to phi(q) directly ((D_t . w) phi(K_t) with re-weighting). */
-static void sweep_dq_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+/* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards (this is the chunk
+ * at row p0; s->y holds S'_{t-1}, zeroed before the first chunk). The
+ * intra-chunk part goes to phi(q) directly ((D_t . w) phi(K_t) with
+ * re-weighting). */
+static void dq_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv1 = L->dv1, ldk;
     float *vb = s->y + (long)F * dv1;
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = 0; p0 < T; p0 += L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        features(L, hg->k, p0, c, s->kf, F, s->kp);
-        v_ones(L, hg->v, p0, c, vb);
-        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
-        /* D_t = (G'_t V'_t^T) . M (. w) */
-        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
-        mask_weight(L, s->d, c, c);
-        const float *kp = phi_of(L, s, true, &ldk);
-        gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
-        bool inter = p0 > 0; /* S'_0 = 0 */
-        if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
-        if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
-        features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
-        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
-    }
+    int c = T - p0 < L->C ? T - p0 : L->C;
+    features(L, hg->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hg->v, p0, c, vb);
+    g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+    /* D_t = (G'_t V'_t^T) . M (. w) */
+    gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+    mask_weight(L, s->d, c, c);
+    const float *kp = phi_of(L, s, true, &ldk);
+    gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
+    bool inter = p0 > 0; /* S'_0 = 0 */
+    if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
+    if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
+    features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
+    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
 }
 
 /* dK~_t = D_t^T Q~_t + V'_t U'_{t+1}^T and dV_t = A_t^T G^_t + K~_t U_{t+1},
- * sweeping backwards with U'_t = U'_{t+1} + Q~_t^T G'_t. */
-static void sweep_dkv_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+ * sweeping backwards with U'_t = U'_{t+1} + Q~_t^T G'_t (this is the chunk
+ * at row p0; s->y holds U'_{t+1}, zeroed before the last chunk). */
+static void dkv_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv = L->dv, dv1 = L->dv1, ldq;
     int last = (T - 1) / L->C * L->C;
     float *vb = s->y + (long)F * dv1, *a = s->x + F;
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = last; p0 >= 0; p0 -= L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        bool later = p0 != last; /* U'_{t+1} = 0 for the last chunk */
-        features(L, hg->q, p0, c, s->x, s->ldx, s->qp);
-        features(L, hg->k, p0, c, s->kf, F, s->kp);
-        v_ones(L, hg->v, p0, c, vb);
-        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
-        if (hg->dk) {
-            gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
-            mask_weight(L, s->d, c, c);
-            const float *qp = phi_of(L, s, false, &ldq);
-            gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
-            if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
-            if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
-            features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
-        }
-        if (hg->dv) {
-            float *dvt = hg->dv + (long)p0 * L->ldv;
-            intra_scores(L, s, c, a, s->ldx);
-            gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, L->ldv);
-            if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
-        }
-        if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
+    int c = T - p0 < L->C ? T - p0 : L->C;
+    bool later = p0 != last; /* U'_{t+1} = 0 for the last chunk */
+    features(L, hg->q, p0, c, s->x, s->ldx, s->qp);
+    features(L, hg->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hg->v, p0, c, vb);
+    g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+    if (hg->dk) {
+        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+        mask_weight(L, s->d, c, c);
+        const float *qp = phi_of(L, s, false, &ldq);
+        gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
+        if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
+        if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
+        features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
     }
+    if (hg->dv) {
+        float *dvt = hg->dv + (long)p0 * L->ldv;
+        intra_scores(L, s, c, a, s->ldx);
+        gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, L->ldv);
+        if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
+    }
+    if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
 }
 
 /* The gradient of the features, a [c, dv1] times state^T [dv1, F]: into
@@ -673,37 +707,49 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
 static void attn_linear_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     Lin L = lin_of(n);
-    int BH = L.B * L.H;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    /* per thread: the scratch, then U' for the bidirectional form */
+    /* per head of a group: the scratch, then U' for the bidirectional form */
+    int G = group_size(&L), groups = L.B * ((L.H + G - 1) / G);
     long per = scratch_floats(&L) + (long)L.F * L.dv1;
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * G * per * sizeof(float));
+    size_t state = (size_t)L.F * L.dv1 * sizeof(float);
     #pragma omp parallel for
-    for (int h = 0; h < BH; h++) {
-        float *mine = scratch + omp_get_thread_num() * per;
-        Scratch s = scratch_at(&L, mine);
-        long qo, vo;
-        head_at(&L, h, &qo, &vo);
-        HeadGrad hg = {
-            .q = q->data + qo,
-            .k = k->data + qo,
-            .v = v->data + vo,
-            .o = n->out->data + vo,
-            .g = n->out->grad + vo,
-            .den = n->saved + (long)h * L.T,
-            .dq = dq ? dq + qo : NULL,
-            .dk = dk ? dk + qo : NULL,
-            .dv = dv ? dv + vo : NULL,
-        };
-        if (L.rp) den_rope_backward(&L, &hg, &s);
-        if (!L.causal) {
-            head_backward_bidirectional(&L, &hg, &s, mine + scratch_floats(&L));
-            continue;
+    for (int gi = 0; gi < groups; gi++) {
+        Scratch s[G];
+        HeadGrad hg[G];
+        int h0, hn = group_heads(&L, G, gi, &h0);
+        for (int j = 0; j < hn; j++) {
+            float *mine = scratch + ((long)omp_get_thread_num() * G + j) * per;
+            s[j] = scratch_at(&L, mine);
+            long qo, vo;
+            head_at(&L, h0 + j, &qo, &vo);
+            hg[j] = (HeadGrad){
+                .q = q->data + qo,
+                .k = k->data + qo,
+                .v = v->data + vo,
+                .o = n->out->data + vo,
+                .g = n->out->grad + vo,
+                .den = n->saved + (long)(h0 + j) * L.T,
+                .dq = dq ? dq + qo : NULL,
+                .dk = dk ? dk + qo : NULL,
+                .dv = dv ? dv + vo : NULL,
+            };
+            if (L.rp) den_rope_backward(&L, &hg[j], &s[j]);
+            if (!L.causal) head_backward_bidirectional(&L, &hg[j], &s[j], mine + scratch_floats(&L));
         }
-        if (hg.dq) sweep_dq_causal(&L, &hg, &s);
-        if (hg.dk || hg.dv) sweep_dkv_causal(&L, &hg, &s);
+        if (!L.causal) continue;
+        if (dq) { /* the heads' sweeps forwards, chunk by chunk in turn */
+            for (int j = 0; j < hn; j++) memset(s[j].y, 0, state);
+            for (int p0 = 0; p0 < L.T; p0 += L.C)
+                for (int j = 0; j < hn; j++) dq_chunk(&L, &hg[j], &s[j], p0);
+        }
+        if (dk || dv) { /* and backwards */
+            for (int j = 0; j < hn; j++) memset(s[j].y, 0, state);
+            for (int p0 = (L.T - 1) / L.C * L.C; p0 >= 0; p0 -= L.C)
+                for (int j = 0; j < hn; j++) dkv_chunk(&L, &hg[j], &s[j], p0);
+        }
     }
 }
 
