@@ -1,7 +1,8 @@
 /* attention.h: multi-head attention with a swappable kernel.
  *
  * The module owns the q/k/v/o projections and the head split/merge; a kernel
- * turns per-head q, k, v into per-head outputs. Adding a kernel is one file in
+ * turns per-head q, k, v into per-head outputs (a packed_heads kernel takes
+ * them as the projections give them, and the module splits nothing). Adding a kernel is one file in
  * layers/attention/ and one line in attn_kernels (layers/attention/kernels.c). */
 #ifndef ATTNLAB_ATTENTION_H
 #define ATTNLAB_ATTENTION_H
