@@ -21,7 +21,8 @@
  * dx, as in a model) from a random output gradient; d 256 and 4 heads (the
  * reference configuration), B 1, 2 threads unless --threads says otherwise.
  * Then the kernel alone, the same way: its fused op from q, k, v to the
- * per-head output and back to dq, dk, dv (and its own parameters' gradients).
+ * per-head output and back to dq, dk, dv (and its own parameters' gradients),
+ * in the layout the module gives it (packed_heads: [B, T, H d], no split).
  * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
  * cosformer by default, or the one --attn names. Per row: the median time per
  * step of --reps timed steps (default 5; 3 when a step takes over a second)
@@ -401,7 +402,8 @@ typedef struct {
     ParamSet *ps;
     int T, d;
     float *x, *q, *k, *v; /* inputs, outside the arena */
-    float *seed_y, *seed_o;  /* the output gradients: layer [1, T, d], kernel [1, H, T, head_size] */
+    float *seed_y, *seed_o;  /* the output gradients: layer [1, T, d], kernel [1, H, T, head_size]
+                                (or [1, T, H head_size], packed_heads) */
     bool kernel_only;
 } ScalingStep;
 
@@ -420,10 +422,16 @@ static void scaling_step(const ScalingStep *st) {
     c.B = 1;
     c.T = st->T;
     for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
-    Tensor q, k, v;
-    tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
-    tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
-    tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
+    Tensor q, k, v; /* in the layout the module gives the kernel */
+    if (a->kernel->packed_heads) {
+        tensor_wrap(&q, st->q, 3, (int[]){1, st->T, a->heads * a->key_size});
+        tensor_wrap(&k, st->k, 3, (int[]){1, st->T, a->heads * a->key_size});
+        tensor_wrap(&v, st->v, 3, (int[]){1, st->T, a->heads * a->head_size});
+    } else {
+        tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
+        tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
+        tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
+    }
     q.requires_grad = k.requires_grad = v.requires_grad = true;
     backward_seeded(a->kernel->forward(&c, &q, &k, &v), st->seed_o);
 }

@@ -19,6 +19,8 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
     a->kernel = attn_kernel_for(c->attn);
+    if (a->kernel->packed_heads && !a->kernel->rope_inside)
+        DIE("attention kernel %s: packed_heads needs rope_inside (the module rotates split heads only)", a->kernel->name);
     if (a->causal && a->kernel->bidirectional_only)
         DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
     /* cosformer is a preset: linear attention with phi = relu and cos re-weighting */
@@ -72,6 +74,12 @@ static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool ke
 
 Tensor *attention_forward(const Attention *a, Tensor *x) {
     AttnCall c = call_for(a, x);
+    if (a->kernel->packed_heads) { /* [B, T, H d] in and out: no split or merge */
+        Tensor *q = linear_forward(&a->q, x); /* in this order, as below: backward adds into dx in reverse */
+        Tensor *k = linear_forward(&a->k, x);
+        Tensor *v = linear_forward(&a->v, x);
+        return linear_forward(&a->o, a->kernel->forward(&c, q, k, v));
+    }
     Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
     Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);
     Tensor *v = op_split_heads(linear_forward(&a->v, x), a->heads);

@@ -20,7 +20,9 @@
  * T and is far below one T x F x dv cumulative sum; clamp: the clamped rows'
  * gradient has no denominator term (checked against plain loops in double)
  * and attn_stats counts them; model: attn = cosformer runs this kernel with
- * relu and cos, and the logit scale is not applied. */
+ * relu and cos, and the logit scale is not applied; layout: the packed
+ * layout [B, T, H d] the module uses (packed_heads) equals the split one,
+ * through the module and calling the kernel directly. */
 #include <cJSON.h>
 #include <check.h>
 #include <math.h>
@@ -640,6 +642,149 @@ START_TEST(test_linear_ignores_scale) {
 }
 END_TEST
 
+/* ---- layouts ------------------------------------------------------------------- */
+
+/* One forward + backward of a small attention layer (B 2, T 37, 3 heads of
+ * key_size 4, chunk 8: five chunks, the last partial) run by `kernel`; the
+ * output, dx and every parameter's gradient, in that order, into out (*n
+ * floats). */
+static void layer_run(const ModelConfig *cfg, const AttnKernel *kernel, float *out, long *n) {
+    ParamSet p;
+    params_init(&p);
+    Attention at;
+    attention_declare(&at, &p, "blocks.0.attn", 0, cfg);
+    at.kernel = kernel;
+    params_alloc(&p);
+    Rng rng;
+    rng_seed(&rng, 21);
+    for (int i = 0; i < params_count(&p); i++) rng_fill_normal(&rng, p.list[i]->data, p.list[i]->n, 0.0f, 0.5f);
+    params_zero_grad(&p);
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Tensor *x = tensor_3d(2, 37, cfg->d_model);
+    rng_fill_normal(&rng, x->data, x->n, 0.0f, 1.0f);
+    x->requires_grad = true;
+    Tensor *y = attention_forward(&at, x);
+    float *g = arena_alloc(&a, (size_t)y->n * sizeof(float));
+    rng_fill_normal(&rng, g, y->n, 0.0f, 1.0f);
+    backward_seeded(y, g);
+    long at_n = 0;
+    memcpy(out + at_n, y->data, (size_t)y->n * sizeof(float));
+    at_n += y->n;
+    memcpy(out + at_n, x->grad, (size_t)x->n * sizeof(float));
+    at_n += x->n;
+    for (int i = 0; i < params_count(&p); i++) {
+        memcpy(out + at_n, p.list[i]->grad, (size_t)p.list[i]->n * sizeof(float));
+        at_n += p.list[i]->n;
+    }
+    *n = at_n;
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    params_free(&p);
+}
+
+/* The module runs the kernel on the packed layout (packed_heads: q, k, v
+ * [B, T, H d] straight from the projections, no split or merge); the same
+ * kernel told to take split heads ([B, H, T, d] through op_split_heads and
+ * op_merge_heads) gives the same output, dx and parameter gradients, bit for
+ * bit (the same sums in the same order): every phi with reweight none and
+ * cos and with pos = rope, causal and bidirectional. */
+START_TEST(test_linear_packed_matches_split) {
+    const AttnKernel *packed = linear_kernel();
+    ck_assert(packed->packed_heads && packed->rope_inside);
+    AttnKernel split = *packed;
+    split.packed_heads = false;
+    enum { MAX_FLOATS = 2 * (2 * 37 * 12) + 4 * (12 * 12 + 12) };
+    static float want[MAX_FLOATS], got[MAX_FLOATS];
+    static const char *const kinds[] = {"reweight=none", "reweight=cos", "pos=rope"};
+    for (int phi = PHI_IDENTITY; phi <= PHI_ELU; phi++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int causal = 0; causal < 2; causal++) {
+                ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 12, .heads = 3, .mlp_ratio = 2,
+                                   .context = 37, .attn = ATTN_LINEAR, .phi = phi, .leaky_slope = 0.1f,
+                                   .reweight = kind == 1 ? REWEIGHT_COS : REWEIGHT_NONE, .chunk = 8,
+                                   .pos = kind == 2 ? POS_ROPE : POS_NONE,
+                                   .objective = causal ? OBJECTIVE_CLM : OBJECTIVE_MLM};
+                long n_want, n_got;
+                layer_run(&cfg, &split, want, &n_want);
+                layer_run(&cfg, packed, got, &n_got);
+                ck_assert_int_eq(n_got, n_want);
+                ck_assert_int_le(n_want, MAX_FLOATS);
+                long first = -1;
+                for (long i = 0; i < n_want && first < 0; i++)
+                    if (memcmp(&got[i], &want[i], sizeof(float)) != 0) first = i;
+                ck_assert_msg(first < 0, "phi %s %s %s: packed differs from split at float %ld of %ld (%g, not %g)",
+                              phi_names[phi], kinds[kind], causal ? "causal" : "bidirectional", first, n_want,
+                              first < 0 ? 0.0 : (double)got[first], first < 0 ? 0.0 : (double)want[first]);
+            }
+}
+END_TEST
+
+/* The kernel called directly on packed q, k, v [B, T, H d] equals the call
+ * on the same values split into [B, H, T, d]: output and dq, dk, dv, bit for
+ * bit (cosFormer, causal; B 2, 3 heads, T 37, dk 4, dv 5, chunk 8). */
+START_TEST(test_linear_packed_kernel_call) {
+    const int B = 2, H = 3, T = 37, dk = 4, dv = 5;
+    AttnCall c = call_for(B, H, T, dk, dv, true, PHI_RELU, REWEIGHT_COS, 8);
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Rng rng;
+    rng_seed(&rng, 4);
+    int d[3] = {dk, dk, dv};
+    Tensor *split[3], *packed[3];
+    for (int l = 0; l < 3; l++) {
+        split[l] = tensor_4d(B, H, T, d[l]);
+        packed[l] = tensor_3d(B, T, H * d[l]);
+        rng_fill_normal(&rng, split[l]->data, split[l]->n, 0.0f, 1.0f);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++)
+                    memcpy(packed[l]->data + (((long)b * T + t) * H + h) * d[l],
+                           split[l]->data + (((long)b * H + h) * T + t) * d[l], (size_t)d[l] * sizeof(float));
+        split[l]->requires_grad = packed[l]->requires_grad = true;
+    }
+    float *g = arena_alloc(&a, (size_t)B * H * T * dv * sizeof(float));
+    rng_fill_normal(&rng, g, (long)B * H * T * dv, 0.0f, 1.0f);
+    Tensor *os = linear_kernel()->forward(&c, split[0], split[1], split[2]);
+    backward_seeded(os, g);
+    tape_reset();
+    float *gp = arena_alloc(&a, (size_t)B * H * T * dv * sizeof(float));
+    for (int b = 0; b < B; b++) /* the same seed, packed */
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                memcpy(gp + (((long)b * T + t) * H + h) * dv, g + (((long)b * H + h) * T + t) * dv,
+                       (size_t)dv * sizeof(float));
+    Tensor *op = linear_kernel()->forward(&c, packed[0], packed[1], packed[2]);
+    ck_assert_int_eq(op->ndim, 3);
+    ck_assert_int_eq(op->shape[0], B);
+    ck_assert_int_eq(op->shape[1], T);
+    ck_assert_int_eq(op->shape[2], H * dv);
+    backward_seeded(op, gp);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                long si = ((long)b * H + h) * T + t, pi = ((long)b * T + t) * H + h;
+                ck_assert(memcmp(op->data + pi * dv, os->data + si * dv, (size_t)dv * sizeof(float)) == 0);
+                for (int l = 0; l < 3; l++)
+                    ck_assert_msg(memcmp(packed[l]->grad + pi * d[l], split[l]->grad + si * d[l],
+                                         (size_t)d[l] * sizeof(float)) == 0,
+                                  "gradient of input %d differs at b %d h %d t %d", l, b, h, t);
+            }
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+END_TEST
+
 Suite *attn_linear_suite(void) {
     Suite *s = suite_create("attn_linear");
     TCase *tc = tcase_create("pytorch");
@@ -669,6 +814,11 @@ Suite *attn_linear_suite(void) {
     tc = tcase_create("model");
     tcase_add_test(tc, test_linear_cosformer_preset);
     tcase_add_test(tc, test_linear_ignores_scale);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("layout");
+    tcase_add_test(tc, test_linear_packed_matches_split);
+    tcase_add_test(tc, test_linear_packed_kernel_call);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -68,8 +68,17 @@
  * gradient of a rotated feature is R^T times it before phi'. Without RoPE
  * none of this runs.
  *
- * Heads run in parallel on OpenMP threads, each with its own scratch; inside
- * a parallel region OpenBLAS runs each sgemm on its calling thread. */
+ * Layouts: q, k, v come as [B, H, T, d] (split) or, as the module gives them
+ * (packed_heads), as the projections made them, [B, T, H d] (packed); the
+ * output and the gradients take the inputs' layout. Only the row strides
+ * differ (d or H d, see Lin); every sum is the same, so both layouts give the
+ * same bits.
+ *
+ * Heads run in parallel on OpenMP threads in groups of adjacent heads of one
+ * batch element (group_size), each head with its own scratch; a causal group
+ * takes its heads chunk by chunk in turn, and packed rows are prefetched a
+ * few rows ahead. Inside a parallel region OpenBLAS runs each sgemm on its
+ * calling thread. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -85,7 +94,12 @@
 
 /* What every head of one call shares. */
 typedef struct {
-    int T, dk, dv;
+    int B, H, T, dk, dv;
+    /* Row strides of one head's rows: q, k (and dq, dk) ldq apart, v, o, g
+     * (and dv) ldv apart. dk and dv in the split layout [B, H, T, d]; H dk and
+     * H dv in the packed one [B, T, H d] (see head_at). */
+    int ldq, ldv;
+    bool packed;
     int F;      /* feature size: dk, or 2 dk with cos re-weighting */
     int dv1;    /* dv + 1: v' = [v, 1] */
     int C;      /* chunk length, at most T */
@@ -174,19 +188,30 @@ static void rotate_row(const Lin *L, float *restrict f, int t, bool transpose) {
     }
 }
 
+/* Rows PREFETCH_AHEAD rows on in the packed layout, where a head's rows are
+ * H d floats apart and the hardware prefetchers miss them. Only a hint: no
+ * result depends on it. */
+#define PREFETCH_AHEAD 16
+static inline void prefetch_row(const Lin *L, const float *x, long ld, int row, int n, int end) {
+    if (!L->packed || row + PREFETCH_AHEAD >= end) return;
+    const char *p = (const char *)(x + (long)(row + PREFETCH_AHEAD) * ld);
+    for (int b = 0; b < n * (int)sizeof(float); b += 64) __builtin_prefetch(p + b);
+}
+
 /* Rows [p0, p0 + c) of x [T, dk]: features into f [c, F] (row stride ldf) and,
  * with re-weighting, phi(x) into p [c, dk] (which may be NULL when not needed). */
 static void features(const Lin *L, const float *x, int p0, int c, float *f, int ldf, float *p) {
     int dk = L->dk;
     for (int i = 0; i < c; i++) {
         float *fi = f + (long)i * ldf;
+        prefetch_row(L, x, L->ldq, p0 + i, dk, L->T);
         if (!L->sn) {
-            phi_row(L, x + (long)(p0 + i) * dk, fi);
+            phi_row(L, x + (long)(p0 + i) * L->ldq, fi);
             if (L->rp) rotate_row(L, fi, p0 + i, false);
             continue;
         }
         float *pi = p ? p + (long)i * dk : fi + dk; /* without p, phi(x) goes to the cos half first */
-        phi_row(L, x + (long)(p0 + i) * dk, pi);
+        phi_row(L, x + (long)(p0 + i) * L->ldq, pi);
         float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
         #pragma omp simd
         for (int e = 0; e < dk; e++) fi[e] = pi[e] * sn;
@@ -228,8 +253,10 @@ static inline void phi_backward_row(const Lin *L, const float *restrict xi, cons
 static void features_backward(const Lin *L, const float *x, int p0, int c, float *dp, const float *df, float *dx) {
     int dk = L->dk;
     for (int i = 0; i < c; i++) {
-        const float *restrict xi = x + (long)(p0 + i) * dk;
-        float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * dk;
+        const float *restrict xi = x + (long)(p0 + i) * L->ldq;
+        prefetch_row(L, x, L->ldq, p0 + i, dk, L->T);
+        prefetch_row(L, dx, L->ldq, p0 + i, dk, L->T);
+        float *restrict g = dp + (long)i * dk, *restrict dxi = dx + (long)(p0 + i) * L->ldq;
         if (df) {
             const float *restrict dfi = df + (long)i * L->F;
             float sn = L->sn[p0 + i], cs = L->cs[p0 + i];
@@ -245,7 +272,8 @@ static void features_backward(const Lin *L, const float *x, int p0, int c, float
 static void v_ones(const Lin *L, const float *v, int p0, int c, float *vb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
-        memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * dv, (size_t)dv * sizeof(float));
+        prefetch_row(L, v, L->ldv, p0 + i, dv, L->T);
+        memcpy(vb + (long)i * dv1, v + (long)(p0 + i) * L->ldv, (size_t)dv * sizeof(float));
         if (dv1 > dv) vb[(long)i * dv1 + dv] = 1.0f; /* not with RoPE */
     }
 }
@@ -297,7 +325,7 @@ static long normalise(const Lin *L, const float *ob, int c, float *o, float *den
     long clamped = 0;
     for (int i = 0; i < c; i++) {
         const float *restrict num = ob + (long)i * dv1;
-        float *restrict oi = o + (long)i * dv;
+        float *restrict oi = o + (long)i * L->ldv;
         float dn = L->rp ? den[i] : num[dv];
         bool clamp = !(dn >= LINEAR_EPS);
         float inv = 1.0f / (clamp ? LINEAR_EPS : dn);
@@ -316,41 +344,43 @@ static void den_rope(const Lin *L, const float *q, const float *k, float *den, S
     float *restrict z = s->rz, *restrict f = s->rz + dk;
     memset(z, 0, (size_t)dk * sizeof(float));
     for (int j = 0; !L->causal && j < T; j++) {
-        phi_row(L, k + (long)j * dk, f);
+        phi_row(L, k + (long)j * L->ldq, f);
         for (int e = 0; e < dk; e++) z[e] += f[e];
     }
     for (int i = 0; i < T; i++) {
         if (L->causal) {
-            phi_row(L, k + (long)i * dk, f);
+            phi_row(L, k + (long)i * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += f[e];
         }
-        phi_row(L, q + (long)i * dk, f);
+        phi_row(L, q + (long)i * L->ldq, f);
         float dn = 0.0f;
         for (int e = 0; e < dk; e++) dn += f[e] * z[e];
         den[i] = dn;
     }
 }
 
-/* Per chunk: [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t], one product. */
-static long head_forward_causal(const Lin *L, const float *q, const float *k, const float *v, float *o, float *den,
-                                Scratch *s) {
+/* One head's inputs and outputs in forward. */
+typedef struct {
+    const float *q, *k, *v;
+    float *o, *den;
+} HeadFwd;
+
+/* The chunk at row p0 of a causal head, its state S'_{t-1} in s->y (zeroed
+ * before the first chunk): [Num_t, den_t] = [Q~_t | A_t] [S'_{t-1} ; V'_t],
+ * one product. Returns the rows clamped. */
+static long forward_chunk(const Lin *L, const HeadFwd *hf, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv1 = L->dv1;
+    int c = T - p0 < L->C ? T - p0 : L->C;
     float *vb = s->y + (long)F * dv1;
-    long clamped = 0;
-    if (L->rp) den_rope(L, q, k, den, s);
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = 0; p0 < T; p0 += L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        features(L, q, p0, c, s->x, s->ldx, s->qp);
-        features(L, k, p0, c, s->kf, F, s->kp);
-        v_ones(L, v, p0, c, vb);
-        intra_scores(L, s, c, s->x + F, s->ldx);
-        if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-        else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
-        /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
-        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
-    }
+    features(L, hf->q, p0, c, s->x, s->ldx, s->qp);
+    features(L, hf->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hf->v, p0, c, vb);
+    intra_scores(L, s, c, s->x + F, s->ldx);
+    if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+    else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
+    long clamped = normalise(L, s->ob, c, hf->o + (long)p0 * L->ldv, hf->den + p0);
+    /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
+    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     return clamped;
 }
 
@@ -367,17 +397,17 @@ static void full_state(const Lin *L, const float *k, const float *v, Scratch *s)
     }
 }
 
-static long head_forward_bidirectional(const Lin *L, const float *q, const float *k, const float *v, float *o,
-                                       float *den, Scratch *s) {
+static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch *s) {
     int T = L->T, F = L->F, dv1 = L->dv1;
+    const float *q = hf->q;
+    float *o = hf->o, *den = hf->den;
     long clamped = 0;
-    if (L->rp) den_rope(L, q, k, den, s);
-    full_state(L, k, v, s);
+    full_state(L, hf->k, hf->v, s);
     for (int p0 = 0; p0 < T; p0 += L->C) { /* [Num, den] = Q~ S' */
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, q, p0, c, s->x, s->ldx, NULL);
         gemm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->dv, den + p0);
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldv, den + p0);
     }
     return clamped;
 }
@@ -386,30 +416,68 @@ static long head_forward_bidirectional(const Lin *L, const float *q, const float
  * memory: [den: B H T][sin t: T][cos t: T][w: C]. */
 static Lin lin_of(const Node *n) {
     const Tensor *q = n->in[0], *v = n->in[2];
-    Lin L = {
-        .T = q->shape[2],
-        .dk = q->shape[3],
-        .dv = v->shape[3],
-        .phi = n->i[1],
-        .slope = n->f[0],
-        .causal = n->i[0],
-    };
+    Lin L = {.phi = n->i[1], .slope = n->f[0], .causal = n->i[0], .B = q->shape[0]};
+    L.packed = q->ndim == 3;
+    if (L.packed) { /* [B, T, H d] */
+        L.H = (int)n->f[2];
+        L.T = q->shape[1];
+        L.dk = q->shape[2] / L.H;
+        L.dv = v->shape[2] / L.H;
+        L.ldq = q->shape[2];
+        L.ldv = v->shape[2];
+    } else { /* [B, H, T, d] */
+        L.H = q->shape[1];
+        L.T = q->shape[2];
+        L.dk = L.ldq = q->shape[3];
+        L.dv = L.ldv = v->shape[3];
+    }
     bool cos = n->i[2] == REWEIGHT_COS;
     L.F = cos ? 2 * L.dk : L.dk;
     L.rp = (int)n->f[1];
     L.dv1 = L.rp ? L.dv : L.dv + 1;
     L.C = n->i[3] < L.T ? n->i[3] : L.T;
     if (cos) {
-        const float *table = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        const float *table = n->saved + (long)L.B * L.H * L.T;
         L.sn = table;
         L.cs = table + L.T;
         L.w = table + 2L * L.T;
     }
     if (L.rp) {
-        L.rc = n->saved + (long)q->shape[0] * q->shape[1] * L.T;
+        L.rc = n->saved + (long)L.B * L.H * L.T;
         L.rs = L.rc + (long)L.T * L.rp;
     }
     return L;
+}
+
+/* Where head h (of B H, batch-major) starts in q, k and in v, o: its first
+ * row, the next ldq or ldv floats on. */
+static void head_at(const Lin *L, int h, long *qo, long *vo) {
+    if (!L->packed) {
+        *qo = (long)h * L->T * L->dk;
+        *vo = (long)h * L->T * L->dv;
+        return;
+    }
+    int b = h / L->H, e = h % L->H;
+    *qo = (long)b * L->T * L->ldq + (long)e * L->dk;
+    *vo = (long)b * L->T * L->ldv + (long)e * L->dv;
+}
+
+/* Heads run in groups of G adjacent heads of one batch element, a group to an
+ * OpenMP thread, and a causal group runs its heads chunk by chunk in turn:
+ * in the packed layout the rows of adjacent heads share cache lines and
+ * pages, so a chunk's rows come from memory once for the group. G is the
+ * largest (halving from H) that still gives every thread a group. */
+static int group_size(const Lin *L) {
+    int nt = omp_get_max_threads(), G = L->H;
+    while (G > 1 && (long)L->B * ((L->H + G - 1) / G) < nt) G = (G + 1) / 2;
+    return G;
+}
+
+/* Group gi's first head (of B H, batch-major) and its number of heads. */
+static int group_heads(const Lin *L, int G, int gi, int *first) {
+    int per_b = (L->H + G - 1) / G, e = gi % per_b * G;
+    *first = gi / per_b * L->H + e;
+    return L->H - e < G ? L->H - e : G;
 }
 
 /* t_i = (pi/2) i / T for i = 1..T at rows 0..T-1, and w[m] = cos(pi m / 2T) =
@@ -425,22 +493,31 @@ static void cos_tables(int T, int C, float *sn, float *cs, float *w) {
 
 static void attn_linear_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1];
     Lin L = lin_of(n);
+    int BH = L.B * L.H;
     float *den = n->saved; /* [BH, T], then the cos tables */
     float *table = den + (long)BH * L.T;
     if (L.sn) cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
     if (L.rp) rope_tables(L.T, L.rp, POS_ROPE, false, (float *)L.rc, (float *)L.rs);
-    long per = scratch_floats(&L), clamped = 0;
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    int G = group_size(&L), groups = L.B * ((L.H + G - 1) / G);
+    long per = scratch_floats(&L), clamped = 0; /* per head of a group */
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * G * per * sizeof(float));
     #pragma omp parallel for reduction(+ : clamped)
-    for (int h = 0; h < BH; h++) {
-        Scratch s = scratch_at(&L, scratch + omp_get_thread_num() * per);
-        const float *qh = q->data + (long)h * L.T * L.dk, *kh = k->data + (long)h * L.T * L.dk;
-        const float *vh = v->data + (long)h * L.T * L.dv;
-        float *oh = n->out->data + (long)h * L.T * L.dv, *dh = den + (long)h * L.T;
-        clamped += L.causal ? head_forward_causal(&L, qh, kh, vh, oh, dh, &s)
-                            : head_forward_bidirectional(&L, qh, kh, vh, oh, dh, &s);
+    for (int gi = 0; gi < groups; gi++) {
+        Scratch s[G];
+        HeadFwd hf[G];
+        int h0, hn = group_heads(&L, G, gi, &h0);
+        for (int j = 0; j < hn; j++) {
+            s[j] = scratch_at(&L, scratch + ((long)omp_get_thread_num() * G + j) * per);
+            long qo, vo;
+            head_at(&L, h0 + j, &qo, &vo);
+            hf[j] = (HeadFwd){q->data + qo, k->data + qo, v->data + vo, n->out->data + vo, den + (long)(h0 + j) * L.T};
+            if (L.rp) den_rope(&L, hf[j].q, hf[j].k, hf[j].den, &s[j]);
+            if (!L.causal) clamped += head_forward_bidirectional(&L, &hf[j], &s[j]);
+            else memset(s[j].y, 0, (size_t)L.F * L.dv1 * sizeof(float));
+        }
+        for (int p0 = 0; L.causal && p0 < L.T; p0 += L.C)
+            for (int j = 0; j < hn; j++) clamped += forward_chunk(&L, &hf[j], &s[j], p0);
     }
     attn_stats.den_clamped += clamped;
     attn_stats.den_rows += (long)BH * L.T;
@@ -453,7 +530,9 @@ static void attn_linear_forward(Node *n) {
 static void g_prime(const Lin *L, const float *g, const float *o, const float *den, int p0, int c, float *gb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
-        const float *restrict gi = g + (long)(p0 + i) * dv, *restrict oi = o + (long)(p0 + i) * dv;
+        const float *restrict gi = g + (long)(p0 + i) * L->ldv, *restrict oi = o + (long)(p0 + i) * L->ldv;
+        prefetch_row(L, g, L->ldv, p0 + i, dv, L->T);
+        prefetch_row(L, o, L->ldv, p0 + i, dv, L->T);
         float *restrict out = gb + (long)i * dv1;
         float dn = den[p0 + i];
         bool clamp = !(dn >= LINEAR_EPS);
@@ -476,7 +555,7 @@ typedef struct {
 /* delta_i = -(g_i . o_i) / d_i, the gradient into den_i (0 where clamped). */
 static float den_delta(const Lin *L, const HeadGrad *hg, int i) {
     int dv = L->dv;
-    const float *restrict gi = hg->g + (long)i * dv, *restrict oi = hg->o + (long)i * dv;
+    const float *restrict gi = hg->g + (long)i * L->ldv, *restrict oi = hg->o + (long)i * L->ldv;
     float dn = hg->den[i], dot = 0.0f;
     if (!(dn >= LINEAR_EPS)) return 0.0f;
     #pragma omp simd reduction(+ : dot)
@@ -494,92 +573,89 @@ static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
     if (hg->dq) {
         memset(z, 0, (size_t)dk * sizeof(float));
         for (int j = 0; !L->causal && j < T; j++) {
-            phi_row(L, hg->k + (long)j * dk, f);
+            phi_row(L, hg->k + (long)j * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += f[e];
         }
         for (int i = 0; i < T; i++) {
             if (L->causal) {
-                phi_row(L, hg->k + (long)i * dk, f);
+                phi_row(L, hg->k + (long)i * L->ldq, f);
                 for (int e = 0; e < dk; e++) z[e] += f[e];
             }
             float delta = den_delta(L, hg, i);
             for (int e = 0; e < dk; e++) g[e] = delta * z[e];
-            phi_backward_row(L, hg->q + (long)i * dk, g, hg->dq + (long)i * dk);
+            phi_backward_row(L, hg->q + (long)i * L->ldq, g, hg->dq + (long)i * L->ldq);
         }
     }
     if (hg->dk) { /* z holds w */
         memset(z, 0, (size_t)dk * sizeof(float));
         for (int i = 0; !L->causal && i < T; i++) {
             float delta = den_delta(L, hg, i);
-            phi_row(L, hg->q + (long)i * dk, f);
+            phi_row(L, hg->q + (long)i * L->ldq, f);
             for (int e = 0; e < dk; e++) z[e] += delta * f[e];
         }
         for (int j = T - 1; j >= 0; j--) {
             if (L->causal) {
                 float delta = den_delta(L, hg, j);
-                phi_row(L, hg->q + (long)j * dk, f);
+                phi_row(L, hg->q + (long)j * L->ldq, f);
                 for (int e = 0; e < dk; e++) z[e] += delta * f[e];
             }
-            phi_backward_row(L, hg->k + (long)j * dk, z, hg->dk + (long)j * dk);
+            phi_backward_row(L, hg->k + (long)j * L->ldq, z, hg->dk + (long)j * L->ldq);
         }
     }
 }
 
-/* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards. The intra-chunk
- * part goes to phi(q) directly ((D_t . w) phi(K_t) with re-weighting). */
-static void sweep_dq_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+/* dQ~_t = D_t K~_t + G'_t S'_{t-1}^T, sweeping forwards (this is the chunk
+ * at row p0; s->y holds S'_{t-1}, zeroed before the first chunk). The
+ * intra-chunk part goes to phi(q) directly ((D_t . w) phi(K_t) with
+ * re-weighting). */
+static void dq_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv1 = L->dv1, ldk;
     float *vb = s->y + (long)F * dv1;
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = 0; p0 < T; p0 += L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        features(L, hg->k, p0, c, s->kf, F, s->kp);
-        v_ones(L, hg->v, p0, c, vb);
-        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
-        /* D_t = (G'_t V'_t^T) . M (. w) */
-        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
-        mask_weight(L, s->d, c, c);
-        const float *kp = phi_of(L, s, true, &ldk);
-        gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
-        bool inter = p0 > 0; /* S'_0 = 0 */
-        if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
-        if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
-        features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
-        if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
-    }
+    int c = T - p0 < L->C ? T - p0 : L->C;
+    features(L, hg->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hg->v, p0, c, vb);
+    g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+    /* D_t = (G'_t V'_t^T) . M (. w) */
+    gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+    mask_weight(L, s->d, c, c);
+    const float *kp = phi_of(L, s, true, &ldk);
+    gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
+    bool inter = p0 > 0; /* S'_0 = 0 */
+    if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
+    if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
+    features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
+    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
 }
 
 /* dK~_t = D_t^T Q~_t + V'_t U'_{t+1}^T and dV_t = A_t^T G^_t + K~_t U_{t+1},
- * sweeping backwards with U'_t = U'_{t+1} + Q~_t^T G'_t. */
-static void sweep_dkv_causal(const Lin *L, const HeadGrad *hg, Scratch *s) {
+ * sweeping backwards with U'_t = U'_{t+1} + Q~_t^T G'_t (this is the chunk
+ * at row p0; s->y holds U'_{t+1}, zeroed before the last chunk). */
+static void dkv_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     int T = L->T, F = L->F, dv = L->dv, dv1 = L->dv1, ldq;
     int last = (T - 1) / L->C * L->C;
     float *vb = s->y + (long)F * dv1, *a = s->x + F;
-    memset(s->y, 0, (size_t)F * dv1 * sizeof(float));
-    for (int p0 = last; p0 >= 0; p0 -= L->C) {
-        int c = T - p0 < L->C ? T - p0 : L->C;
-        bool later = p0 != last; /* U'_{t+1} = 0 for the last chunk */
-        features(L, hg->q, p0, c, s->x, s->ldx, s->qp);
-        features(L, hg->k, p0, c, s->kf, F, s->kp);
-        v_ones(L, hg->v, p0, c, vb);
-        g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
-        if (hg->dk) {
-            gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
-            mask_weight(L, s->d, c, c);
-            const float *qp = phi_of(L, s, false, &ldq);
-            gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
-            if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
-            if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
-            features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
-        }
-        if (hg->dv) {
-            float *dvt = hg->dv + (long)p0 * dv;
-            intra_scores(L, s, c, a, s->ldx);
-            gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, dv);
-            if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, dv);
-        }
-        if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
+    int c = T - p0 < L->C ? T - p0 : L->C;
+    bool later = p0 != last; /* U'_{t+1} = 0 for the last chunk */
+    features(L, hg->q, p0, c, s->x, s->ldx, s->qp);
+    features(L, hg->k, p0, c, s->kf, F, s->kp);
+    v_ones(L, hg->v, p0, c, vb);
+    g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
+    if (hg->dk) {
+        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+        mask_weight(L, s->d, c, c);
+        const float *qp = phi_of(L, s, false, &ldq);
+        gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
+        if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
+        if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
+        features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
     }
+    if (hg->dv) {
+        float *dvt = hg->dv + (long)p0 * L->ldv;
+        intra_scores(L, s, c, a, s->ldx);
+        gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, L->ldv);
+        if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
+    }
+    if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
 }
 
 /* The gradient of the features, a [c, dv1] times state^T [dv1, F]: into
@@ -623,44 +699,57 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
         }
         if (hg->dv) {
             features(L, hg->k, p0, c, s->kf, F, NULL);
-            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * dv, dv);
+            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * L->ldv, L->ldv);
         }
     }
 }
 
 static void attn_linear_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int BH = q->shape[0] * q->shape[1];
     Lin L = lin_of(n);
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk = k->requires_grad ? tensor_grad(k) : NULL;
     float *dv = v->requires_grad ? tensor_grad(v) : NULL;
-    /* per thread: the scratch, then U' for the bidirectional form */
+    /* per head of a group: the scratch, then U' for the bidirectional form */
+    int G = group_size(&L), groups = L.B * ((L.H + G - 1) / G);
     long per = scratch_floats(&L) + (long)L.F * L.dv1;
-    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));
+    float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * G * per * sizeof(float));
+    size_t state = (size_t)L.F * L.dv1 * sizeof(float);
     #pragma omp parallel for
-    for (int h = 0; h < BH; h++) {
-        float *mine = scratch + omp_get_thread_num() * per;
-        Scratch s = scratch_at(&L, mine);
-        long qo = (long)h * L.T * L.dk, vo = (long)h * L.T * L.dv;
-        HeadGrad hg = {
-            .q = q->data + qo,
-            .k = k->data + qo,
-            .v = v->data + vo,
-            .o = n->out->data + vo,
-            .g = n->out->grad + vo,
-            .den = n->saved + (long)h * L.T,
-            .dq = dq ? dq + qo : NULL,
-            .dk = dk ? dk + qo : NULL,
-            .dv = dv ? dv + vo : NULL,
-        };
-        if (L.rp) den_rope_backward(&L, &hg, &s);
-        if (!L.causal) {
-            head_backward_bidirectional(&L, &hg, &s, mine + scratch_floats(&L));
-            continue;
+    for (int gi = 0; gi < groups; gi++) {
+        Scratch s[G];
+        HeadGrad hg[G];
+        int h0, hn = group_heads(&L, G, gi, &h0);
+        for (int j = 0; j < hn; j++) {
+            float *mine = scratch + ((long)omp_get_thread_num() * G + j) * per;
+            s[j] = scratch_at(&L, mine);
+            long qo, vo;
+            head_at(&L, h0 + j, &qo, &vo);
+            hg[j] = (HeadGrad){
+                .q = q->data + qo,
+                .k = k->data + qo,
+                .v = v->data + vo,
+                .o = n->out->data + vo,
+                .g = n->out->grad + vo,
+                .den = n->saved + (long)(h0 + j) * L.T,
+                .dq = dq ? dq + qo : NULL,
+                .dk = dk ? dk + qo : NULL,
+                .dv = dv ? dv + vo : NULL,
+            };
+            if (L.rp) den_rope_backward(&L, &hg[j], &s[j]);
+            if (!L.causal) head_backward_bidirectional(&L, &hg[j], &s[j], mine + scratch_floats(&L));
         }
-        if (hg.dq) sweep_dq_causal(&L, &hg, &s);
-        if (hg.dk || hg.dv) sweep_dkv_causal(&L, &hg, &s);
+        if (!L.causal) continue;
+        if (dq) { /* the heads' sweeps forwards, chunk by chunk in turn */
+            for (int j = 0; j < hn; j++) memset(s[j].y, 0, state);
+            for (int p0 = 0; p0 < L.T; p0 += L.C)
+                for (int j = 0; j < hn; j++) dq_chunk(&L, &hg[j], &s[j], p0);
+        }
+        if (dk || dv) { /* and backwards */
+            for (int j = 0; j < hn; j++) memset(s[j].y, 0, state);
+            for (int p0 = (L.T - 1) / L.C * L.C; p0 >= 0; p0 -= L.C)
+                for (int j = 0; j < hn; j++) dkv_chunk(&L, &hg[j], &s[j], p0);
+        }
     }
 }
 
@@ -668,39 +757,51 @@ static OpDef attn_linear_op = {"attn_linear", attn_linear_forward, attn_linear_b
 
 /* ---- the kernel ------------------------------------------------------------- */
 
-static void check_qkv(const Tensor *q, const Tensor *k, const Tensor *v) {
+/* q, k, v as [B, H, T, d] (split) or as [B, T, H d] (packed, H = c->H). */
+static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const Tensor *v) {
     const char *name = attn_linear_op.name;
-    SHAPE_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d]", q, v);
     SHAPE_CHECK(tensor_same_shape(q, k), name, "q and k differ", q, k);
+    if (q->ndim == 3) {
+        SHAPE_CHECK(v->ndim == 3, name, "q, k, v must all be [B, T, H d] or all [B, H, T, d]", q, v);
+        SHAPE_CHECK(c->H > 0 && q->shape[2] % c->H == 0 && v->shape[2] % c->H == 0, name,
+                    "the last dims of q and v must divide into the call's heads", q, v);
+        for (int i = 0; i < 2; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B or T", q, v);
+        return;
+    }
+    SHAPE_CHECK(q->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d] or [B, T, H d]", q, v);
     for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
 }
 
 static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    check_qkv(q, k, v);
+    check_qkv(c, q, k, v);
+    bool packed = q->ndim == 3;
+    int B = q->shape[0], H = packed ? c->H : q->shape[1], T = packed ? q->shape[1] : q->shape[2];
+    int dk = packed ? q->shape[2] / H : q->shape[3];
     if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
     if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
     if (c->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
     bool rope = c->pos == POS_ROPE;
     if (rope && c->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
-    int rp = rope ? rope_pairs(c->rope_dims, q->shape[3]) : 0;
+    int rp = rope ? rope_pairs(c->rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = 3;
     n->in[0] = q;
     n->in[1] = k;
     n->in[2] = v;
     n->f[0] = c->leaky_slope;
-    n->f[1] = (float)rp; /* RoPE's pairs: the four int attributes are taken */
+    n->f[1] = (float)rp; /* RoPE's pairs and the heads: the four int attributes are taken */
+    n->f[2] = (float)H;
     n->i[0] = c->causal;
     n->i[1] = c->phi;
     n->i[2] = c->reweight;
     n->i[3] = c->chunk;
-    int T = q->shape[2];
     int C = c->chunk < T ? c->chunk : T;
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
-    long saved = (long)q->shape[0] * q->shape[1] * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
+    long saved = (long)B * H * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
-    n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
+    /* the output in the inputs' layout */
+    n->out = packed ? tensor_3d(B, T, v->shape[2]) : tensor_4d(B, H, T, v->shape[3]);
     return node_run(n);
 }
 
@@ -711,7 +812,7 @@ static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
 static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
     bool cos = c->reweight == REWEIGHT_COS;
-    Lin L = {.T = T, .dk = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
+    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
     float *table = NULL;
     if (cos) {
         table = arena_alloc(engine_arena(), (2 * (size_t)T + 1) * sizeof(float));
@@ -769,4 +870,5 @@ const AttnKernel attn_kernel_linear = {
     .probs = attn_linear_probs,
     .ops = {&attn_linear_op},
     .rope_inside = true,
+    .packed_heads = true,
 };
