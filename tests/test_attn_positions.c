@@ -155,24 +155,9 @@ static Fixture read_fixture(const StFile *sf) {
     return f;
 }
 
-static Tensor *fx_tensor(StFile *sf, const Variant *v, const char *what, int ndim, const int *shape) {
-    char name[96];
-    Err e;
-    snprintf(name, sizeof name, "%s/%s", v->name, what);
-    Tensor *t = tensor_new(ndim, shape);
-    if (st_read_expect(sf, name, ndim, shape, t->data, &e) != 0) ck_abort_msg("%s", e.msg);
-    return t;
-}
 
 typedef enum { STAGE_OUTPUT, STAGE_PROBS, STAGE_GRADS, STAGE_OK } Stage;
 static const char *const stage_names[] = {"output", "attention matrix", "gradients", "ok"};
-
-static bool differs(const char *what, const float *got, const float *want, long n, char *msg, int size) {
-    char detail[200];
-    if (close_enough(got, want, n, ATOL, RTOL, detail, sizeof detail)) return false;
-    snprintf(msg, (size_t)size, "%s: %s", what, detail);
-    return true;
-}
 
 static AttnCall fixture_call(const Fixture *f, const Variant *v) {
     return (AttnCall){.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
@@ -195,31 +180,35 @@ static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *m
     const int ps[4] = {f->B, f->H, f->T, f->T};
     int np = pos_bias_n_params(v->pos);
     const char *names[5] = {"q", "k", "v", np ? kerple_name(v->pos, 0) : NULL, np ? kerple_name(v->pos, 1) : NULL};
-    Tensor *leaf[5] = {fx_tensor(sf, v, "q", 4, qs), fx_tensor(sf, v, "k", 4, qs), fx_tensor(sf, v, "v", 4, vs),
-                       np ? fx_tensor(sf, v, names[3], 1, hs) : NULL, np ? fx_tensor(sf, v, names[4], 1, hs) : NULL};
+    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs), fixture_tensor(sf, v->name, "v", 4, vs),
+                       np ? fixture_tensor(sf, v->name, names[3], 1, hs) : NULL, np ? fixture_tensor(sf, v->name, names[4], 1, hs) : NULL};
     AttnCall c = fixture_call(f, v);
     for (int i = 0; i < 3 + np; i++) leaf[i]->requires_grad = true;
     if (np) c.params[0] = leaf[3], c.params[1] = leaf[4];
     const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
     Stage stage = STAGE_OUTPUT;
     Tensor *out = kern->forward(&c, leaf[0], leaf[1], leaf[2]);
-    if (differs("output", out->data, fx_tensor(sf, v, "out", 4, vs)->data, out->n, msg, size)) goto done;
+    if (differs("output", out->data, fixture_tensor(sf, v->name, "out", 4, vs)->data, out->n, ATOL, RTOL, msg,
+                size))
+        goto done;
     stage = STAGE_PROBS;
     grad_set(false);
     Tensor *P = kern->probs(&c, leaf[0], leaf[1]);
     grad_set(true);
-    if (differs("probs", P->data, fx_tensor(sf, v, "probs", 4, ps)->data, P->n, msg, size)) goto done;
+    if (differs("probs", P->data, fixture_tensor(sf, v->name, "probs", 4, ps)->data, P->n, ATOL, RTOL, msg,
+                size))
+        goto done;
     stage = STAGE_GRADS;
-    backward_seeded(out, fx_tensor(sf, v, "dout", 4, vs)->data);
+    backward_seeded(out, fixture_tensor(sf, v->name, "dout", 4, vs)->data);
     for (int i = 0; i < 3 + np; i++) {
         char what[40];
         snprintf(what, sizeof what, "grad_%s", names[i]);
-        Tensor *want = fx_tensor(sf, v, what, leaf[i]->ndim, leaf[i]->shape);
+        Tensor *want = fixture_tensor(sf, v->name, what, leaf[i]->ndim, leaf[i]->shape);
         if (!leaf[i]->grad) {
             snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
             goto done;
         }
-        if (differs(what, leaf[i]->grad, want->data, want->n, msg, size)) goto done;
+        if (differs(what, leaf[i]->grad, want->data, want->n, ATOL, RTOL, msg, size)) goto done;
     }
     stage = STAGE_OK;
 done:
@@ -307,15 +296,15 @@ START_TEST(test_positions_threads_same_bits) {
         tape_reset();
         bool was = grad_set(true);
         const int qs[4] = {f.B, f.H, f.T, f.dk}, vs[4] = {f.B, f.H, f.T, f.dv}, hs[1] = {f.H};
-        Tensor *leaf[5] = {fx_tensor(&sf, v, "q", 4, qs), fx_tensor(&sf, v, "k", 4, qs),
-                           fx_tensor(&sf, v, "v", 4, vs), fx_tensor(&sf, v, "kerple_r1", 1, hs),
-                           fx_tensor(&sf, v, "kerple_r2", 1, hs)};
+        Tensor *leaf[5] = {fixture_tensor(&sf, v->name, "q", 4, qs), fixture_tensor(&sf, v->name, "k", 4, qs),
+                           fixture_tensor(&sf, v->name, "v", 4, vs), fixture_tensor(&sf, v->name, "kerple_r1", 1, hs),
+                           fixture_tensor(&sf, v->name, "kerple_r2", 1, hs)};
         for (int i = 0; i < 5; i++) leaf[i]->requires_grad = true;
         AttnCall c = fixture_call(&f, v);
         c.params[0] = leaf[3];
         c.params[1] = leaf[4];
         Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, leaf[0], leaf[1], leaf[2]);
-        backward_seeded(out, fx_tensor(&sf, v, "dout", 4, vs)->data);
+        backward_seeded(out, fixture_tensor(&sf, v->name, "dout", 4, vs)->data);
         memcpy(bits[run], leaf[3]->grad, (size_t)f.H * sizeof(float));
         memcpy(bits[run] + f.H, leaf[4]->grad, (size_t)f.H * sizeof(float));
         memcpy(bits[run] + 2 * f.H, leaf[0]->grad, 64 * sizeof(float));

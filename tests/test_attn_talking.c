@@ -104,27 +104,11 @@ static Fixture read_fixture(const StFile *sf) {
     return f;
 }
 
-/* "<variant>/<what>" of this shape into a new tensor of the current arena. */
-static Tensor *fx_tensor(StFile *sf, const Variant *v, const char *what, int ndim, const int *shape) {
-    char name[96];
-    Err e;
-    snprintf(name, sizeof name, "%s/%s", v->name, what);
-    Tensor *t = tensor_new(ndim, shape);
-    if (st_read_expect(sf, name, ndim, shape, t->data, &e) != 0) ck_abort_msg("%s", e.msg);
-    return t;
-}
 
 /* The first thing a run got wrong, or TALK_OK. */
 typedef enum { TALK_OUTPUT, TALK_PROBS, TALK_GRADS, TALK_OK } TalkStage;
 
 static const char *const talk_stage_names[] = {"output", "attention matrix", "gradients", "ok"};
-
-static bool differs(const char *what, const float *got, const float *want, long n, char *msg, int size) {
-    char detail[200];
-    if (close_enough(got, want, n, ATOL, RTOL, detail, sizeof detail)) return false;
-    snprintf(msg, (size_t)size, "%s: %s", what, detail);
-    return true;
-}
 
 /* Runs fixture variant v through the softmax kernel and compares. */
 static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *msg, int size) {
@@ -137,9 +121,9 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
     const int ps[4] = {f->B, f->H, f->T, f->T};
     /* q, k, v, talking_pre, talking_post; the matrices the variant lacks stay NULL */
     const char *names[5] = {"q", "k", "v", "talking_pre", "talking_post"};
-    Tensor *leaf[5] = {fx_tensor(sf, v, "q", 4, qs), fx_tensor(sf, v, "k", 4, qs), fx_tensor(sf, v, "v", 4, vs),
-                       has_pre(v->talking) ? fx_tensor(sf, v, "talking_pre", 2, ws) : NULL,
-                       has_post(v->talking) ? fx_tensor(sf, v, "talking_post", 2, ws) : NULL};
+    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs), fixture_tensor(sf, v->name, "v", 4, vs),
+                       has_pre(v->talking) ? fixture_tensor(sf, v->name, "talking_pre", 2, ws) : NULL,
+                       has_post(v->talking) ? fixture_tensor(sf, v->name, "talking_post", 2, ws) : NULL};
     AttnCall c = {.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
                   .scale = 1.0f / sqrtf((float)f->dk), .talking_heads = v->talking};
     int np = 0;
@@ -151,26 +135,30 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
     const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
     TalkStage stage = TALK_OUTPUT;
     Tensor *out = kern->forward(&c, leaf[0], leaf[1], leaf[2]);
-    if (differs("output", out->data, fx_tensor(sf, v, "out", 4, vs)->data, out->n, msg, size)) goto done;
+    if (differs("output", out->data, fixture_tensor(sf, v->name, "out", 4, vs)->data, out->n, ATOL, RTOL, msg,
+                size))
+        goto done;
 
     stage = TALK_PROBS;
     grad_set(false);
     Tensor *P = kern->probs(&c, leaf[0], leaf[1]);
     grad_set(true);
-    if (differs("probs", P->data, fx_tensor(sf, v, "probs", 4, ps)->data, P->n, msg, size)) goto done;
+    if (differs("probs", P->data, fixture_tensor(sf, v->name, "probs", 4, ps)->data, P->n, ATOL, RTOL, msg,
+                size))
+        goto done;
 
     stage = TALK_GRADS;
-    backward_seeded(out, fx_tensor(sf, v, "dout", 4, vs)->data);
+    backward_seeded(out, fixture_tensor(sf, v->name, "dout", 4, vs)->data);
     for (int i = 0; i < 5; i++) {
         if (!leaf[i]) continue;
         char what[32];
         snprintf(what, sizeof what, "grad_%s", names[i]);
-        Tensor *want = fx_tensor(sf, v, what, leaf[i]->ndim, leaf[i]->shape);
+        Tensor *want = fixture_tensor(sf, v->name, what, leaf[i]->ndim, leaf[i]->shape);
         if (!leaf[i]->grad) {
             snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
             goto done;
         }
-        if (differs(what, leaf[i]->grad, want->data, want->n, msg, size)) goto done;
+        if (differs(what, leaf[i]->grad, want->data, want->n, ATOL, RTOL, msg, size)) goto done;
     }
     stage = TALK_OK;
 done:
@@ -329,15 +317,15 @@ START_TEST(test_talking_threads_same_bits) {
         tape_reset();
         bool was = grad_set(true);
         const int qs[4] = {f.B, f.H, f.T, f.dk}, vs[4] = {f.B, f.H, f.T, f.dv}, ws[2] = {f.H, f.H};
-        Tensor *leaf[5] = {fx_tensor(&sf, v, "q", 4, qs), fx_tensor(&sf, v, "k", 4, qs),
-                           fx_tensor(&sf, v, "v", 4, vs), fx_tensor(&sf, v, "talking_pre", 2, ws),
-                           fx_tensor(&sf, v, "talking_post", 2, ws)};
+        Tensor *leaf[5] = {fixture_tensor(&sf, v->name, "q", 4, qs), fixture_tensor(&sf, v->name, "k", 4, qs),
+                           fixture_tensor(&sf, v->name, "v", 4, vs), fixture_tensor(&sf, v->name, "talking_pre", 2, ws),
+                           fixture_tensor(&sf, v->name, "talking_post", 2, ws)};
         for (int i = 0; i < 5; i++) leaf[i]->requires_grad = true;
         AttnCall c = {.B = f.B, .H = f.H, .T = f.T, .key_size = f.dk, .head_size = f.dv, .causal = true,
                       .scale = 1.0f / sqrtf((float)f.dk), .talking_heads = TALKING_BOTH,
                       .params = {leaf[3], leaf[4]}};
         Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, leaf[0], leaf[1], leaf[2]);
-        backward_seeded(out, fx_tensor(&sf, v, "dout", 4, vs)->data);
+        backward_seeded(out, fixture_tensor(&sf, v->name, "dout", 4, vs)->data);
         n_bits = out->n;
         for (int i = 0; i < 5; i++) n_bits += leaf[i]->n;
         bits[run] = xmalloc((size_t)n_bits * sizeof(float));

@@ -127,6 +127,23 @@ bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *
     return true;
 }
 
+Tensor *fixture_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape) {
+    char name[128];
+    Err e;
+    snprintf(name, sizeof name, "%s/%s", c, what);
+    Tensor *t = tensor_new(ndim, shape);
+    if (st_read_expect(sf, name, ndim, shape, t->data, &e) != 0) ck_abort_msg("%s", e.msg);
+    return t;
+}
+
+bool differs(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
+             int size) {
+    char detail[200];
+    if (close_enough(got, want, n, atol, rtol, detail, sizeof detail)) return false;
+    snprintf(msg, (size_t)size, "%s: %s", what, detail);
+    return true;
+}
+
 void test_tmpdir(char *dir, size_t size, const char *tag) {
     const char *base = getenv("TMPDIR");
     if (!base || !base[0]) base = "/tmp";

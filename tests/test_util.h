@@ -41,6 +41,14 @@ bool fixture_read(StFile *sf, const char *c, const char *what, const Tensor *t, 
 bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, float atol,
                      float rtol, char *msg, int size);
 
+/* "<case>/<what>" of this shape in a new tensor of the current arena; a
+ * missing or misshapen tensor fails the test. */
+Tensor *fixture_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape);
+/* Whether got and want differ beyond atol + rtol |want|; if so, msg says
+ * "<what>: <the first element outside>". */
+bool differs(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
+             int size);
+
 /* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
  * into dir; fails the test when it cannot be made. */
 void test_tmpdir(char *dir, size_t size, const char *tag);
