@@ -26,14 +26,9 @@ steps=${1:-1500}
 max_bytes=${2:-131072}
 corpus=${3:-data/brown.txt}
 out=${4:-runs/extrap}
-# run folder name:options; rope_logn is RoPE trained with log-n scaling on
-schemes="learned:--pos_learned sinusoidal:--pos_sinusoidal rope:--pos_rope alibi:--pos_alibi
-kerple_power:--pos_kerple_power kerple_log:--pos_kerple_log sandwich:--pos_sandwich xpos:--pos_xpos
-rope_logn:--pos_rope_--logn_on"
+schemes="learned sinusoidal rope alibi kerple_power kerple_log sandwich xpos"
 
-for scheme in $schemes; do
-    pos=${scheme%%:*}
-    opts=$(echo "${scheme#*:}" | tr _ ' ' | sed 's/kerple power/kerple_power/; s/kerple log/kerple_log/')
+for pos in $schemes; do
     dir=$out/$pos
     if [ -f "$dir/model.safetensors" ]; then
         last=$(tail -n 1 "$dir/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')
@@ -45,10 +40,9 @@ for scheme in $schemes; do
         rc=0
         ./train --resume "$dir" --steps "$steps" || rc=$?
     else
-        echo "extrapolate-demo: training $opts into $dir"
+        echo "extrapolate-demo: training pos=$pos into $dir"
         rc=0
-        # shellcheck disable=SC2086 # $opts is a list of options
-        ./train $opts --context 128 --steps "$steps" --out "$dir" "$corpus" || rc=$?
+        ./train --pos "$pos" --context 128 --steps "$steps" --out "$dir" "$corpus" || rc=$?
     fi
     # Ctrl-C: the checkpoint is saved; stop here, and the next run resumes.
     if [ "$rc" -ge 128 ]; then exit "$rc"; fi
@@ -62,7 +56,7 @@ done
 
 ./extrapolate \
     "$out/learned" "$out/sinusoidal" "$out/rope" "$out/alibi" \
-    "$out/kerple_power" "$out/kerple_log" "$out/sandwich" "$out/xpos" "$out/rope_logn" \
+    "$out/kerple_power" "$out/kerple_log" "$out/sandwich" "$out/xpos" \
     "$out/rope@window=128" "$out/sinusoidal@window=128" \
     "$out/alibi@logn=on" "$out/rope@logn=on" "$out/xpos@bca=on" \
     "$corpus" --lengths 128,256,512,1024,2048 --max_bytes "$max_bytes" --out "$out"
