@@ -218,7 +218,7 @@ static int write_outputs(const char *dir, const Axis *axes, int n_axes, Run *run
     for (int i = 0; i < n_runs; i++)
         if (!runs[i].skipped && runs[i].n_points) s[n++] = (PlotSeries){runs[i].name, runs[i].steps, runs[i].bpb, runs[i].n_points, 0};
     snprintf(path, sizeof path, "%s/curves.png", dir);
-    PlotSpec spec = {"validation bits per byte", "step", "val bpb", 0, 0, 0, 0};
+    PlotSpec spec = {"validation bits per byte", "step", "val bpb", 0, 0, 0, 0, 0};
     rc = n ? plot_lines(path, &spec, s, n, e) : 0;
     free(s);
     return rc;

@@ -577,7 +577,7 @@ int main(int argc, char **argv) {
         snprintf(title, sizeof title, "length extrapolation (trained at %d bytes)", ctx0);
     else
         snprintf(title, sizeof title, "length extrapolation");
-    PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, 0, 0};
+    PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, nv > 4 ? 1200 : 0, 0, nv > 4};
     if (make_dirs(out_dir, &e) != 0 || plot_lines(png_path, &spec, series, nv, &e) != 0 ||
         write_file_atomic(csv_path, csv, &e) != 0)
         goto runtime_error;

@@ -444,7 +444,10 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
     }
     char buf[3][1024];
 
-    plvsta();
+    if (spec->legend_right)
+        plvpor(0.09, 0.62, 0.15, 0.90);
+    else
+        plvsta();
     plwind(xmin, xmax, ymin, ymax);
     plwidth(1.0);
     draw_axes(spec, xmin, xmax, ymin, ymax, 1);
@@ -532,7 +535,7 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
             pl_text(s[i].label, text[k], l);
             k++;
         }
-        int ncol = nleg > 12 ? 2 : 1;
+        int ncol = nleg > 12 && !spec->legend_right ? 2 : 1;
         int nrow = (nleg + ncol - 1) / ncol;
         double line_len = 0.06;
         /* Where does it hide the least data? Estimate its size from the text. */
@@ -568,8 +571,9 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
             PL_POSITION_TOP | PL_POSITION_RIGHT, PL_POSITION_TOP | PL_POSITION_LEFT,
             PL_POSITION_BOTTOM | PL_POSITION_RIGHT, PL_POSITION_BOTTOM | PL_POSITION_LEFT};
         PLFLT got_w, got_h;
-        pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-                 PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[best], 0.02, 0.03, line_len,
+        PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
+                                            : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[best];
+        pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, line_len,
                  COL_BG, COL_FRAME, 1, nrow, ncol, nleg, opts, 1.0, text_scale(&fig), 2.0, 0.0, tcol,
                  (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL,
                  NULL);

@@ -22,6 +22,8 @@ typedef struct {
     const char *title, *xlabel, *ylabel;
     int logx, logy;         /* log10 axes; points <= 0 on a log axis are skipped */
     int width, height;      /* pixels; 0 = 900 x 600 */
+    int legend_right;       /* plot_lines: the legend in one column right of the plot, outside
+                             * it (for many series), instead of in the emptiest corner */
 } PlotSpec;
 
 /* Line plot, several series, legend, labelled axes, the Okabe-Ito colour-blind-safe palette

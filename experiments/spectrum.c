@@ -281,11 +281,11 @@ int main(int argc, char **argv) {
     char title[160];
     snprintf(title, sizeof title, "normalised cumulative %s of P (%d windows of %d bytes)",
              eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
-    PlotSpec spec = {title, "k", "c(k)", 0, 0, 0, 0};
+    PlotSpec spec = {title, "k", "c(k)", 0, 0, 0, 0, 0};
     if (path_join(path, sizeof path, dir, "spectrum.png", &e) != 0 || plot_lines(path, &spec, series, n, &e) != 0)
         goto runtime_error;
     snprintf(title, sizeof title, "c(%d): the share of the spectrum in the first T/4 values", quarter);
-    PlotSpec hspec = {title, "head", "layer", 0, 0, 0, 0};
+    PlotSpec hspec = {title, "head", "layer", 0, 0, 0, 0, 0};
     if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
         plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
         goto runtime_error;

@@ -108,7 +108,7 @@ static void curves_free(Curves *cv) {
 
 static int plot_curves(const char *path, const Curves *cv, Err *e) {
     PlotSeries s[2] = {{"train", cv->step, cv->loss_bits, cv->n, 0}, {"validation", cv->val_step, cv->val_bits, cv->n_val, 0}};
-    PlotSpec spec = {"loss", "step", "bits per byte", 0, 0, 0, 0};
+    PlotSpec spec = {"loss", "step", "bits per byte", 0, 0, 0, 0, 0};
     return plot_lines(path, &spec, s, cv->n_val ? 2 : 1, e);
 }
 
