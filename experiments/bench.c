@@ -505,7 +505,8 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
     return row;
 }
 
-/* "cosformer causal", "linear phi=elu reweight=cos causal", "linformer k=64 bidirectional" ... */
+/* "cosformer causal", "linear phi=elu reweight=cos causal", "linformer k=64 bidirectional",
+ * "softmax window=64 causal" ... */
 static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
     static const char *const names[] = {"softmax", "linear", "cosformer", "linformer"};
     static const char *const phis[] = {"identity", "relu", "leakyrelu", "elu"};
@@ -517,6 +518,8 @@ static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
         snprintf(extra, sizeof extra, " k=%d", m->linformer_k);
     else if (m->attn == ATTN_SOFTMAX && m->talking_heads != TALKING_NONE)
         snprintf(extra, sizeof extra, " talking_heads=%s", talking[m->talking_heads]);
+    else if (m->attn == ATTN_SOFTMAX && m->window > 0)
+        snprintf(extra, sizeof extra, " window=%d", m->window);
     snprintf(buf, size, "%s%s %s", names[m->attn], extra, m->objective == OBJECTIVE_CLM ? "causal" : "bidirectional");
     return buf;
 }
