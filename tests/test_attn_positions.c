@@ -156,8 +156,10 @@ static Fixture read_fixture(const StFile *sf) {
 }
 
 
-typedef enum { STAGE_OUTPUT, STAGE_PROBS, STAGE_GRADS, STAGE_OK } Stage;
-static const char *const stage_names[] = {"output", "attention matrix", "gradients", "ok"};
+typedef KernelFxStage Stage;
+#define STAGE_GRADS KERNEL_FX_GRADS
+#define STAGE_OK KERNEL_FX_OK
+#define stage_names kernel_fx_stage_names
 
 static AttnCall fixture_call(const Fixture *f, const Variant *v) {
     return (AttnCall){.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
@@ -177,41 +179,15 @@ static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *m
     tape_reset();
     bool was = grad_set(true);
     const int qs[4] = {f->B, f->H, f->T, f->dk}, vs[4] = {f->B, f->H, f->T, f->dv}, hs[1] = {f->H};
-    const int ps[4] = {f->B, f->H, f->T, f->T};
     int np = pos_bias_n_params(v->pos);
     const char *names[5] = {"q", "k", "v", np ? kerple_name(v->pos, 0) : NULL, np ? kerple_name(v->pos, 1) : NULL};
-    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs), fixture_tensor(sf, v->name, "v", 4, vs),
-                       np ? fixture_tensor(sf, v->name, names[3], 1, hs) : NULL, np ? fixture_tensor(sf, v->name, names[4], 1, hs) : NULL};
+    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs),
+                       fixture_tensor(sf, v->name, "v", 4, vs), np ? fixture_tensor(sf, v->name, names[3], 1, hs) : NULL,
+                       np ? fixture_tensor(sf, v->name, names[4], 1, hs) : NULL};
     AttnCall c = fixture_call(f, v);
-    for (int i = 0; i < 3 + np; i++) leaf[i]->requires_grad = true;
     if (np) c.params[0] = leaf[3], c.params[1] = leaf[4];
-    const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
-    Stage stage = STAGE_OUTPUT;
-    Tensor *out = kern->forward(&c, leaf[0], leaf[1], leaf[2]);
-    if (differs("output", out->data, fixture_tensor(sf, v->name, "out", 4, vs)->data, out->n, ATOL, RTOL, msg,
-                size))
-        goto done;
-    stage = STAGE_PROBS;
-    grad_set(false);
-    Tensor *P = kern->probs(&c, leaf[0], leaf[1]);
-    grad_set(true);
-    if (differs("probs", P->data, fixture_tensor(sf, v->name, "probs", 4, ps)->data, P->n, ATOL, RTOL, msg,
-                size))
-        goto done;
-    stage = STAGE_GRADS;
-    backward_seeded(out, fixture_tensor(sf, v->name, "dout", 4, vs)->data);
-    for (int i = 0; i < 3 + np; i++) {
-        char what[40];
-        snprintf(what, sizeof what, "grad_%s", names[i]);
-        Tensor *want = fixture_tensor(sf, v->name, what, leaf[i]->ndim, leaf[i]->shape);
-        if (!leaf[i]->grad) {
-            snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
-            goto done;
-        }
-        if (differs(what, leaf[i]->grad, want->data, want->n, ATOL, RTOL, msg, size)) goto done;
-    }
-    stage = STAGE_OK;
-done:
+    Stage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, ATOL, RTOL,
+                                     msg, size);
     tape_reset();
     grad_set(was);
     engine_set_arena(NULL);

@@ -106,9 +106,10 @@ static Fixture read_fixture(const StFile *sf) {
 
 
 /* The first thing a run got wrong, or TALK_OK. */
-typedef enum { TALK_OUTPUT, TALK_PROBS, TALK_GRADS, TALK_OK } TalkStage;
-
-static const char *const talk_stage_names[] = {"output", "attention matrix", "gradients", "ok"};
+typedef KernelFxStage TalkStage;
+#define TALK_GRADS KERNEL_FX_GRADS
+#define TALK_OK KERNEL_FX_OK
+#define talk_stage_names kernel_fx_stage_names
 
 /* Runs fixture variant v through the softmax kernel and compares. */
 static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *msg, int size) {
@@ -118,50 +119,19 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
     tape_reset();
     bool was = grad_set(true);
     const int qs[4] = {f->B, f->H, f->T, f->dk}, vs[4] = {f->B, f->H, f->T, f->dv}, ws[2] = {f->H, f->H};
-    const int ps[4] = {f->B, f->H, f->T, f->T};
     /* q, k, v, talking_pre, talking_post; the matrices the variant lacks stay NULL */
     const char *names[5] = {"q", "k", "v", "talking_pre", "talking_post"};
-    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs), fixture_tensor(sf, v->name, "v", 4, vs),
+    Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs),
+                       fixture_tensor(sf, v->name, "v", 4, vs),
                        has_pre(v->talking) ? fixture_tensor(sf, v->name, "talking_pre", 2, ws) : NULL,
                        has_post(v->talking) ? fixture_tensor(sf, v->name, "talking_post", 2, ws) : NULL};
     AttnCall c = {.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
                   .scale = 1.0f / sqrtf((float)f->dk), .talking_heads = v->talking};
     int np = 0;
-    for (int i = 0; i < 5; i++) {
-        if (!leaf[i]) continue;
-        leaf[i]->requires_grad = true;
-        if (i >= 3) c.params[np++] = leaf[i];
-    }
-    const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
-    TalkStage stage = TALK_OUTPUT;
-    Tensor *out = kern->forward(&c, leaf[0], leaf[1], leaf[2]);
-    if (differs("output", out->data, fixture_tensor(sf, v->name, "out", 4, vs)->data, out->n, ATOL, RTOL, msg,
-                size))
-        goto done;
-
-    stage = TALK_PROBS;
-    grad_set(false);
-    Tensor *P = kern->probs(&c, leaf[0], leaf[1]);
-    grad_set(true);
-    if (differs("probs", P->data, fixture_tensor(sf, v->name, "probs", 4, ps)->data, P->n, ATOL, RTOL, msg,
-                size))
-        goto done;
-
-    stage = TALK_GRADS;
-    backward_seeded(out, fixture_tensor(sf, v->name, "dout", 4, vs)->data);
-    for (int i = 0; i < 5; i++) {
-        if (!leaf[i]) continue;
-        char what[32];
-        snprintf(what, sizeof what, "grad_%s", names[i]);
-        Tensor *want = fixture_tensor(sf, v->name, what, leaf[i]->ndim, leaf[i]->shape);
-        if (!leaf[i]->grad) {
-            snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
-            goto done;
-        }
-        if (differs(what, leaf[i]->grad, want->data, want->n, ATOL, RTOL, msg, size)) goto done;
-    }
-    stage = TALK_OK;
-done:
+    for (int i = 3; i < 5; i++)
+        if (leaf[i]) c.params[np++] = leaf[i];
+    TalkStage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, ATOL,
+                                         RTOL, msg, size);
     tape_reset();
     grad_set(was);
     engine_set_arena(NULL);

@@ -144,6 +144,37 @@ bool differs(const char *what, const float *got, const float *want, long n, floa
     return true;
 }
 
+const char *const kernel_fx_stage_names[] = {"output", "attention matrix", "gradients", "ok"};
+
+KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
+                                 Tensor *const leaf[5], const char *const names[5], float atol, float rtol, char *msg,
+                                 int size) {
+    const int ps[4] = {c->B, c->H, c->T, c->T};
+    for (int i = 0; i < 5; i++)
+        if (leaf[i]) leaf[i]->requires_grad = true;
+    Tensor *out = kern->forward(c, leaf[0], leaf[1], leaf[2]);
+    Tensor *want = fixture_tensor(sf, variant, "out", out->ndim, out->shape);
+    if (differs("output", out->data, want->data, out->n, atol, rtol, msg, size)) return KERNEL_FX_OUTPUT;
+    bool was = grad_set(false);
+    Tensor *P = kern->probs(c, leaf[0], leaf[1]);
+    grad_set(was);
+    if (differs("probs", P->data, fixture_tensor(sf, variant, "probs", 4, ps)->data, P->n, atol, rtol, msg, size))
+        return KERNEL_FX_PROBS;
+    backward_seeded(out, fixture_tensor(sf, variant, "dout", out->ndim, out->shape)->data);
+    for (int i = 0; i < 5; i++) {
+        if (!leaf[i]) continue;
+        char what[40];
+        snprintf(what, sizeof what, "grad_%s", names[i]);
+        want = fixture_tensor(sf, variant, what, leaf[i]->ndim, leaf[i]->shape);
+        if (!leaf[i]->grad) {
+            snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
+            return KERNEL_FX_GRADS;
+        }
+        if (differs(what, leaf[i]->grad, want->data, want->n, atol, rtol, msg, size)) return KERNEL_FX_GRADS;
+    }
+    return KERNEL_FX_OK;
+}
+
 void test_tmpdir(char *dir, size_t size, const char *tag) {
     const char *base = getenv("TMPDIR");
     if (!base || !base[0]) base = "/tmp";

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "attention.h"
 #include "ops.h"
 #include "safetensors.h"
 
@@ -48,6 +49,19 @@ Tensor *fixture_tensor(StFile *sf, const char *c, const char *what, int ndim, co
  * "<what>: <the first element outside>". */
 bool differs(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
              int size);
+
+/* How far a kernel's fixture run got: the first stage that differed, or
+ * KERNEL_FX_OK; kernel_fx_stage_names[stage] names it. */
+typedef enum { KERNEL_FX_OUTPUT, KERNEL_FX_PROBS, KERNEL_FX_GRADS, KERNEL_FX_OK } KernelFxStage;
+extern const char *const kernel_fx_stage_names[];
+/* Runs kernel `kern` with call c on leaves q, k, v and up to two parameters
+ * (leaf[3], leaf[4]; NULL when absent, already in c->params) against fixture
+ * variant `variant`: "<variant>/out", then "<variant>/probs" [B, H, T, T]
+ * with gradients off, then backward from "<variant>/dout" and every
+ * "<variant>/grad_<names[i]>". The leaves must be in the current arena. */
+KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
+                                 Tensor *const leaf[5], const char *const names[5], float atol, float rtol, char *msg,
+                                 int size);
 
 /* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
  * into dir; fails the test when it cannot be made. */
