@@ -25,10 +25,11 @@ static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(size_t)(AREN
 static char *block_alloc(Arena *a, size_t bytes) {
     bytes = round_up(bytes ? bytes : ARENA_ALIGN);
     bool huge = bytes >= HUGE_MIN;
-    void *p = huge ? aligned_alloc(HUGE_PAGE, (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)) : aligned_alloc(ARENA_ALIGN, bytes);
+    if (huge) bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); /* aligned_alloc wants a multiple */
+    void *p = aligned_alloc(huge ? HUGE_PAGE : ARENA_ALIGN, bytes);
     if (!p) DIE("arena: out of memory allocating %zu bytes", bytes);
 #ifdef MADV_HUGEPAGE
-    if (huge) madvise(p, (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
     a->mallocs++;
     return p;

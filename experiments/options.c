@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
+
 static const char *const attn_choices[] = {"softmax", "linear", "cosformer", "linformer", NULL};
 static const char *const phi_choices[] = {"identity", "relu", "leakyrelu", "elu", NULL};
 static const char *const reweight_choices[] = {"none", "cos", NULL};
@@ -203,7 +205,7 @@ static int validate_positions(Config *c, Err *e) {
     ModelConfig *m = &c->model;
     const char *pos = pos_choices[m->pos], *attn = attn_choices[m->attn];
     bool linear = m->attn == ATTN_LINEAR || m->attn == ATTN_COSFORMER, softmax = m->attn == ATTN_SOFTMAX;
-    bool bias = m->pos == POS_ALIBI || m->pos == POS_KERPLE_POWER || m->pos == POS_KERPLE_LOG || m->pos == POS_SANDWICH;
+    bool bias = pos_has_bias(m->pos);
     bool rotary = m->pos == POS_ROPE || m->pos == POS_XPOS;
     bool clm = m->objective == OBJECTIVE_CLM;
     if (bias && !softmax)

@@ -78,9 +78,11 @@ void pos_bias_table(int pos, int H, int T, int dk, float lambda, const float *p0
         }
     } else if (pos == POS_SANDWICH) {
         int dim = H * dk;
+        float *w = arena_alloc(engine_arena(), (size_t)(dim / 2 + 1) * sizeof(float)); /* once, not per distance */
+        for (int k = 0; k < dim / 2; k++) w[k] = sinusoid_frequency(k, dim);
         for (int d = 0; d < T; d++) {
             double dot = 0.0;
-            for (int k = 0; k < dim / 2; k++) dot += cos((double)d * sinusoid_frequency(k, dim));
+            for (int k = 0; k < dim / 2; k++) dot += cos((double)d * w[k]);
             for (int h = 0; h < H; h++) table[(long)h * T + d] = (float)(lambda * dot * H / (8.0 * (h + 1)));
         }
     } else {
