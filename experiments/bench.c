@@ -34,7 +34,10 @@
  * RAM if less) is skipped at that length with a note: softmax keeps P, B H T^2
  * floats, plus a T^2 scratch per thread in backward. Writes the table to
  * bench-scaling.csv, time per token against T to bench-scaling.png and the
- * arena peak against T to bench-scaling-memory.png, in the current folder. */
+ * arena peak against T to bench-scaling-memory.png, in the current folder.
+ * With --vs-torch, the causal cosformer rows run again in PyTorch
+ * (experiments/torch_scaling.py: the same layer, chunked, with autograd) and
+ * the table gains PyTorch's time, the ratio and PyTorch's memory. */
 #include <cblas.h>
 #include <malloc.h>
 #include <math.h>
@@ -339,6 +342,43 @@ static double bench_train(const Options *o, const Config *cfg) {
     return tok_s;
 }
 
+/* ---- PyTorch ------------------------------------------------------------- */
+
+/* Runs `python experiments/<script> <args>` with the first Python that has
+ * PyTorch (PYTHON, /usr/bin/python3, python3), echoing its output; each line
+ * goes to `line` too. Returns 0 when the script ran and exited 0. */
+static int run_torch_script(const char *script, const char *args, void (*line)(const char *, void *), void *ctx) {
+    const char *pythons[] = {getenv("PYTHON"), "/usr/bin/python3", "python3"};
+    /* the scripts sit beside ./bench, wherever it is run from */
+    char dir[1024] = ".";
+    ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (len > 0 && !memchr(dir, '\'', (size_t)len)) {
+        dir[len] = 0;
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+    } else {
+        strcpy(dir, ".");
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!pythons[i]) continue;
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s -c 'import torch' 2>/dev/null && %s '%s/experiments/%s' %s", pythons[i],
+                 pythons[i], dir, script, args);
+        FILE *p = popen(cmd, "r");
+        if (!p) continue;
+        char buf[512];
+        while (fgets(buf, sizeof buf, p)) {
+            fputs(buf, stdout);
+            fflush(stdout);
+            line(buf, ctx);
+        }
+        if (pclose(p) == 0) return 0;
+    }
+    fprintf(stderr, "error: --vs-torch: could not run experiments/%s\nhint: it needs PyTorch (Debian: apt-get "
+            "install python3-torch)\n", script);
+    return -1;
+}
+
 /* ---- scaling: one attention layer against the length --------------------- */
 
 static double rss_peak_mib(void) {
@@ -394,6 +434,9 @@ typedef struct {
     int attn, T;
     Timing layer, kernel;
     double rss_mib;
+    /* --vs-torch (cosformer rows), else NAN: PyTorch's median and fastest step,
+     * and its peak RSS above the RSS at the length's start */
+    double torch_ms, torch_best_ms, torch_growth_mib;
 } ScalingRow;
 
 /* One forward + backward from x (the layer) or from q, k, v (the kernel). */
@@ -480,7 +523,7 @@ static float *random_buffer(Rng *rng, long n) {
 static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) {
     ModelConfig mc = *base;
     mc.context = T; /* Linformer's E, F are [k, n] with n = the context */
-    ScalingRow row = {.attn = mc.attn, .T = T};
+    ScalingRow row = {.attn = mc.attn, .T = T, .torch_ms = NAN, .torch_best_ms = NAN, .torch_growth_mib = NAN};
     ParamSet ps;
     params_init(&ps);
     Attention a;
@@ -522,6 +565,58 @@ static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
         snprintf(extra, sizeof extra, " window=%d", m->window);
     snprintf(buf, size, "%s%s %s", names[m->attn], extra, m->objective == OBJECTIVE_CLM ? "causal" : "bidirectional");
     return buf;
+}
+
+/* The torch rows' parser:
+ * "torch T 8192: 210.3 ms (fastest 201.2), peak RSS 600.1 MiB, 433.0 above the start". */
+typedef struct {
+    ScalingRow *rows;
+    int n_rows;
+} TorchRows;
+
+static void torch_scaling_line(const char *line, void *ctx) {
+    TorchRows *tr = ctx;
+    int T;
+    double ms, best, peak, rss;
+    if (sscanf(line, "torch T %d: %lf ms (fastest %lf), peak RSS %lf MiB, %lf above the start", &T, &ms, &best, &peak,
+               &rss) != 5)
+        return;
+    for (int i = 0; i < tr->n_rows; i++)
+        if (tr->rows[i].attn == ATTN_COSFORMER && tr->rows[i].T == T) {
+            tr->rows[i].torch_ms = ms;
+            tr->rows[i].torch_best_ms = best;
+            tr->rows[i].torch_growth_mib = rss;
+        }
+}
+
+/* --vs-torch: the causal cosformer layer in PyTorch (experiments/torch_scaling.py)
+ * at the same lengths, sizes, chunk, reps and threads, and the ratios. */
+static int scaling_vs_torch(const Options *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows) {
+    char lengths[256] = "";
+    size_t n = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].attn == ATTN_COSFORMER && n < sizeof lengths)
+            n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
+    if (!n) return 0;
+    char args[512];
+    snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --threads %d", lengths,
+             m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, threads);
+    printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked cosformer with autograd), same sizes,\n"
+           "chunk, reps and threads:\n");
+    fflush(stdout);
+    TorchRows tr = {rows, n_rows};
+    if (run_torch_script("torch_scaling.py", args, torch_scaling_line, &tr) != 0) return -1;
+    printf("\n  %6s | %12s %12s %9s | %18s %18s\n", "T", "attnlab ms", "torch ms", "ratio", "attnlab arena MiB",
+           "torch growth MiB");
+    for (int i = 0; i < n_rows; i++) {
+        const ScalingRow *r = &rows[i];
+        if (r->attn != ATTN_COSFORMER || isnan(r->torch_ms)) continue;
+        printf("  %6d | %12.1f %12.1f %8.2fx | %18.1f %18.1f\n", r->T, r->layer.step_s * 1e3, r->torch_ms,
+               r->torch_ms / (r->layer.step_s * 1e3), r->layer.arena_mib, r->torch_growth_mib);
+    }
+    printf("  (ratio: PyTorch's median step time over attnlab's. Memory: the layer's arena peak against\n"
+           "  PyTorch's peak RSS above its RSS at the length's start)\n");
+    return 0;
 }
 
 static int bench_scaling(const Options *o, const Config *cfg, int threads) {
@@ -603,21 +698,26 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
                    rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3, rows[i].layer.arena_mib,
                    rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].rss_mib);
 
+    if (o->vs_torch && scaling_vs_torch(o, &kernels[0], threads, rows, n_rows) != 0) return 1;
+
     /* bench-scaling.csv */
     size_t cap_text = 256 + (size_t)n_rows * 200, len = 0;
     char *csv = xmalloc(cap_text);
     len += (size_t)snprintf(csv + len, cap_text - len,
                             "kernel,T,layer_ms,layer_fastest_ms,layer_us_per_token,layer_arena_mib,"
-                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,rss_mib\n");
+                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,rss_mib,torch_ms,torch_fastest_ms,torch_growth_mib\n");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
         ModelConfig m = kernels[0];
         for (int k = 0; k < n_kernels; k++)
             if (kernels[k].attn == r->attn) m = kernels[k];
-        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.2f\n",
+        char torch[96] = ",,"; /* empty fields without --vs-torch */
+        if (!isnan(r->torch_ms))
+            snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
+        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.2f,%s\n",
                                 kernel_label(&m, label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
-                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->rss_mib);
+                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->rss_mib, torch);
     }
     Err e;
     int rc = write_file_atomic("bench-scaling.csv", csv, &e);
@@ -660,29 +760,17 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     return 0;
 }
 
+static void torch_tok_s(const char *line, void *ctx) { sscanf(line, "  throughput %lf tok/s", (double *)ctx); }
+
 /* Runs experiments/torch_reference.py with the same configuration; returns its tok/s or 0. */
 static double bench_torch(const Options *o, const Config *cfg, int threads) {
-    const char *pythons[] = {getenv("PYTHON"), "/usr/bin/python3", "python3"};
-    for (int i = 0; i < 3; i++) {
-        if (!pythons[i]) continue;
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "%s -c 'import torch' 2>/dev/null && %s experiments/torch_reference.py --layers %d --d_model %d --heads %d "
-                 "--context %d --batch %d --steps %d --threads %d",
-                 pythons[i], pythons[i], cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context,
-                 cfg->train.batch, o->steps, threads);
-        FILE *p = popen(cmd, "r");
-        if (!p) continue;
-        char line[512];
-        double tok_s = 0;
-        while (fgets(line, sizeof line, p)) {
-            fputs(line, stdout);
-            sscanf(line, "  throughput %lf tok/s", &tok_s);
-        }
-        if (pclose(p) == 0 && tok_s > 0) return tok_s;
-    }
-    fprintf(stderr, "error: --vs-torch: could not run experiments/torch_reference.py\nhint: it needs PyTorch (Debian: apt-get install python3-torch)\n");
-    return 0;
+    char args[256];
+    snprintf(args, sizeof args, "--layers %d --d_model %d --heads %d --context %d --batch %d --steps %d --threads %d",
+             cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context, cfg->train.batch, o->steps,
+             threads);
+    double tok_s = 0;
+    if (run_torch_script("torch_reference.py", args, torch_tok_s, &tok_s) != 0 || tok_s <= 0) return 0;
+    return tok_s;
 }
 
 static void usage(FILE *f) {
@@ -694,7 +782,8 @@ static void usage(FILE *f) {
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
             "               options may be changed with --key value), with a per-op breakdown\n"
             "  --vs-torch   also run experiments/torch_reference.py, the same model in PyTorch, and\n"
-            "               print the ratio\n"
+            "               print the ratio; with --scaling, experiments/torch_scaling.py, the causal\n"
+            "               cosformer layer in PyTorch, at the same lengths\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
             "               cblas_sgemm on the same shapes, then the other ops\n"
             "  --scaling    one attention layer (projections and kernel, d_model 256, 4 heads, B 1),\n"
@@ -785,8 +874,20 @@ int main(int argc, char **argv) {
         err_print(&e);
         return 2;
     }
-    if (o.scaling && (o.ops || o.vs_torch)) {
-        fprintf(stderr, "error: --scaling: runs on its own, not with --ops or --vs-torch\n");
+    if (o.scaling && o.ops) {
+        fprintf(stderr, "error: --scaling: runs on its own, not with --ops\n");
+        return 2;
+    }
+    if (o.scaling && o.vs_torch && o.attn_given && cfg.model.attn != ATTN_COSFORMER) {
+        fprintf(stderr, "error: --scaling --vs-torch: compares the causal cosformer layer only\n"
+                        "hint: drop --attn, or use --attn cosformer\n");
+        return 2;
+    }
+    if (o.scaling && o.vs_torch &&
+        (cfg.model.objective != OBJECTIVE_CLM || model_key_size(&cfg.model) != cfg.model.d_model / cfg.model.heads ||
+         model_head_size(&cfg.model) != cfg.model.d_model / cfg.model.heads)) {
+        fprintf(stderr, "error: --scaling --vs-torch: the PyTorch layer is causal, with key_size = head_size = "
+                        "d_model / heads\n");
         return 2;
     }
     if (!o.n_lengths)

@@ -285,6 +285,11 @@ if [ -x "$BENCH" ]; then
     TRAIN=$BENCH # expect runs $TRAIN
     expect "bench: linformer with --objective clm" 2 "cannot be causal" - $BTINY --attn linformer --objective clm --linformer_k 8
     expect "bench: bad --lengths" 2 "--lengths: expected up to 32 comma-separated lengths" - --scaling --lengths 64,x
+    expect "bench: --scaling --vs-torch on softmax" 2 "compares the causal cosformer layer only" - \
+        --scaling --vs-torch --attn softmax --lengths 32
+    expect "bench: --scaling --vs-torch with a key_size" 2 "key_size = head_size = d_model / heads" - \
+        --scaling --vs-torch --attn cosformer --key_size 32 --lengths 32
+    expect "bench: --scaling with --ops" 2 "runs on its own" - --scaling --ops --lengths 32
     TRAIN=$SAVED_TRAIN
     mkdir "$T/scaling"
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
@@ -294,6 +299,23 @@ if [ -x "$BENCH" ]; then
         pass "bench --scaling writes its table and plots"
     else
         fail "bench --scaling writes its table and plots" "exit, csv or png wrong"
+    fi
+    # --vs-torch with a stand-in for Python that prints torch_scaling.py's lines,
+    # so that this runs without PyTorch: the bench parses them into the ratio table and the csv
+    cat >"$T/fakepy" <<'PY'
+#!/bin/sh
+[ "$1" = -c ] && exit 0
+echo "torch T 32: 5.0 ms (fastest 4.0), peak RSS 300.0 MiB, 12.5 above the start"
+echo "torch T 64: 8.0 ms (fastest 7.0), peak RSS 301.0 MiB, 20.5 above the start"
+PY
+    chmod +x "$T/fakepy"
+    if (cd "$T/scaling" && PYTHON="$T/fakepy" "$BENCH_ABS" --scaling \
+        --vs-torch --attn cosformer --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
+        grep -q "^cosformer causal,64,.*,8.0000,7.0000,20.50$" "$T/scaling/bench-scaling.csv" &&
+        grep -Eq "^ +64 \| .* 8\.0 +[0-9.]+x \| .* 20\.5$" "$T/out" && [ ! -s "$T/err" ]; then
+        pass "bench --scaling --vs-torch reads PyTorch's rows"
+    else
+        fail "bench --scaling --vs-torch reads PyTorch's rows" "exit, table or csv wrong"
     fi
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --attn linformer --linformer_k 16 --lengths 16,64 --reps 1 --threads 1 \
         >"$T/out" 2>"$T/err") && grep -q "^linformer k=16 bidirectional,64," "$T/scaling/bench-scaling.csv" &&
