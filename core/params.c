@@ -15,9 +15,33 @@ Tensor *params_add(ParamSet *p, const char *name, int ndim, const int *shape) {
     t->name = xstrdup(name);
     t->requires_grad = true;
     arrput(p->list, t);
-    arrput(p->offset, p->total);
+    arrput(p->offset, -1);
+    arrput(p->after, -1);
     p->total += t->n;
     return t;
+}
+
+Tensor *params_add_after(ParamSet *p, const Tensor *prev, const char *name, int ndim, const int *shape) {
+    int k = params_count(p) - 1;
+    while (k >= 0 && p->list[k] != prev) k--;
+    if (k < 0) DIE("params_add_after(%s): the previous parameter is not in this set", name);
+    for (int i = 0; i < params_count(p); i++)
+        if (p->after[i] == k) DIE("params_add_after(%s): %s is already followed by %s", name, prev->name, p->list[i]->name);
+    Tensor *t = params_add(p, name, ndim, shape);
+    p->after[params_count(p) - 1] = k;
+    return t;
+}
+
+/* Places parameter i and then, in turn, the chain that follows it. */
+static void place(ParamSet *p, int i, long *at) {
+    for (int next = i; next >= 0;) {
+        p->offset[next] = *at;
+        *at += p->list[next]->n;
+        int k = next;
+        next = -1;
+        for (int j = k + 1; j < params_count(p); j++)
+            if (p->after[j] == k) next = j;
+    }
 }
 
 void params_alloc(ParamSet *p) {
@@ -26,6 +50,9 @@ void params_alloc(ParamSet *p) {
     p->grad = xcalloc((size_t)p->total, sizeof(float));
     p->m = xcalloc((size_t)p->total, sizeof(float));
     p->v = xcalloc((size_t)p->total, sizeof(float));
+    long at = 0;
+    for (int i = 0; i < params_count(p); i++)
+        if (p->after[i] < 0) place(p, i, &at);
     for (int i = 0; i < params_count(p); i++) {
         p->list[i]->data = p->value + p->offset[i];
         p->list[i]->grad = p->grad + p->offset[i];
@@ -49,6 +76,7 @@ void params_free(ParamSet *p) {
     }
     arrfree(p->list);
     arrfree(p->offset);
+    arrfree(p->after);
     free(p->value);
     free(p->grad);
     free(p->m);

@@ -11,7 +11,8 @@
 
 typedef struct {
     Tensor **list; /* stb_ds array, in declaration order */
-    long *offset;  /* stb_ds array: where each parameter starts in the slabs */
+    long *offset;  /* stb_ds array: where each parameter starts in the slabs (set by params_alloc) */
+    int *after;    /* stb_ds array: the parameter whose storage this one follows, or -1 */
     long total;    /* elements per slab */
     float *value, *grad, *m, *v;
 } ParamSet;
@@ -20,7 +21,14 @@ void params_init(ParamSet *p);
 /* Declares a parameter. Its data is valid after params_alloc(). Names must be
  * unique (a duplicate is a programming error). */
 Tensor *params_add(ParamSet *p, const char *name, int ndim, const int *shape);
-/* Allocates the slabs, zeroed, and points every parameter into them. */
+/* The same, with the parameter's storage placed right after prev's in the
+ * slabs, so that a layer can use several parameters as one block (the q, k
+ * and v weights as one [3 d, d] matrix). Declaration order, which is the
+ * order initialisation draws in, is unchanged. A parameter can be followed
+ * by only one other. */
+Tensor *params_add_after(ParamSet *p, const Tensor *prev, const char *name, int ndim, const int *shape);
+/* Allocates the slabs, zeroed, and points every parameter into them: in
+ * declaration order, each followed by the chain of those declared after it. */
 void params_alloc(ParamSet *p);
 void params_zero_grad(ParamSet *p);
 Tensor *params_find(const ParamSet *p, const char *name);

@@ -22,7 +22,7 @@
  * reference configuration), B 1, 2 threads unless --threads says otherwise.
  * Then the kernel alone, the same way: its fused op from q, k, v to the
  * per-head output and back to dq, dk, dv (and its own parameters' gradients),
- * in the layout the module gives it (packed_heads: [B, T, H d], no split).
+ * in the layout the module gives it (forward_qkv: one [B, T, H (2 dk + dv)] tensor, no split).
  * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
  * cosformer by default, or the one --attn names. Per row: the median time per
  * step of --reps timed steps (default 5; 3 when a step takes over a second)
@@ -444,9 +444,9 @@ typedef struct {
     Attention *a;
     ParamSet *ps;
     int T, d;
-    float *x, *q, *k, *v; /* inputs, outside the arena */
+    float *x, *q, *k, *v; /* inputs, outside the arena: q, k, v side by side in q with forward_qkv */
     float *seed_y, *seed_o;  /* the output gradients: layer [1, T, d], kernel [1, H, T, head_size]
-                                (or [1, T, H head_size], packed_heads) */
+                                (or [1, T, H head_size], forward_qkv) */
     bool kernel_only;
 } ScalingStep;
 
@@ -466,10 +466,11 @@ static void scaling_step(const ScalingStep *st) {
     c.T = st->T;
     for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
     Tensor q, k, v; /* in the layout the module gives the kernel */
-    if (a->kernel->packed_heads) {
-        tensor_wrap(&q, st->q, 3, (int[]){1, st->T, a->heads * a->key_size});
-        tensor_wrap(&k, st->k, 3, (int[]){1, st->T, a->heads * a->key_size});
-        tensor_wrap(&v, st->v, 3, (int[]){1, st->T, a->heads * a->head_size});
+    if (a->kernel->forward_qkv) {
+        tensor_wrap(&q, st->q, 3, (int[]){1, st->T, a->heads * (2 * a->key_size + a->head_size)});
+        q.requires_grad = true;
+        backward_seeded(a->kernel->forward_qkv(&c, &q), st->seed_o);
+        return;
     } else {
         tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
         tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
@@ -536,8 +537,18 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
         if (t->ndim >= 2) rng_fill_normal(&rng, t->data, t->n, 0.0f, 0.02f);
     }
     long n = (long)T * mc.d_model, nk = (long)T * a.heads * a.key_size, nv = (long)T * a.heads * a.head_size;
-    ScalingStep st = {&a, &ps, T, mc.d_model, random_buffer(&rng, n), random_buffer(&rng, nk), random_buffer(&rng, nk),
-                      random_buffer(&rng, nv), random_buffer(&rng, n), random_buffer(&rng, nv), false};
+    bool fused = a.kernel->forward_qkv; /* q holds q, k and v, side by side */
+    ScalingStep st = {&a,
+                      &ps,
+                      T,
+                      mc.d_model,
+                      random_buffer(&rng, n),
+                      random_buffer(&rng, fused ? 2 * nk + nv : nk),
+                      random_buffer(&rng, fused ? 1 : nk),
+                      random_buffer(&rng, fused ? 1 : nv),
+                      random_buffer(&rng, n),
+                      random_buffer(&rng, nv),
+                      false};
     bool rss_reset = reset_rss_peak();
     row.layer = time_steps(o, &st);
     row.rss_mib = rss_reset ? rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */

@@ -19,8 +19,8 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
     a->kernel = attn_kernel_for(c->attn);
-    if (a->kernel->packed_heads && !a->kernel->rope_inside)
-        DIE("attention kernel %s: packed_heads needs rope_inside (the module rotates split heads only)", a->kernel->name);
+    if (a->kernel->forward_qkv && !a->kernel->rope_inside)
+        DIE("attention kernel %s: forward_qkv needs rope_inside (the module rotates split heads only)", a->kernel->name);
     if (a->causal && a->kernel->bidirectional_only)
         DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
     /* cosformer is a preset: linear attention with phi = relu and cos re-weighting */
@@ -47,9 +47,11 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         .logn = c->logn == ON,
         .bca = c->bca == ON,
     };
+    /* q, k, v in this order (the order initialisation draws in), each stored
+     * after the one before, so that they also run as one product */
     linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
-    linear_declare(&a->k, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
-    linear_declare(&a->v, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
+    linear_declare_after(&a->k, &a->q, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
+    linear_declare_after(&a->v, &a->k, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
     linear_declare(&a->o, p, param_name(buf, name, "o"), a->heads * a->head_size, c->d_model, true);
     if (a->kernel->declare) a->kernel->declare(a, p, name, layer, c);
 }
@@ -74,11 +76,9 @@ static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool ke
 
 Tensor *attention_forward(const Attention *a, Tensor *x) {
     AttnCall c = call_for(a, x);
-    if (a->kernel->packed_heads) { /* [B, T, H d] in and out: no split or merge */
-        Tensor *q = linear_forward(&a->q, x); /* in this order, as below: backward adds into dx in reverse */
-        Tensor *k = linear_forward(&a->k, x);
-        Tensor *v = linear_forward(&a->v, x);
-        return linear_forward(&a->o, a->kernel->forward(&c, q, k, v));
+    if (a->kernel->forward_qkv) { /* one product for q, k, v; [B, T, H d] in and out, no split or merge */
+        const Linear *qkv[3] = {&a->q, &a->k, &a->v};
+        return linear_forward(&a->o, a->kernel->forward_qkv(&c, linear_fused(qkv, 3, x)));
     }
     Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
     Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);

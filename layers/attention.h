@@ -1,8 +1,9 @@
 /* attention.h: multi-head attention with a swappable kernel.
  *
  * The module owns the q/k/v/o projections and the head split/merge; a kernel
- * turns per-head q, k, v into per-head outputs (a packed_heads kernel takes
- * them as the projections give them, and the module splits nothing). Adding a kernel is one file in
+ * turns per-head q, k, v into per-head outputs (a kernel with forward_qkv
+ * takes them as one fused projection gives them, and the module splits
+ * nothing). Adding a kernel is one file in
  * layers/attention/ and one line in attn_kernels (layers/attention/kernels.c). */
 #ifndef ATTNLAB_ATTENTION_H
 #define ATTNLAB_ATTENTION_H
@@ -56,8 +57,7 @@ typedef struct {
      * none) into a->params, named under `prefix` (e.g. "blocks.0.attn") so
      * that they match a PyTorch module's state_dict. */
     void (*declare)(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c);
-    /* q, k [B, H, T, key_size], v [B, H, T, head_size] -> [B, H, T, head_size]
-     * (and the packed layout, with packed_heads) */
+    /* q, k [B, H, T, key_size], v [B, H, T, head_size] -> [B, H, T, head_size] */
     Tensor *(*forward)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
     /* The attention matrix P [B, H, T, T] for the same q, k, with gradients
      * off (for ./spectrum): the kernel's output is P v. Linformer's is
@@ -78,12 +78,14 @@ typedef struct {
      * features after phi); otherwise the module rotates q and k before the
      * kernel. */
     bool rope_inside;
-    /* The kernel also takes q, k [B, T, H key_size] and v [B, T, H head_size]
-     * as the projections give them (head h in columns [h d, (h + 1) d), the
-     * call's H heads) and then returns [B, T, H head_size], gradients in the
-     * same layout: the module runs it so, without splitting and merging the
-     * heads. Such a kernel must be rope_inside. probs still gets [B, H, T, d]. */
-    bool packed_heads;
+    /* Optional: q, k, v as one fused projection makes them, side by side in
+     * qkv [B, T, H key_size | H key_size | H head_size] (head h of q in
+     * columns [h dk, (h + 1) dk), and so on), -> [B, T, H head_size], the
+     * gradient going to qkv in the same layout. When it is set the module
+     * runs q, k and v as one product and calls this, without splitting and
+     * merging the heads; such a kernel must be rope_inside. probs still gets
+     * [B, H, T, d]. */
+    Tensor *(*forward_qkv)(const AttnCall *c, Tensor *qkv);
 } AttnKernel;
 
 /* RoPE (pos = rope) or XPOS (pos = xpos) on q or k [B, H, T, key_size], as

@@ -18,7 +18,43 @@ void linear_declare(Linear *l, ParamSet *p, const char *name, int in, int out, b
     l->b = bias ? params_add(p, param_name(buf, name, "bias"), 1, (int[]){out}) : NULL;
 }
 
+void linear_declare_after(Linear *l, const Linear *prev, ParamSet *p, const char *name, int in, int out, bool bias) {
+    char buf[128];
+    if (!prev->b != !bias) DIE("linear_declare_after(%s): the chain must agree on bias", name);
+    l->w = params_add_after(p, prev->w, param_name(buf, name, "weight"), 2, (int[]){out, in});
+    l->b = bias ? params_add_after(p, prev->b, param_name(buf, name, "bias"), 1, (int[]){out}) : NULL;
+}
+
 Tensor *linear_forward(const Linear *l, Tensor *x) { return op_linear(x, l->w, l->b); }
+
+/* A header over n adjacent parameters as one tensor of `rows` rows, in the
+ * arena (the tape keeps it until backward); its gradient is theirs. */
+static Tensor *block_of(Tensor *const *t, int n, int rows) {
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i]->data != t[0]->data + total || t[i]->grad != t[0]->grad + total || !t[i]->requires_grad != !t[0]->requires_grad)
+            DIE("linear_fused: %s does not follow %s in the slabs", t[i]->name, t[0]->name);
+        total += t[i]->n;
+    }
+    Tensor *b = arena_alloc(engine_arena(), sizeof *b);
+    int shape[2] = {rows, (int)(total / rows)};
+    tensor_wrap(b, t[0]->data, t[0]->ndim, shape);
+    b->grad = t[0]->grad;
+    b->requires_grad = t[0]->requires_grad;
+    return b;
+}
+
+Tensor *linear_fused(const Linear *const *l, int n, Tensor *x) {
+    Tensor *w[8], *b[8];
+    if (n < 1 || n > 8) DIE("linear_fused: %d linears", n);
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        w[i] = l[i]->w, b[i] = l[i]->b;
+        rows += l[i]->w->shape[0];
+        if (!l[i]->b != !l[0]->b) DIE("linear_fused: the linears must agree on bias");
+    }
+    return op_linear(x, block_of(w, n, rows), l[0]->b ? block_of(b, n, rows) : NULL);
+}
 
 void norm_declare(Norm *n, ParamSet *p, const char *name, int kind, int d) {
     char buf[128];

@@ -15,7 +15,15 @@ typedef struct {
 } Linear;
 
 void linear_declare(Linear *l, ParamSet *p, const char *name, int in, int out, bool bias);
+/* The same, with the weight (and bias) stored right after prev's, so that
+ * linears declared this way in a chain run as one (linear_fused). */
+void linear_declare_after(Linear *l, const Linear *prev, ParamSet *p, const char *name, int in, int out, bool bias);
 Tensor *linear_forward(const Linear *l, Tensor *x);
+/* n linears on the same x as one product: x [..., in] -> [..., out_0 + ... +
+ * out_{n-1}], each one's outputs in its own columns, in order. The linears
+ * must have been declared as a chain (linear_declare_after), after
+ * params_alloc. */
+Tensor *linear_fused(const Linear *const *l, int n, Tensor *x);
 
 /* nn.LayerNorm (eps 1e-5) or RMSNorm; rmsnorm has no bias. */
 typedef struct {

@@ -20,9 +20,11 @@
  * T and is far below one T x F x dv cumulative sum; clamp: the clamped rows'
  * gradient has no denominator term (checked against plain loops in double)
  * and attn_stats counts them; model: attn = cosformer runs this kernel with
- * relu and cos, and the logit scale is not applied; layout: the packed
- * layout [B, T, H d] the module uses (packed_heads) equals the split one,
- * through the module and calling the kernel directly. */
+ * relu and cos, and the logit scale is not applied; layout: the fused
+ * layout the module uses (forward_qkv: q, k, v side by side in one
+ * [B, T, H (2 dk + dv)] tensor from one product) equals the split one through
+ * the module, and, calling the kernel directly, the fused and the packed
+ * [B, T, H d] layouts give the split one's numbers bit for bit. */
 #include <cJSON.h>
 #include <check.h>
 #include <math.h>
@@ -688,17 +690,19 @@ static void layer_run(const ModelConfig *cfg, const AttnKernel *kernel, float *o
     params_free(&p);
 }
 
-/* The module runs the kernel on the packed layout (packed_heads: q, k, v
- * [B, T, H d] straight from the projections, no split or merge); the same
- * kernel told to take split heads ([B, H, T, d] through op_split_heads and
- * op_merge_heads) gives the same output, dx and parameter gradients, bit for
- * bit (the same sums in the same order): every phi with reweight none and
- * cos and with pos = rope, causal and bidirectional. */
+/* The module runs the kernel on the fused layout (forward_qkv: q, k, v from
+ * one product, no split or merge); the same kernel without forward_qkv runs
+ * three products and split heads ([B, H, T, d] through op_split_heads and
+ * op_merge_heads), and gives the same output, dx and parameter gradients: up
+ * to the rounding of the one product against three (1e-5 of each tensor's
+ * largest value; the kernel's own sums are the same, see the next test).
+ * Every phi with reweight none and cos and with pos = rope, causal and
+ * bidirectional. */
 START_TEST(test_linear_packed_matches_split) {
-    const AttnKernel *packed = linear_kernel();
-    ck_assert(packed->packed_heads && packed->rope_inside);
-    AttnKernel split = *packed;
-    split.packed_heads = false;
+    const AttnKernel *fused = linear_kernel();
+    ck_assert(fused->forward_qkv && fused->rope_inside);
+    AttnKernel split = *fused;
+    split.forward_qkv = NULL;
     enum { MAX_FLOATS = 2 * (2 * 37 * 12) + 4 * (12 * 12 + 12) };
     static float want[MAX_FLOATS], got[MAX_FLOATS];
     static const char *const kinds[] = {"reweight=none", "reweight=cos", "pos=rope"};
@@ -712,22 +716,25 @@ START_TEST(test_linear_packed_matches_split) {
                                    .objective = causal ? OBJECTIVE_CLM : OBJECTIVE_MLM};
                 long n_want, n_got;
                 layer_run(&cfg, &split, want, &n_want);
-                layer_run(&cfg, packed, got, &n_got);
+                layer_run(&cfg, fused, got, &n_got);
                 ck_assert_int_eq(n_got, n_want);
                 ck_assert_int_le(n_want, MAX_FLOATS);
+                double big = 0;
+                for (long i = 0; i < n_want; i++) big = fmax(big, fabs(want[i]));
                 long first = -1;
                 for (long i = 0; i < n_want && first < 0; i++)
-                    if (memcmp(&got[i], &want[i], sizeof(float)) != 0) first = i;
-                ck_assert_msg(first < 0, "phi %s %s %s: packed differs from split at float %ld of %ld (%g, not %g)",
+                    if (!(fabs(got[i] - want[i]) <= 1e-5 * big)) first = i;
+                ck_assert_msg(first < 0, "phi %s %s %s: fused differs from split at float %ld of %ld (%g, not %g)",
                               phi_names[phi], kinds[kind], causal ? "causal" : "bidirectional", first, n_want,
                               first < 0 ? 0.0 : (double)got[first], first < 0 ? 0.0 : (double)want[first]);
             }
 }
 END_TEST
 
-/* The kernel called directly on packed q, k, v [B, T, H d] equals the call
- * on the same values split into [B, H, T, d]: output and dq, dk, dv, bit for
- * bit (cosFormer, causal; B 2, 3 heads, T 37, dk 4, dv 5, chunk 8). */
+/* The kernel called directly on packed q, k, v [B, T, H d], and on the fused
+ * qkv [B, T, H dk | H dk | H dv] (forward_qkv), equals the call on the same
+ * values split into [B, H, T, d]: output and dq, dk, dv, bit for bit
+ * (cosFormer, causal; B 2, 3 heads, T 37, dk 4, dv 5, chunk 8). */
 START_TEST(test_linear_packed_kernel_call) {
     const int B = 2, H = 3, T = 37, dk = 4, dv = 5;
     AttnCall c = call_for(B, H, T, dk, dv, true, PHI_RELU, REWEIGHT_COS, 8);
@@ -777,6 +784,31 @@ START_TEST(test_linear_packed_kernel_call) {
                     ck_assert_msg(memcmp(packed[l]->grad + pi * d[l], split[l]->grad + si * d[l],
                                          (size_t)d[l] * sizeof(float)) == 0,
                                   "gradient of input %d differs at b %d h %d t %d", l, b, h, t);
+            }
+    tape_reset();
+    /* fused: row (b, t) holds q's heads, then k's, then v's */
+    const int row = H * (2 * dk + dv), col[3] = {0, H * dk, 2 * H * dk};
+    Tensor *qkv = tensor_3d(B, T, row);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++)
+                for (int l = 0; l < 3; l++)
+                    memcpy(qkv->data + ((long)b * T + t) * row + col[l] + h * d[l],
+                           split[l]->data + (((long)b * H + h) * T + t) * d[l], (size_t)d[l] * sizeof(float));
+    qkv->requires_grad = true;
+    Tensor *of = linear_kernel()->forward_qkv(&c, qkv);
+    ck_assert_int_eq(of->ndim, 3);
+    ck_assert_int_eq(of->shape[2], H * dv);
+    backward_seeded(of, gp);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                long si = ((long)b * H + h) * T + t, pi = ((long)b * T + t) * H + h;
+                ck_assert(memcmp(of->data + pi * dv, os->data + si * dv, (size_t)dv * sizeof(float)) == 0);
+                for (int l = 0; l < 3; l++)
+                    ck_assert_msg(memcmp(qkv->grad + ((long)b * T + t) * row + col[l] + h * d[l],
+                                         split[l]->grad + si * d[l], (size_t)d[l] * sizeof(float)) == 0,
+                                  "fused: gradient of input %d differs at b %d h %d t %d", l, b, h, t);
             }
     tape_reset();
     grad_set(was);

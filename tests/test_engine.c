@@ -119,6 +119,37 @@ START_TEST(test_params_slabs) {
 }
 END_TEST
 
+/* params_add_after places a chain of parameters one after another in the
+ * slabs, each chain starting where its first member was declared, while the
+ * list (the order initialisation draws in) stays the declaration order. */
+START_TEST(test_params_chains) {
+    ParamSet p;
+    params_init(&p);
+    Tensor *qw = params_add(&p, "q.weight", 2, (int[]){2, 3});
+    Tensor *qb = params_add(&p, "q.bias", 1, (int[]){2});
+    Tensor *kw = params_add_after(&p, qw, "k.weight", 2, (int[]){2, 3});
+    Tensor *kb = params_add_after(&p, qb, "k.bias", 1, (int[]){2});
+    Tensor *vw = params_add_after(&p, kw, "v.weight", 2, (int[]){1, 3});
+    Tensor *ow = params_add(&p, "o.weight", 1, (int[]){5});
+    params_alloc(&p);
+    ck_assert_int_eq(p.total, 6 + 2 + 6 + 2 + 3 + 5);
+    Tensor *order[] = {qw, qb, kw, kb, vw, ow};
+    for (int i = 0; i < 6; i++) ck_assert_ptr_eq(p.list[i], order[i]);
+    /* q.weight k.weight v.weight | q.bias k.bias | o.weight */
+    ck_assert_ptr_eq(qw->data, p.value);
+    ck_assert_ptr_eq(kw->data, p.value + 6);
+    ck_assert_ptr_eq(vw->data, p.value + 12);
+    ck_assert_ptr_eq(qb->data, p.value + 15);
+    ck_assert_ptr_eq(kb->data, p.value + 17);
+    ck_assert_ptr_eq(ow->data, p.value + 19);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_ptr_eq(order[i]->grad, p.grad + (order[i]->data - p.value));
+        ck_assert_int_eq(p.offset[i], order[i]->data - p.value);
+    }
+    params_free(&p);
+}
+END_TEST
+
 /* A gradient that reaches a parameter through two paths gets both. */
 START_TEST(test_param_used_twice_accumulates) {
     ParamSet p;
@@ -289,6 +320,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_rng_distributions);
     tcase_add_test(tc, test_arena_alignment_and_reset);
     tcase_add_test(tc, test_params_slabs);
+    tcase_add_test(tc, test_params_chains);
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
     tcase_add_test(tc, test_fastmath_accuracy);

@@ -95,11 +95,13 @@
 /* What every head of one call shares. */
 typedef struct {
     int B, H, T, dk, dv;
-    /* Row strides of one head's rows: q, k (and dq, dk) ldq apart, v, o, g
-     * (and dv) ldv apart. dk and dv in the split layout [B, H, T, d]; H dk and
-     * H dv in the packed one [B, T, H d] (see head_at). */
-    int ldq, ldv;
-    bool packed;
+    /* Row strides of one head's rows: q, k (and dq, dk) ldq apart, v (and
+     * dv) ldv apart, o and g ldo apart. dk and dv in the split layout
+     * [B, H, T, d]; H dk and H dv in the packed one [B, T, H d]; with q, k, v
+     * side by side in one tensor (fused), its row, 2 H dk + H dv, for q, k, v
+     * and H dv for o (see head_at). */
+    int ldq, ldv, ldo;
+    bool packed, fused;
     int F;      /* feature size: dk, or 2 dk with cos re-weighting */
     int dv1;    /* dv + 1: v' = [v, 1] */
     int C;      /* chunk length, at most T */
@@ -325,7 +327,7 @@ static long normalise(const Lin *L, const float *ob, int c, float *o, float *den
     long clamped = 0;
     for (int i = 0; i < c; i++) {
         const float *restrict num = ob + (long)i * dv1;
-        float *restrict oi = o + (long)i * L->ldv;
+        float *restrict oi = o + (long)i * L->ldo;
         float dn = L->rp ? den[i] : num[dv];
         bool clamp = !(dn >= LINEAR_EPS);
         float inv = 1.0f / (clamp ? LINEAR_EPS : dn);
@@ -378,7 +380,7 @@ static long forward_chunk(const Lin *L, const HeadFwd *hf, Scratch *s, int p0) {
     intra_scores(L, s, c, s->x + F, s->ldx);
     if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
     else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
-    long clamped = normalise(L, s->ob, c, hf->o + (long)p0 * L->ldv, hf->den + p0);
+    long clamped = normalise(L, s->ob, c, hf->o + (long)p0 * L->ldo, hf->den + p0);
     /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
     if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     return clamped;
@@ -407,7 +409,7 @@ static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch 
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, q, p0, c, s->x, s->ldx, NULL);
         gemm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldv, den + p0);
+        clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldo, den + p0);
     }
     return clamped;
 }
@@ -415,21 +417,29 @@ static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch 
 /* The call's shared parameters from a node; the cos tables from its saved
  * memory: [den: B H T][sin t: T][cos t: T][w: C]. */
 static Lin lin_of(const Node *n) {
-    const Tensor *q = n->in[0], *v = n->in[2];
+    const Tensor *q = n->in[0], *v = n->in[n->n_in - 1];
     Lin L = {.phi = n->i[1], .slope = n->f[0], .causal = n->i[0], .B = q->shape[0]};
+    L.fused = n->n_in == 1;
     L.packed = q->ndim == 3;
-    if (L.packed) { /* [B, T, H d] */
+    if (L.fused) { /* [B, T, H dk | H dk | H dv] */
+        L.H = (int)n->f[2];
+        L.T = q->shape[1];
+        L.dk = (int)n->f[3];
+        L.dv = (q->shape[2] - 2 * L.H * L.dk) / L.H;
+        L.ldq = L.ldv = q->shape[2];
+        L.ldo = L.H * L.dv;
+    } else if (L.packed) { /* [B, T, H d] */
         L.H = (int)n->f[2];
         L.T = q->shape[1];
         L.dk = q->shape[2] / L.H;
         L.dv = v->shape[2] / L.H;
         L.ldq = q->shape[2];
-        L.ldv = v->shape[2];
+        L.ldv = L.ldo = v->shape[2];
     } else { /* [B, H, T, d] */
         L.H = q->shape[1];
         L.T = q->shape[2];
         L.dk = L.ldq = q->shape[3];
-        L.dv = L.ldv = v->shape[3];
+        L.dv = L.ldv = L.ldo = v->shape[3];
     }
     bool cos = n->i[2] == REWEIGHT_COS;
     L.F = cos ? 2 * L.dk : L.dk;
@@ -449,17 +459,25 @@ static Lin lin_of(const Node *n) {
     return L;
 }
 
-/* Where head h (of B H, batch-major) starts in q, k and in v, o: its first
- * row, the next ldq or ldv floats on. */
-static void head_at(const Lin *L, int h, long *qo, long *vo) {
+/* Where head h (of B H, batch-major) starts: its first row in q (qo), k
+ * (ko), v (vo) and o (oo), in floats from the start of each one's tensor (of
+ * the one tensor when fused); the next rows are ldq, ldv or ldo on. */
+typedef struct {
+    long qo, ko, vo, oo;
+} HeadAt;
+
+static HeadAt head_at(const Lin *L, int h) {
     if (!L->packed) {
-        *qo = (long)h * L->T * L->dk;
-        *vo = (long)h * L->T * L->dv;
-        return;
+        long qo = (long)h * L->T * L->dk, vo = (long)h * L->T * L->dv;
+        return (HeadAt){qo, qo, vo, vo};
     }
     int b = h / L->H, e = h % L->H;
-    *qo = (long)b * L->T * L->ldq + (long)e * L->dk;
-    *vo = (long)b * L->T * L->ldv + (long)e * L->dv;
+    long row = (long)b * L->T * L->ldq, o = (long)b * L->T * L->ldo + (long)e * L->dv;
+    if (L->fused) {
+        long hk = (long)L->H * L->dk;
+        return (HeadAt){row + (long)e * L->dk, row + hk + (long)e * L->dk, row + 2 * hk + (long)e * L->dv, o};
+    }
+    return (HeadAt){row + (long)e * L->dk, row + (long)e * L->dk, (long)b * L->T * L->ldv + (long)e * L->dv, o};
 }
 
 /* Heads run in groups of G adjacent heads of one batch element, a group to an
@@ -492,8 +510,9 @@ static void cos_tables(int T, int C, float *sn, float *cs, float *w) {
 }
 
 static void attn_linear_forward(Node *n) {
-    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     Lin L = lin_of(n);
+    /* q, k, v: three tensors, or one (fused) */
+    const float *q = n->in[0]->data, *k = n->in[n->n_in > 1]->data, *v = n->in[n->n_in - 1]->data;
     int BH = L.B * L.H;
     float *den = n->saved; /* [BH, T], then the cos tables */
     float *table = den + (long)BH * L.T;
@@ -509,9 +528,8 @@ static void attn_linear_forward(Node *n) {
         int h0, hn = group_heads(&L, G, gi, &h0);
         for (int j = 0; j < hn; j++) {
             s[j] = scratch_at(&L, scratch + ((long)omp_get_thread_num() * G + j) * per);
-            long qo, vo;
-            head_at(&L, h0 + j, &qo, &vo);
-            hf[j] = (HeadFwd){q->data + qo, k->data + qo, v->data + vo, n->out->data + vo, den + (long)(h0 + j) * L.T};
+            HeadAt at = head_at(&L, h0 + j);
+            hf[j] = (HeadFwd){q + at.qo, k + at.ko, v + at.vo, n->out->data + at.oo, den + (long)(h0 + j) * L.T};
             if (L.rp) den_rope(&L, hf[j].q, hf[j].k, hf[j].den, &s[j]);
             if (!L.causal) clamped += head_forward_bidirectional(&L, &hf[j], &s[j]);
             else memset(s[j].y, 0, (size_t)L.F * L.dv1 * sizeof(float));
@@ -530,9 +548,9 @@ static void attn_linear_forward(Node *n) {
 static void g_prime(const Lin *L, const float *g, const float *o, const float *den, int p0, int c, float *gb) {
     int dv = L->dv, dv1 = L->dv1;
     for (int i = 0; i < c; i++) {
-        const float *restrict gi = g + (long)(p0 + i) * L->ldv, *restrict oi = o + (long)(p0 + i) * L->ldv;
-        prefetch_row(L, g, L->ldv, p0 + i, dv, L->T);
-        prefetch_row(L, o, L->ldv, p0 + i, dv, L->T);
+        const float *restrict gi = g + (long)(p0 + i) * L->ldo, *restrict oi = o + (long)(p0 + i) * L->ldo;
+        prefetch_row(L, g, L->ldo, p0 + i, dv, L->T);
+        prefetch_row(L, o, L->ldo, p0 + i, dv, L->T);
         float *restrict out = gb + (long)i * dv1;
         float dn = den[p0 + i];
         bool clamp = !(dn >= LINEAR_EPS);
@@ -555,7 +573,7 @@ typedef struct {
 /* delta_i = -(g_i . o_i) / d_i, the gradient into den_i (0 where clamped). */
 static float den_delta(const Lin *L, const HeadGrad *hg, int i) {
     int dv = L->dv;
-    const float *restrict gi = hg->g + (long)i * L->ldv, *restrict oi = hg->o + (long)i * L->ldv;
+    const float *restrict gi = hg->g + (long)i * L->ldo, *restrict oi = hg->o + (long)i * L->ldo;
     float dn = hg->den[i], dot = 0.0f;
     if (!(dn >= LINEAR_EPS)) return 0.0f;
     #pragma omp simd reduction(+ : dot)
@@ -705,7 +723,7 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
 }
 
 static void attn_linear_backward(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    Tensor *q = n->in[0], *k = n->in[n->n_in > 1], *v = n->in[n->n_in - 1]; /* one tensor when fused */
     Lin L = lin_of(n);
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk = k->requires_grad ? tensor_grad(k) : NULL;
@@ -723,18 +741,17 @@ static void attn_linear_backward(Node *n) {
         for (int j = 0; j < hn; j++) {
             float *mine = scratch + ((long)omp_get_thread_num() * G + j) * per;
             s[j] = scratch_at(&L, mine);
-            long qo, vo;
-            head_at(&L, h0 + j, &qo, &vo);
+            HeadAt at = head_at(&L, h0 + j);
             hg[j] = (HeadGrad){
-                .q = q->data + qo,
-                .k = k->data + qo,
-                .v = v->data + vo,
-                .o = n->out->data + vo,
-                .g = n->out->grad + vo,
+                .q = q->data + at.qo,
+                .k = k->data + at.ko,
+                .v = v->data + at.vo,
+                .o = n->out->data + at.oo,
+                .g = n->out->grad + at.oo,
                 .den = n->saved + (long)(h0 + j) * L.T,
-                .dq = dq ? dq + qo : NULL,
-                .dk = dk ? dk + qo : NULL,
-                .dv = dv ? dv + vo : NULL,
+                .dq = dq ? dq + at.qo : NULL,
+                .dk = dk ? dk + at.ko : NULL,
+                .dv = dv ? dv + at.vo : NULL,
             };
             if (L.rp) den_rope_backward(&L, &hg[j], &s[j]);
             if (!L.causal) head_backward_bidirectional(&L, &hg[j], &s[j], mine + scratch_floats(&L));
@@ -772,11 +789,9 @@ static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const
     for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
 }
 
-static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    check_qkv(c, q, k, v);
-    bool packed = q->ndim == 3;
-    int B = q->shape[0], H = packed ? c->H : q->shape[1], T = packed ? q->shape[1] : q->shape[2];
-    int dk = packed ? q->shape[2] / H : q->shape[3];
+/* The op on n_in inputs (q, k, v, or the one fused tensor) of B, H, T, dk, with
+ * its output out. */
+static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int H, int T, int dk, Tensor *out) {
     if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
     if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
@@ -785,13 +800,12 @@ static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     if (rope && c->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
     int rp = rope ? rope_pairs(c->rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
-    n->n_in = 3;
-    n->in[0] = q;
-    n->in[1] = k;
-    n->in[2] = v;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     n->f[0] = c->leaky_slope;
-    n->f[1] = (float)rp; /* RoPE's pairs and the heads: the four int attributes are taken */
+    n->f[1] = (float)rp; /* RoPE's pairs, the heads and dk: the four int attributes are taken */
     n->f[2] = (float)H;
+    n->f[3] = (float)dk;
     n->i[0] = c->causal;
     n->i[1] = c->phi;
     n->i[2] = c->reweight;
@@ -800,9 +814,28 @@ static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
     long saved = (long)B * H * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
-    /* the output in the inputs' layout */
-    n->out = packed ? tensor_3d(B, T, v->shape[2]) : tensor_4d(B, H, T, v->shape[3]);
+    n->out = out;
     return node_run(n);
+}
+
+static Tensor *attn_linear(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    check_qkv(c, q, k, v);
+    bool packed = q->ndim == 3;
+    int B = q->shape[0], H = packed ? c->H : q->shape[1], T = packed ? q->shape[1] : q->shape[2];
+    int dk = packed ? q->shape[2] / H : q->shape[3];
+    /* the output in the inputs' layout */
+    Tensor *out = packed ? tensor_3d(B, T, v->shape[2]) : tensor_4d(B, H, T, v->shape[3]);
+    return linear_node(c, (Tensor *[]){q, k, v}, 3, B, H, T, dk, out);
+}
+
+/* qkv [B, T, H key_size | H key_size | H head_size] -> [B, T, H head_size]. */
+static Tensor *attn_linear_qkv(const AttnCall *c, Tensor *qkv) {
+    const char *name = attn_linear_op.name;
+    int H = c->H, dk = c->key_size, dv = c->head_size;
+    SHAPE_CHECK(qkv->ndim == 3 && H > 0 && qkv->shape[2] == H * (2 * dk + dv), name,
+                "qkv must be [B, T, H (2 key_size + head_size)] for the call's sizes", qkv, qkv);
+    int B = qkv->shape[0], T = qkv->shape[1];
+    return linear_node(c, (Tensor *[]){qkv}, 1, B, H, T, dk, tensor_3d(B, T, H * dv));
 }
 
 /* P [B, H, T, T]: P_ij = q~_i . k~_j / max(den_i, eps) (0 for j > i when
@@ -870,5 +903,5 @@ const AttnKernel attn_kernel_linear = {
     .probs = attn_linear_probs,
     .ops = {&attn_linear_op},
     .rope_inside = true,
-    .packed_heads = true,
+    .forward_qkv = attn_linear_qkv,
 };
