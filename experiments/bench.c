@@ -787,7 +787,7 @@ static double bench_torch(const Options *o, const Config *cfg, int threads) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./bench [--ops] [--vs-torch] [--threads N] [--steps N] [--reps N] [--key value ...]\n"
-            "       ./bench --scaling [--attn X] [--lengths 512,1024,...] [--threads N] [--reps N]\n"
+            "       ./bench --scaling [--attn X] [--vs-torch] [--lengths 512,1024,...] [--threads N] [--reps N]\n"
             "\n"
             "  (default)    training throughput on the reference configuration (4 layers,\n"
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
