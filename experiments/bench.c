@@ -25,7 +25,8 @@
  * in the layout the module gives it (forward_qkv: one [B, T, H (2 dk + dv)] tensor, no split).
  * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
  * cosformer by default, or the one --attn names. Per row: the median time per
- * step of --reps timed steps (default 5; 3 when a step takes over a second)
+ * step of --reps timed steps (default 5, or about a second of steps when they
+ * are short, up to 100; 3 when a step takes over a second)
  * after one warm-up step and the fastest of them (the better estimate on a
  * busy machine), time per token, the arena's peak bytes over those
  * steps (every activation, gradient and saved tensor of the layer, or of the
@@ -433,6 +434,7 @@ typedef struct {
 typedef struct {
     int attn, T;
     Timing layer, kernel;
+    double sgemm_ms, sgemm_gflop; /* the projections' products as raw sgemm calls (median), and their work */
     double rss_mib;
     /* --vs-torch (cosformer rows), else NAN: PyTorch's median and fastest step,
      * and its peak RSS above the RSS at the length's start */
@@ -480,15 +482,17 @@ static void scaling_step(const ScalingStep *st) {
     backward_seeded(a->kernel->forward(&c, &q, &k, &v), st->seed_o);
 }
 
-/* Median and fastest of `reps` steps after one warm-up (3 when the warm-up
- * took over a second and --reps was not given), in a fresh arena. */
+/* Median and fastest of `reps` steps after one warm-up, in a fresh arena.
+ * Without --reps: 5, or as many as fill about a second (at most 100) when
+ * steps are short, so that a short row's median is not a handful of noisy
+ * milliseconds; 3 when the warm-up took over a second. */
 static Timing time_steps(const Options *o, const ScalingStep *st) {
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
     grad_set(true);
     int reps = o->reps_given ? o->reps : 5;
-    double *t = xmalloc((size_t)(reps + 1) * sizeof(double));
+    double *t = xmalloc((size_t)((reps > 100 ? reps : 100) + 1) * sizeof(double));
     int done = 0;
     for (int s = 0; s <= reps; s++) {
         double t0 = now_seconds();
@@ -497,7 +501,8 @@ static Timing time_steps(const Options *o, const ScalingStep *st) {
         scaling_step(st);
         double dt = now_seconds() - t0;
         if (s == 0) { /* the warm-up step sizes the arena */
-            if (!o->reps_given && dt > 1.0 && reps > 3) reps = 3;
+            if (!o->reps_given && dt > 1.0) reps = 3;
+            else if (!o->reps_given && dt * reps < 1.0) reps = dt > 0.01 ? (int)(1.0 / dt) : 100;
             continue;
         }
         t[done++] = dt;
@@ -519,8 +524,42 @@ static float *random_buffer(Rng *rng, long n) {
     return p;
 }
 
+/* The projections' products of one layer step as raw cblas_sgemm calls, on
+ * buffers outside the engine: forward x W^T for q, k, v (one product when the
+ * kernel takes them fused, else three) and o, and per projection dx += dy W
+ * and dW += dy^T x. The median of `reps` runs after one warm-up, in seconds;
+ * their work in *gflop. What the layer takes beyond this is the kernel and
+ * the engine's other work (bias, copies, zeroing). */
+static double time_projections(const Options *o, const Attention *a, int T, int d, double *gflop) {
+    int outs[4], n = 0;
+    if (a->kernel->forward_qkv) outs[n++] = a->heads * (2 * a->key_size + a->head_size);
+    else outs[n++] = a->heads * a->key_size, outs[n++] = a->heads * a->key_size, outs[n++] = a->heads * a->head_size;
+    int hv = a->heads * a->head_size, widest = outs[0] > d ? outs[0] : d;
+    long big = (long)T * (widest > hv ? widest : hv);
+    float *x = xcalloc((size_t)big, sizeof(float)), *y = xcalloc((size_t)big, sizeof(float));
+    float *dx = xcalloc((size_t)big, sizeof(float)), *w = xcalloc((size_t)widest * widest, sizeof(float));
+    float *dw = xcalloc((size_t)widest * widest, sizeof(float));
+    int reps = o->reps_given ? o->reps : 5;
+    double *t = xmalloc((size_t)(reps + 1) * sizeof(double));
+    *gflop = 0;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = now_seconds();
+        for (int i = 0; i <= n; i++) { /* the q, k, v products, then o (in hv, out d) */
+            int in = i < n ? d : hv, out = i < n ? outs[i] : d;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, in, out, 1.0f, y, out, w, in, 1.0f, dx, in);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, T, 1.0f, y, out, x, in, 1.0f, dw, in);
+            if (r == 0) *gflop += 3 * 2.0 * T * in * out / 1e9;
+        }
+        if (r) t[r - 1] = now_seconds() - t0;
+    }
+    double m = median_of(t, reps);
+    free(x), free(y), free(dx), free(w), free(dw), free(t);
+    return m;
+}
+
 /* Times forward + backward of one attention layer at length T, then of its
- * kernel alone. */
+ * kernel alone, then the projections' sgemm calls alone. */
 static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) {
     ModelConfig mc = *base;
     mc.context = T; /* Linformer's E, F are [k, n] with n = the context */
@@ -554,6 +593,7 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
     row.rss_mib = rss_reset ? rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */
     st.kernel_only = true;
     row.kernel = time_steps(o, &st);
+    row.sgemm_ms = time_projections(o, &a, T, mc.d_model, &row.sgemm_gflop) * 1e3;
     free(st.x), free(st.q), free(st.k), free(st.v), free(st.seed_y), free(st.seed_o);
     params_free(&ps);
     return row;
@@ -653,10 +693,11 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     printf("scaling: one attention layer (q, k, v, o projections and the kernel), forward + backward,\n"
            "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median and fastest of %s timed steps\n\n",
            cfg->model.d_model, cfg->model.heads, model_key_size(&cfg->model), model_head_size(&cfg->model), threads,
-           o->reps_given ? "--reps" : "5 (3 past 1 s a step)");
-    printf("  %-32s %6s | %-35s | %-24s | %s\n", "", "", "layer (projections + kernel)", "kernel alone", "process");
-    printf("  %-32s %6s | %8s %8s %8s %8s | %8s %8s %6s | %s\n", "kernel", "T", "ms/step", "fastest", "us/token",
-           "MiB", "ms/step", "fastest", "MiB", "RSS MiB");
+           o->reps_given ? "--reps" : "5 to 100 (about 1 s of steps; 3 past 1 s a step)");
+    printf("  %-32s %6s | %-35s | %-24s | %-8s | %s\n", "", "", "layer (projections + kernel)", "kernel alone",
+           "sgemm", "process");
+    printf("  %-32s %6s | %8s %8s %8s %8s | %8s %8s %6s | %8s | %s\n", "kernel", "T", "ms/step", "fastest", "us/token",
+           "MiB", "ms/step", "fastest", "MiB", "ms", "RSS MiB");
     ScalingRow rows[2 * 32];
     int n_rows = 0;
     char label[64], skipped[1024] = "";
@@ -680,9 +721,9 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
             fflush(stdout);
             ScalingRow r = scaling_row(o, &kernels[k], T);
             rows[n_rows++] = r;
-            printf("  %-32s %6d | %8.2f %8.2f %8.3f %8.1f | %8.2f %8.2f %6.1f | %7.1f\n", label, T, r.layer.step_s * 1e3,
-                   r.layer.best_s * 1e3, r.layer.step_s * 1e6 / T, r.layer.arena_mib, r.kernel.step_s * 1e3,
-                   r.kernel.best_s * 1e3, r.kernel.arena_mib, r.rss_mib);
+            printf("  %-32s %6d | %8.2f %8.2f %8.3f %8.1f | %8.2f %8.2f %6.1f | %8.2f | %7.1f\n", label, T,
+                   r.layer.step_s * 1e3, r.layer.best_s * 1e3, r.layer.step_s * 1e6 / T, r.layer.arena_mib,
+                   r.kernel.step_s * 1e3, r.kernel.best_s * 1e3, r.kernel.arena_mib, r.sgemm_ms, r.rss_mib);
         }
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
@@ -705,18 +746,21 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     for (int i = 0; i < n_rows; i++)
         if (rows[i].attn == ATTN_COSFORMER && rows[i].T == 8192)
             printf("  cosformer at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
-                   "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; process peak RSS %.1f MiB\n",
+                   "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; the projections' sgemm calls alone %.1f ms\n"
+                   "  (%.1f GFLOP, %.0f GFLOP/s); process peak RSS %.1f MiB\n",
                    rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3, rows[i].layer.arena_mib,
-                   rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].rss_mib);
+                   rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].sgemm_ms,
+                   rows[i].sgemm_gflop, rows[i].sgemm_gflop / rows[i].sgemm_ms * 1e3, rows[i].rss_mib);
 
     if (o->vs_torch && scaling_vs_torch(o, &kernels[0], threads, rows, n_rows) != 0) return 1;
 
     /* bench-scaling.csv */
-    size_t cap_text = 256 + (size_t)n_rows * 200, len = 0;
+    size_t cap_text = 320 + (size_t)n_rows * 240, len = 0;
     char *csv = xmalloc(cap_text);
     len += (size_t)snprintf(csv + len, cap_text - len,
                             "kernel,T,layer_ms,layer_fastest_ms,layer_us_per_token,layer_arena_mib,"
-                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,rss_mib,torch_ms,torch_fastest_ms,torch_growth_mib\n");
+                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,sgemm_ms,sgemm_gflop,rss_mib,torch_ms,torch_fastest_ms,"
+                            "torch_growth_mib\n");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
         ModelConfig m = kernels[0];
@@ -725,10 +769,10 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
         char torch[96] = ",,"; /* empty fields without --vs-torch */
         if (!isnan(r->torch_ms))
             snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
-        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.2f,%s\n",
+        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f,%s\n",
                                 kernel_label(&m, label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
-                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->rss_mib, torch);
+                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, r->rss_mib, torch);
     }
     Err e;
     int rc = write_file_atomic("bench-scaling.csv", csv, &e);
@@ -807,7 +851,8 @@ static void usage(FILE *f) {
             "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
             "  --threads N  threads for OpenMP and OpenBLAS (default: all cores)\n"
             "  --steps N    timed training steps, after 3 warm-up steps (default 10)\n"
-            "  --reps N     timed runs per --ops figure (default 21) or --scaling row (default 5);\n"
+            "  --reps N     timed runs per --ops figure (default 21) or --scaling row (default: 5,\n"
+            "               or about 1 s of runs when they are short, up to 100; 3 past 1 s a run);\n"
             "               each figure is their median\n"
             "  --attn X     the kernel to measure (softmax, linear, cosformer, linformer); with model\n"
             "               options such as --phi or --talking_heads. attn=linformer has no causal\n"
