@@ -783,24 +783,32 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
         return 1;
     }
 
-    /* the plots: per kernel, the layer (solid) and the kernel alone */
-    double xs[4][32], ys[4][32];
-    PlotSeries series[4];
-    char labels[4][80];
+    /* the plots: per kernel, the layer (solid) and the kernel alone; with
+     * --vs-torch, PyTorch's cosformer layer (its memory: the growth of its RSS) */
+    double xs[5][32], ys[5][32];
+    PlotSeries series[5];
+    char labels[5][80];
     for (int what = 0; what < 2; what++) { /* 0: time per token, 1: arena peak */
         int n_series = 0;
         for (int k = 0; k < n_kernels; k++)
-            for (int part = 0; part < 2; part++) {
+            for (int part = 0; part < 3; part++) {
                 int n = 0;
                 for (int i = 0; i < n_rows; i++) {
                     if (rows[i].attn != kernels[k].attn) continue;
+                    if (part == 2) { /* PyTorch */
+                        if (isnan(rows[i].torch_ms)) continue;
+                        xs[n_series][n] = rows[i].T;
+                        ys[n_series][n++] = what ? rows[i].torch_growth_mib : rows[i].torch_ms * 1e3 / rows[i].T;
+                        continue;
+                    }
                     const Timing *t = part ? &rows[i].kernel : &rows[i].layer;
                     xs[n_series][n] = rows[i].T;
                     ys[n_series][n++] = what ? t->arena_mib : t->step_s * 1e6 / rows[i].T;
                 }
                 if (!n) continue;
+                static const char *const parts[] = {"layer", "kernel alone", "layer in PyTorch"};
                 snprintf(labels[n_series], sizeof labels[n_series], "%s, %s", kernel_label(&kernels[k], label, sizeof label),
-                         part ? "kernel alone" : "layer");
+                         parts[part]);
                 series[n_series] = (PlotSeries){labels[n_series], xs[n_series], ys[n_series], n, 0};
                 n_series++;
             }
