@@ -67,24 +67,8 @@ Tensor *tensor_2d(int a, int b) { return tensor_new(2, (int[]){a, b}); }
 Tensor *tensor_3d(int a, int b, int c) { return tensor_new(3, (int[]){a, b, c}); }
 Tensor *tensor_4d(int a, int b, int c, int d) { return tensor_new(4, (int[]){a, b, c, d}); }
 
-/* Zeroes n floats, on every thread when there are many: a layer's
- * activation gradients run to tens of MiB at long lengths, and one thread
- * alone zeroing them leaves the others idle. */
-static void zero_floats(float *p, long n) {
-    const long block = 1L << 16; /* 256 KiB */
-    if (n < 4 * block) {
-        memset(p, 0, (size_t)n * sizeof(float));
-        return;
-    }
-    #pragma omp parallel for
-    for (long b = 0; b < n; b += block) memset(p + b, 0, (size_t)(n - b < block ? n - b : block) * sizeof(float));
-}
-
 float *tensor_grad(Tensor *t) {
-    if (!t->grad) {
-        t->grad = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
-        zero_floats(t->grad, t->n);
-    }
+    if (!t->grad) t->grad = arena_calloc(engine_arena(), (size_t)t->n * sizeof(float));
     return t->grad;
 }
 
