@@ -68,6 +68,7 @@ typedef struct {
     bool ops, vs_torch, scaling;
     bool attn_given;
     int lengths[32], n_lengths; /* --scaling */
+    int rounds;                 /* --scaling: sweeps over the lengths */
 } Options;
 
 /* ---- matmul: op_matmul against cblas_sgemm ------------------------------- */
@@ -618,6 +619,32 @@ static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
     return buf;
 }
 
+static void print_row(const char *label, const ScalingRow *r) {
+    printf("  %-32s %6d | %8.2f %8.2f %8.3f %8.1f | %8.2f %8.2f %6.1f | %8.2f | %7.1f\n", label, r->T,
+           r->layer.step_s * 1e3, r->layer.best_s * 1e3, r->layer.step_s * 1e6 / r->T, r->layer.arena_mib,
+           r->kernel.step_s * 1e3, r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->rss_mib);
+}
+
+/* Row i over the rounds (rows `stride` apart): median times, the fastest
+ * step of all, the largest memory. */
+static ScalingRow median_row(const ScalingRow *by_round, int i, int stride, int rounds) {
+    double a[4][100];
+    ScalingRow r = by_round[i];
+    for (int k = 0; k < rounds; k++) {
+        const ScalingRow *x = &by_round[k * stride + i];
+        a[0][k] = x->layer.step_s, a[1][k] = x->kernel.step_s, a[2][k] = x->sgemm_ms;
+        r.layer.best_s = fmin(r.layer.best_s, x->layer.best_s);
+        r.kernel.best_s = fmin(r.kernel.best_s, x->kernel.best_s);
+        r.layer.arena_mib = fmax(r.layer.arena_mib, x->layer.arena_mib);
+        r.kernel.arena_mib = fmax(r.kernel.arena_mib, x->kernel.arena_mib);
+        r.rss_mib = fmax(r.rss_mib, x->rss_mib);
+    }
+    r.layer.step_s = median_of(a[0], rounds);
+    r.kernel.step_s = median_of(a[1], rounds);
+    r.sgemm_ms = median_of(a[2], rounds);
+    return r;
+}
+
 /* The torch rows' parser:
  * "torch T 8192: 210.3 ms (fastest 201.2), peak RSS 600.1 MiB, 433.0 above the start". */
 typedef struct {
@@ -650,10 +677,10 @@ static int scaling_vs_torch(const Options *o, const ModelConfig *m, int threads,
             n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
     if (!n) return 0;
     char args[512];
-    snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --threads %d", lengths,
-             m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, threads);
+    snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --rounds %d --threads %d",
+             lengths, m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, o->rounds, threads);
     printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked cosformer with autograd), same sizes,\n"
-           "chunk, reps and threads:\n");
+           "chunk, reps, rounds and threads:\n");
     fflush(stdout);
     TorchRows tr = {rows, n_rows};
     if (run_torch_script("torch_scaling.py", args, torch_scaling_line, &tr) != 0) return -1;
@@ -691,39 +718,69 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     }
     double cap = memory_cap_bytes();
     printf("scaling: one attention layer (q, k, v, o projections and the kernel), forward + backward,\n"
-           "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median and fastest of %s timed steps\n\n",
+           "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median and fastest of %s timed steps;\n"
+           "%d round%s over the lengths\n\n",
            cfg->model.d_model, cfg->model.heads, model_key_size(&cfg->model), model_head_size(&cfg->model), threads,
-           o->reps_given ? "--reps" : "5 to 100 (about 1 s of steps; 3 past 1 s a step)");
+           o->reps_given ? "--reps" : "5 to 100 (about 1 s of steps; 3 past 1 s a step)", o->rounds,
+           o->rounds > 1 ? "s, each row then the median of the rounds," : "");
     printf("  %-32s %6s | %-35s | %-24s | %-8s | %s\n", "", "", "layer (projections + kernel)", "kernel alone",
            "sgemm", "process");
     printf("  %-32s %6s | %8s %8s %8s %8s | %8s %8s %6s | %8s | %s\n", "kernel", "T", "ms/step", "fastest", "us/token",
            "MiB", "ms/step", "fastest", "MiB", "ms", "RSS MiB");
-    ScalingRow rows[2 * 32];
+    /* Every round sweeps all the lengths; a row's figures are then the median
+     * over the rounds (the fastest step: the fastest of all; memory: the
+     * largest), so that a few seconds of other load on a shared machine
+     * spread over the rows instead of spoiling one of them. */
+    enum { MAX_ROWS = 2 * 32 };
+    ScalingRow rows[MAX_ROWS], *by_round = xmalloc((size_t)o->rounds * MAX_ROWS * sizeof *by_round);
     int n_rows = 0;
     char label[64], skipped[1024] = "";
     size_t sk = 0;
-    for (int k = 0; k < n_kernels; k++) {
-        for (int i = 0; i < o->n_lengths; i++) {
-            int T = o->lengths[i];
-            kernel_label(&kernels[k], label, sizeof label);
-            if (kernels[k].attn == ATTN_LINFORMER && kernels[k].linformer_k > T) {
-                printf("  %-32s %6d  (skipped: linformer_k %d is longer than T)\n", label, T, kernels[k].linformer_k);
-                continue;
+    double started = now_seconds();
+    for (int round = 0; round < o->rounds; round++) {
+        if (o->rounds > 1) {
+            double spent = now_seconds() - started;
+            if (round) printf("\n  round %d of %d (%.0f s so far, about %.0f s to go)\n", round + 1, o->rounds, spent,
+                              spent / round * (o->rounds - round));
+            else printf("  round 1 of %d\n", o->rounds);
+        }
+        n_rows = 0;
+        for (int k = 0; k < n_kernels; k++) {
+            for (int i = 0; i < o->n_lengths; i++) {
+                int T = o->lengths[i];
+                kernel_label(&kernels[k], label, sizeof label);
+                if (kernels[k].attn == ATTN_LINFORMER && kernels[k].linformer_k > T) {
+                    if (!round)
+                        printf("  %-32s %6d  (skipped: linformer_k %d is longer than T)\n", label, T,
+                               kernels[k].linformer_k);
+                    continue;
+                }
+                double need = layer_quadratic_bytes(&kernels[k], T, threads);
+                if (need > cap) {
+                    if (round) continue;
+                    printf("  %-32s %6d  (skipped: needs over %.1f GiB, above the %.1f GiB cap)\n", label, T,
+                           need / (1 << 30), cap / (1 << 30));
+                    if (sk < sizeof skipped)
+                        sk += (size_t)snprintf(skipped + sk, sizeof skipped - sk, "%s%s at T=%d", sk ? ", " : "", label,
+                                               T);
+                    continue;
+                }
+                fflush(stdout);
+                ScalingRow r = scaling_row(o, &kernels[k], T);
+                by_round[round * MAX_ROWS + n_rows++] = r;
+                print_row(label, &r);
             }
-            double need = layer_quadratic_bytes(&kernels[k], T, threads);
-            if (need > cap) {
-                printf("  %-32s %6d  (skipped: needs over %.1f GiB, above the %.1f GiB cap)\n", label, T,
-                       need / (1 << 30), cap / (1 << 30));
-                if (sk < sizeof skipped)
-                    sk += (size_t)snprintf(skipped + sk, sizeof skipped - sk, "%s%s at T=%d", sk ? ", " : "", label, T);
-                continue;
-            }
-            fflush(stdout);
-            ScalingRow r = scaling_row(o, &kernels[k], T);
-            rows[n_rows++] = r;
-            printf("  %-32s %6d | %8.2f %8.2f %8.3f %8.1f | %8.2f %8.2f %6.1f | %8.2f | %7.1f\n", label, T,
-                   r.layer.step_s * 1e3, r.layer.best_s * 1e3, r.layer.step_s * 1e6 / T, r.layer.arena_mib,
-                   r.kernel.step_s * 1e3, r.kernel.best_s * 1e3, r.kernel.arena_mib, r.sgemm_ms, r.rss_mib);
+        }
+    }
+    for (int i = 0; i < n_rows; i++) rows[i] = median_row(by_round, i, MAX_ROWS, o->rounds);
+    free(by_round);
+    if (o->rounds > 1) {
+        printf("\n  the median of the %d rounds:\n", o->rounds);
+        for (int i = 0; i < n_rows; i++) {
+            const ModelConfig *m = &kernels[0];
+            for (int k = 0; k < n_kernels; k++)
+                if (kernels[k].attn == rows[i].attn) m = &kernels[k];
+            print_row(kernel_label(m, label, sizeof label), &rows[i]);
         }
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
@@ -840,7 +897,8 @@ static double bench_torch(const Options *o, const Config *cfg, int threads) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./bench [--ops] [--vs-torch] [--threads N] [--steps N] [--reps N] [--key value ...]\n"
-            "       ./bench --scaling [--attn X] [--vs-torch] [--lengths 512,1024,...] [--threads N] [--reps N]\n"
+            "       ./bench --scaling [--attn X] [--vs-torch] [--lengths 512,1024,...] [--rounds N] [--threads N]\n"
+            "                 [--reps N]\n"
             "\n"
             "  (default)    training throughput on the reference configuration (4 layers,\n"
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
@@ -858,6 +916,8 @@ static void usage(FILE *f) {
             "               current folder. Default 2 threads. Skips a length whose memory would\n"
             "               pass 8 GiB (softmax keeps T x T per head)\n"
             "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
+            "  --rounds N   --scaling sweeps the lengths N times (default 3) and reports each row's\n"
+            "               median over the sweeps, so that a burst of other load spoils no one row\n"
             "  --threads N  threads for OpenMP and OpenBLAS (default: all cores)\n"
             "  --steps N    timed training steps, after 3 warm-up steps (default 10)\n"
             "  --reps N     timed runs per --ops figure (default 21) or --scaling row (default: 5,\n"
@@ -909,6 +969,8 @@ int main(int argc, char **argv) {
             o.scaling = true;
         } else if (!strcmp(a, "--lengths")) {
             if (parse_lengths(a, i + 1 < argc ? argv[++i] : NULL, &o)) return 2;
+        } else if (!strcmp(a, "--rounds")) {
+            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100, &o.rounds)) return 2;
         } else if (!strcmp(a, "--reps")) {
             if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &o.reps)) return 2;
             o.reps_given = true;
@@ -958,6 +1020,11 @@ int main(int argc, char **argv) {
     if (!o.n_lengths)
         for (int T = 512; T <= 16384; T *= 2) o.lengths[o.n_lengths++] = T;
     if (o.scaling && !o.threads) o.threads = 2; /* the 2-core setting */
+    if (o.rounds && !o.scaling) {
+        fprintf(stderr, "error: --rounds: only with --scaling\n");
+        return 2;
+    }
+    if (!o.rounds) o.rounds = 3;
     int threads = engine_set_threads(o.threads);
     printf("attnlab bench: %d threads (OpenMP, shared with OpenBLAS: %s)\n\n", threads, openblas_get_config());
     if (o.scaling) return bench_scaling(&o, &cfg, threads);

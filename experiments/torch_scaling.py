@@ -10,8 +10,9 @@ with a cumulative sum of the per-chunk states, and autograd for the
 backward. The same sizes as ./bench --scaling: d_model 256, 4 heads, B 1,
 the same chunk and threads.
 
-Prints, per length, the median and fastest of --reps timed steps after one
-warm-up step, the peak RSS of the process while that length ran, and how far
+Sweeps the lengths --rounds times; prints, per length, the median over the
+rounds of the median of --reps timed steps after one warm-up step, the
+fastest step, the peak RSS of the process while that length ran, and how far
 that peak is above the RSS at the length's start (the layer's own memory:
 activations, saved tensors and gradients; the library itself is in both):
   torch T 8192: 210.3 ms (fastest 201.2), peak RSS 600.1 MiB, 433.0 above the start
@@ -85,29 +86,39 @@ def reset_rss_peak():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", default="512,1024,2048,4096,8192,16384")
-    for name, default in [("d_model", 256), ("heads", 4), ("chunk", 64), ("reps", 5), ("threads", 2)]:
+    for name, default in [("d_model", 256), ("heads", 4), ("chunk", 64), ("reps", 5), ("rounds", 1), ("threads", 2)]:
         ap.add_argument("--" + name, type=int, default=default)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     layer = Layer(a.d_model, a.heads, a.chunk)
-    for t in (int(s) for s in a.lengths.split(",")):
-        x = torch.randn(1, t, a.d_model, requires_grad=True)
-        seed = torch.randn(1, t, a.d_model)
-        reset_rss_peak()
-        start = status_mib("VmRSS")
-        times = []
-        for rep in range(1 + a.reps):
-            t0 = time.perf_counter()
-            layer.zero_grad(set_to_none=True)
-            x.grad = None
-            layer(x).backward(seed)
-            if rep:
-                times.append(time.perf_counter() - t0)
-        peak = status_mib("VmHWM")
-        print(f"torch T {t}: {statistics.median(times) * 1e3:.1f} ms (fastest {min(times) * 1e3:.1f}), "
-              f"peak RSS {peak:.1f} MiB, {peak - start:.1f} above the start", flush=True)
-
+    lengths = [int(s) for s in a.lengths.split(",")]
+    medians = {t: [] for t in lengths}
+    fastest = {t: float("inf") for t in lengths}
+    growth = {t: 0.0 for t in lengths}
+    peaks = {t: 0.0 for t in lengths}
+    for _ in range(a.rounds):  # as ./bench --scaling --rounds: sweeps, then each length's median
+        for t in lengths:
+            x = torch.randn(1, t, a.d_model, requires_grad=True)
+            seed = torch.randn(1, t, a.d_model)
+            reset_rss_peak()
+            start = status_mib("VmRSS")
+            times = []
+            for rep in range(1 + a.reps):
+                t0 = time.perf_counter()
+                layer.zero_grad(set_to_none=True)
+                x.grad = None
+                layer(x).backward(seed)
+                if rep:
+                    times.append(time.perf_counter() - t0)
+            medians[t].append(statistics.median(times))
+            fastest[t] = min(fastest[t], min(times))
+            peak = status_mib("VmHWM")
+            peaks[t] = max(peaks[t], peak)
+            growth[t] = max(growth[t], peak - start)
+    for t in lengths:
+        print(f"torch T {t}: {statistics.median(medians[t]) * 1e3:.1f} ms (fastest {fastest[t] * 1e3:.1f}), "
+              f"peak RSS {peaks[t]:.1f} MiB, {growth[t]:.1f} above the start", flush=True)
 
 if __name__ == "__main__":
     main()

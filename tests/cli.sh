@@ -290,6 +290,8 @@ if [ -x "$BENCH" ]; then
     expect "bench: --scaling --vs-torch with a key_size" 2 "key_size = head_size = d_model / heads" - \
         --scaling --vs-torch --attn cosformer --key_size 32 --lengths 32
     expect "bench: --scaling with --ops" 2 "runs on its own" - --scaling --ops --lengths 32
+    expect "bench: --rounds without --scaling" 2 "--rounds: only with --scaling" - $BTINY --rounds 2
+    expect "bench: --rounds 0" 2 "--rounds" - --scaling --rounds 0
     TRAIN=$SAVED_TRAIN
     mkdir "$T/scaling"
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
