@@ -67,6 +67,12 @@ Tensor *tensor_2d(int a, int b) { return tensor_new(2, (int[]){a, b}); }
 Tensor *tensor_3d(int a, int b, int c) { return tensor_new(3, (int[]){a, b, c}); }
 Tensor *tensor_4d(int a, int b, int c, int d) { return tensor_new(4, (int[]){a, b, c, d}); }
 
+float *tensor_grad_unset(Tensor *t, bool *fresh) {
+    *fresh = !t->grad;
+    if (!t->grad) t->grad = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
+    return t->grad;
+}
+
 float *tensor_grad(Tensor *t) {
     if (!t->grad) t->grad = arena_calloc(engine_arena(), (size_t)t->n * sizeof(float));
     return t->grad;

@@ -52,6 +52,11 @@ void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
 
 /* The gradient buffer, allocated zeroed on first use. */
 float *tensor_grad(Tensor *t);
+/* The same for an op that can start the gradient itself: when nothing has
+ * reached t yet (*fresh), the buffer comes unzeroed and the op must set every
+ * element before it adds to any (a fused kernel zeroes each row as it first
+ * touches it, while the row is in cache, instead of a pass over all of it). */
+float *tensor_grad_unset(Tensor *t, bool *fresh);
 /* Writes "[2, 3, 4]" into buf. */
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t size);
 bool tensor_same_shape(const Tensor *a, const Tensor *b);

@@ -817,6 +817,64 @@ START_TEST(test_linear_packed_kernel_call) {
 }
 END_TEST
 
+/* A gradient that something else reached first is added to, not
+ * overwritten: the kernel starts an unset gradient itself (zeroing its rows
+ * where it first touches them, tensor_grad_unset), and must not when the
+ * buffer already holds a sum. With dq, dk, dv preset to 1, they come out as
+ * 1 plus the fresh gradients: causal and bidirectional, reweight none and cos,
+ * and pos = rope (whose denominator pass touches dq and dk first). */
+START_TEST(test_linear_adds_to_a_set_gradient) {
+    const int B = 1, H = 2, T = 21, dk = 4, dv = 3;
+    for (int variant = 0; variant < 6; variant++) {
+        bool causal = variant % 2;
+        AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_ELU, variant / 2 == 1 ? REWEIGHT_COS : REWEIGHT_NONE, 8);
+        if (variant / 2 == 2) c.pos = POS_ROPE, c.rope_dims = dk;
+        Arena a;
+        arena_init(&a, 1 << 16);
+        engine_set_arena(&a);
+        bool was = grad_set(true);
+        Rng rng;
+        rng_seed(&rng, 9);
+        int d[3] = {dk, dk, dv};
+        Tensor *x[3];
+        for (int l = 0; l < 3; l++) {
+            x[l] = tensor_4d(B, H, T, d[l]);
+            rng_fill_normal(&rng, x[l]->data, x[l]->n, 0.0f, 1.0f);
+            x[l]->requires_grad = true;
+        }
+        float *g = arena_alloc(&a, (size_t)B * H * T * dv * sizeof(float));
+        rng_fill_normal(&rng, g, (long)B * H * T * dv, 0.0f, 1.0f);
+        float *fresh[3];
+        for (int pass = 0; pass < 2; pass++) {
+            tape_reset();
+            for (int l = 0; l < 3; l++) {
+                x[l]->grad = NULL;
+                if (pass) { /* set: 1 everywhere */
+                    float *gl = tensor_grad(x[l]);
+                    for (long i = 0; i < x[l]->n; i++) gl[i] = 1.0f;
+                }
+            }
+            backward_seeded(linear_kernel()->forward(&c, x[0], x[1], x[2]), g);
+            for (int l = 0; l < 3; l++) {
+                if (!pass) {
+                    fresh[l] = arena_alloc(&a, (size_t)x[l]->n * sizeof(float));
+                    memcpy(fresh[l], x[l]->grad, (size_t)x[l]->n * sizeof(float));
+                    continue;
+                }
+                for (long i = 0; i < x[l]->n; i++)
+                    ck_assert_msg(fabs(x[l]->grad[i] - (1.0 + fresh[l][i])) <= 1e-5 * (1.0 + fabs(fresh[l][i])),
+                                  "variant %d input %d element %ld: %g, want 1 + %g", variant, l, i,
+                                  (double)x[l]->grad[i], (double)fresh[l][i]);
+            }
+        }
+        tape_reset();
+        grad_set(was);
+        engine_set_arena(NULL);
+        arena_free(&a);
+    }
+}
+END_TEST
+
 Suite *attn_linear_suite(void) {
     Suite *s = suite_create("attn_linear");
     TCase *tc = tcase_create("pytorch");
@@ -851,6 +909,7 @@ Suite *attn_linear_suite(void) {
     tc = tcase_create("layout");
     tcase_add_test(tc, test_linear_packed_matches_split);
     tcase_add_test(tc, test_linear_packed_kernel_call);
+    tcase_add_test(tc, test_linear_adds_to_a_set_gradient);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -564,11 +564,20 @@ static void g_prime(const Lin *L, const float *g, const float *o, const float *d
     }
 }
 
-/* Where the gradients of one head go (NULL: not wanted) and what they need. */
+/* Where the gradients of one head go (NULL: not wanted) and what they need.
+ * zq, zk, zv: that gradient is still unset (tensor_grad_unset), and its rows
+ * are zeroed where they are first touched, or the first product into them
+ * overwrites. */
 typedef struct {
     const float *q, *k, *v, *o, *g, *den;
     float *dq, *dk, *dv;
+    bool zq, zk, zv;
 } HeadGrad;
+
+/* Zeroes one head's c rows of a gradient from row p0 when `unset`. */
+static void zero_rows(bool unset, float *d, long ld, int p0, int c, int width) {
+    for (int i = 0; unset && i < c; i++) memset(d + (long)(p0 + i) * ld, 0, (size_t)width * sizeof(float));
+}
 
 /* delta_i = -(g_i . o_i) / d_i, the gradient into den_i (0 where clamped). */
 static float den_delta(const Lin *L, const HeadGrad *hg, int i) {
@@ -601,6 +610,7 @@ static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
             }
             float delta = den_delta(L, hg, i);
             for (int e = 0; e < dk; e++) g[e] = delta * z[e];
+            zero_rows(hg->zq, hg->dq, L->ldq, i, 1, dk);
             phi_backward_row(L, hg->q + (long)i * L->ldq, g, hg->dq + (long)i * L->ldq);
         }
     }
@@ -617,6 +627,7 @@ static void den_rope_backward(const Lin *L, const HeadGrad *hg, Scratch *s) {
                 phi_row(L, hg->q + (long)j * L->ldq, f);
                 for (int e = 0; e < dk; e++) z[e] += delta * f[e];
             }
+            zero_rows(hg->zk, hg->dk, L->ldq, j, 1, dk);
             phi_backward_row(L, hg->k + (long)j * L->ldq, z, hg->dk + (long)j * L->ldq);
         }
     }
@@ -641,6 +652,7 @@ static void dq_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     bool inter = p0 > 0; /* S'_0 = 0 */
     if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
     if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
+    zero_rows(hg->zq, hg->dq, L->ldq, p0, c, L->dk);
     features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
     if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
 }
@@ -665,12 +677,13 @@ static void dkv_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
         gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
         if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
         if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
+        zero_rows(hg->zk, hg->dk, L->ldq, p0, c, L->dk);
         features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
     }
     if (hg->dv) {
         float *dvt = hg->dv + (long)p0 * L->ldv;
         intra_scores(L, s, c, a, s->ldx);
-        gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, true, dvt, L->ldv);
+        gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, !hg->zv, dvt, L->ldv); /* unset: overwrites */
         if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
     }
     if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
@@ -708,16 +721,18 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
         if (hg->dq) {
             g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
             feature_grad(L, s, c, s->gb, s->y);
+            zero_rows(hg->zq, hg->dq, L->ldq, p0, c, L->dk);
             features_backward(L, hg->q, p0, c, s->dp, L->sn ? s->df : NULL, hg->dq);
         }
         if (hg->dk) {
             v_ones(L, hg->v, p0, c, vb);
             feature_grad(L, s, c, vb, u);
+            zero_rows(hg->zk, hg->dk, L->ldq, p0, c, L->dk);
             features_backward(L, hg->k, p0, c, s->dp, L->sn ? s->df : NULL, hg->dk);
         }
         if (hg->dv) {
             features(L, hg->k, p0, c, s->kf, F, NULL);
-            gemm(false, false, c, dv, F, s->kf, F, u, dv1, true, hg->dv + (long)p0 * L->ldv, L->ldv);
+            gemm(false, false, c, dv, F, s->kf, F, u, dv1, !hg->zv, hg->dv + (long)p0 * L->ldv, L->ldv);
         }
     }
 }
@@ -725,9 +740,13 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
 static void attn_linear_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[n->n_in > 1], *v = n->in[n->n_in - 1]; /* one tensor when fused */
     Lin L = lin_of(n);
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
-    float *dk = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dv = v->requires_grad ? tensor_grad(v) : NULL;
+    /* A gradient nothing has reached yet comes unzeroed, and every row is
+     * zeroed where the sweeps first touch it, in cache (zero_rows): one pass
+     * over dq, dk, dv fewer. The same tensor twice (fused) is unset once. */
+    bool uq = false, uk = false, uv = false;
+    float *dq = q->requires_grad ? tensor_grad_unset(q, &uq) : NULL;
+    float *dk = !k->requires_grad ? NULL : k == q ? (uk = uq, dq) : tensor_grad_unset(k, &uk);
+    float *dv = !v->requires_grad ? NULL : v == q ? (uv = uq, dq) : v == k ? (uv = uk, dk) : tensor_grad_unset(v, &uv);
     /* per head of a group: the scratch, then U' for the bidirectional form */
     int G = group_size(&L), groups = L.B * ((L.H + G - 1) / G);
     long per = scratch_floats(&L) + (long)L.F * L.dv1;
@@ -752,8 +771,14 @@ static void attn_linear_backward(Node *n) {
                 .dq = dq ? dq + at.qo : NULL,
                 .dk = dk ? dk + at.ko : NULL,
                 .dv = dv ? dv + at.vo : NULL,
+                .zq = uq,
+                .zk = uk,
+                .zv = uv,
             };
-            if (L.rp) den_rope_backward(&L, &hg[j], &s[j]);
+            if (L.rp) {
+                den_rope_backward(&L, &hg[j], &s[j]); /* which touches every row of dq and dk first */
+                hg[j].zq = hg[j].zk = false;
+            }
             if (!L.causal) head_backward_bidirectional(&L, &hg[j], &s[j], mine + scratch_floats(&L));
         }
         if (!L.causal) continue;
