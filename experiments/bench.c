@@ -871,7 +871,9 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
             }
         if (!n_series) break;
         PlotSpec spec = {"one attention layer, forward + backward", "length T",
-                         what ? "arena peak (MiB)" : "time per token (us)", 1, what, 0, 0, 0};
+                         what ? (o->vs_torch ? "arena peak; PyTorch: RSS growth (MiB)" : "arena peak (MiB)")
+                              : "time per token (us)",
+                         1, what, 0, 0, 0};
         if (plot_lines(what ? "bench-scaling-memory.png" : "bench-scaling.png", &spec, series, n_series, &e) != 0) {
             err_print(&e);
             return 1;
