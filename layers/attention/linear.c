@@ -68,11 +68,16 @@
  * gradient of a rotated feature is R^T times it before phi'. Without RoPE
  * none of this runs.
  *
- * Layouts: q, k, v come as [B, H, T, d] (split) or, as the module gives them
- * (packed_heads), as the projections made them, [B, T, H d] (packed); the
- * output and the gradients take the inputs' layout. Only the row strides
- * differ (d or H d, see Lin); every sum is the same, so both layouts give the
- * same bits.
+ * Layouts: q, k, v come as [B, H, T, d] (split), as [B, T, H d] each
+ * (packed), or, as the module gives them (forward_qkv), side by side in the
+ * one tensor the fused projection made, [B, T, H dk | H dk | H dv] (fused);
+ * the output and the gradients take the inputs' layout ([B, T, H dv] for the
+ * fused output). Only the row strides differ (see Lin); every sum is the
+ * same, so all three layouts give the same bits.
+ *
+ * A gradient nothing has reached before this op's backward comes unzeroed
+ * (tensor_grad_unset), and each head's rows of it are zeroed where a sweep
+ * first touches them (zero_rows), while they are in cache.
  *
  * Heads run in parallel on OpenMP threads in groups of adjacent heads of one
  * batch element (group_size), each head with its own scratch; a causal group
