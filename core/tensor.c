@@ -74,8 +74,10 @@ float *tensor_grad_unset(Tensor *t, bool *fresh) {
 }
 
 float *tensor_grad(Tensor *t) {
-    if (!t->grad) t->grad = arena_calloc(engine_arena(), (size_t)t->n * sizeof(float));
-    return t->grad;
+    bool fresh;
+    float *g = tensor_grad_unset(t, &fresh);
+    if (fresh) memset(g, 0, (size_t)t->n * sizeof(float));
+    return g;
 }
 
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t size) {

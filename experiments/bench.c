@@ -434,6 +434,7 @@ typedef struct {
 
 typedef struct {
     int attn, T;
+    int kernel_i; /* which of bench_scaling's kernels */
     Timing layer, kernel;
     double sgemm_ms, sgemm_gflop; /* the projections' products as raw sgemm calls (median), and their work */
     double rss_mib;
@@ -474,11 +475,10 @@ static void scaling_step(const ScalingStep *st) {
         q.requires_grad = true;
         backward_seeded(a->kernel->forward_qkv(&c, &q), st->seed_o);
         return;
-    } else {
-        tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
-        tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
-        tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
     }
+    tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
+    tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
+    tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
     q.requires_grad = k.requires_grad = v.requires_grad = true;
     backward_seeded(a->kernel->forward(&c, &q, &k, &v), st->seed_o);
 }
@@ -584,8 +584,8 @@ static ScalingRow scaling_row(const Options *o, const ModelConfig *base, int T) 
                       mc.d_model,
                       random_buffer(&rng, n),
                       random_buffer(&rng, fused ? 2 * nk + nv : nk),
-                      random_buffer(&rng, fused ? 1 : nk),
-                      random_buffer(&rng, fused ? 1 : nv),
+                      fused ? NULL : random_buffer(&rng, nk),
+                      fused ? NULL : random_buffer(&rng, nv),
                       random_buffer(&rng, n),
                       random_buffer(&rng, nv),
                       false};
@@ -628,7 +628,7 @@ static void print_row(const char *label, const ScalingRow *r) {
 /* Row i over the rounds (rows `stride` apart): median times, the fastest
  * step of all, the largest memory. */
 static ScalingRow median_row(const ScalingRow *by_round, int i, int stride, int rounds) {
-    double a[4][100];
+    double a[3][100]; /* rounds <= 100 (--rounds) */
     ScalingRow r = by_round[i];
     for (int k = 0; k < rounds; k++) {
         const ScalingRow *x = &by_round[k * stride + i];
@@ -767,6 +767,7 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
                 }
                 fflush(stdout);
                 ScalingRow r = scaling_row(o, &kernels[k], T);
+                r.kernel_i = k;
                 by_round[round * MAX_ROWS + n_rows++] = r;
                 print_row(label, &r);
             }
@@ -776,12 +777,7 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
     free(by_round);
     if (o->rounds > 1) {
         printf("\n  the median of the %d rounds:\n", o->rounds);
-        for (int i = 0; i < n_rows; i++) {
-            const ModelConfig *m = &kernels[0];
-            for (int k = 0; k < n_kernels; k++)
-                if (kernels[k].attn == rows[i].attn) m = &kernels[k];
-            print_row(kernel_label(m, label, sizeof label), &rows[i]);
-        }
+        for (int i = 0; i < n_rows; i++) print_row(kernel_label(&kernels[rows[i].kernel_i], label, sizeof label), &rows[i]);
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
 
@@ -821,14 +817,11 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
                             "torch_growth_mib\n");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
-        ModelConfig m = kernels[0];
-        for (int k = 0; k < n_kernels; k++)
-            if (kernels[k].attn == r->attn) m = kernels[k];
         char torch[96] = ",,"; /* empty fields without --vs-torch */
         if (!isnan(r->torch_ms))
             snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
         len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f,%s\n",
-                                kernel_label(&m, label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
+                                kernel_label(&kernels[r->kernel_i], label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
                                 r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, r->rss_mib, torch);
     }
@@ -851,7 +844,7 @@ static int bench_scaling(const Options *o, const Config *cfg, int threads) {
             for (int part = 0; part < 3; part++) {
                 int n = 0;
                 for (int i = 0; i < n_rows; i++) {
-                    if (rows[i].attn != kernels[k].attn) continue;
+                    if (rows[i].kernel_i != k) continue;
                     if (part == 2) { /* PyTorch */
                         if (isnan(rows[i].torch_ms)) continue;
                         xs[n_series][n] = rows[i].T;
@@ -892,7 +885,8 @@ static double bench_torch(const Options *o, const Config *cfg, int threads) {
              cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context, cfg->train.batch, o->steps,
              threads);
     double tok_s = 0;
-    if (run_torch_script("torch_reference.py", args, torch_tok_s, &tok_s) != 0 || tok_s <= 0) return 0;
+    if (run_torch_script("torch_reference.py", args, torch_tok_s, &tok_s) != 0) return 0;
+    if (tok_s <= 0) fprintf(stderr, "error: --vs-torch: experiments/torch_reference.py printed no throughput\n");
     return tok_s;
 }
 

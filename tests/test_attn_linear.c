@@ -295,76 +295,15 @@ static void prepared(Rng *rng, int B, int H, int T, int dk, int dv, InputKind ki
     if (kind == IN_CLAMP) in[0] = linear_clamp_rows(leaves[0]);
 }
 
-/* Kernel and composition on the same prepared inputs: output and leaf
- * gradients for one seed gradient; then probs against the composition's P,
- * P v against the output, zeros above the diagonal. ok = false and msg on the
- * first difference. */
+/* prepared() as a DrawLeaves, ctx the InputKind. */
+static void draw_prepared(Rng *rng, const AttnCall *c, const void *ctx, Tensor **leaves, Tensor **in) {
+    prepared(rng, c->B, c->H, c->T, c->key_size, c->head_size, *(const InputKind *)ctx, leaves, in);
+}
+
+/* Kernel and composition on the same prepared inputs (kernel_against_composition). */
 static bool against_composition(const AttnCall *c, InputKind kind, uint64_t seed, char *msg, int size) {
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true), ok = false;
-    Rng rng;
-    rng_seed(&rng, seed);
-    tape_reset();
-    Tensor *leaves[3], *in[3];
-    prepared(&rng, c->B, c->H, c->T, c->key_size, c->head_size, kind, leaves, in);
-    long n_out = (long)c->B * c->H * c->T * c->head_size;
-    float *g = arena_alloc(&a, (size_t)n_out * sizeof(float));
-    rng_fill_normal(&rng, g, n_out, 0.0f, 1.0f);
-    Tensor *out = linear_kernel()->forward(c, in[0], in[1], in[2]);
-    backward_seeded(out, g);
-    float *grads[3];
-    for (int l = 0; l < 3; l++) {
-        grads[l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
-        memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
-        leaves[l]->grad = NULL;
-    }
-    /* the same draws again, for the composition */
-    tape_reset();
-    rng_seed(&rng, seed);
-    Tensor *leaves2[3], *in2[3];
-    prepared(&rng, c->B, c->H, c->T, c->key_size, c->head_size, kind, leaves2, in2);
-    Tensor *P;
-    Tensor *want = linear_compose(c, in2[0], in2[1], in2[2], &P);
-    backward_seeded(want, g);
-    char detail[256];
-    if (!close_enough(out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "output: %s", detail);
-        goto done;
-    }
-    for (int l = 0; l < 3; l++)
-        if (!close_enough(grads[l], leaves2[l]->grad, leaves2[l]->n, ATOL, RTOL, detail, sizeof detail)) {
-            snprintf(msg, (size_t)size, "gradient of %s: %s", (const char *[]){"q", "k", "v"}[l], detail);
-            goto done;
-        }
-    tape_reset();
-    grad_set(false);
-    Tensor *Pk = linear_kernel()->probs(c, in2[0], in2[1]);
-    if (!tensor_same_shape(Pk, P) || !close_enough(Pk->data, P->data, P->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "probs: %s", detail);
-        goto done;
-    }
-    Tensor *pv = op_matmul(Pk, in2[2], false, false);
-    if (!close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "output is not probs . v: %s", detail);
-        goto done;
-    }
-    for (long h = 0; c->causal && h < (long)c->B * c->H; h++)
-        for (int i = 0; i < c->T; i++)
-            for (int j = i + 1; j < c->T; j++)
-                if (Pk->data[(h * c->T + i) * c->T + j] != 0.0f) {
-                    snprintf(msg, (size_t)size, "probs[%d, %d] = %g above the diagonal", i, j,
-                             Pk->data[(h * c->T + i) * c->T + j]);
-                    goto done;
-                }
-    ok = true;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return ok;
+    return kernel_against_composition(linear_kernel(), c, seed, draw_prepared, &kind, linear_compose, ATOL, RTOL, msg,
+                                      size);
 }
 
 /* At the kernel cases' shapes and chunk = 2 (T = 5: three chunks). */

@@ -356,7 +356,8 @@ static Tensor *linear_rope_compose(const AttnCall *c, Tensor *q, Tensor *k, Tens
 
 /* Leaves q, k (uniform [0.5, 1.5], signs for relu and leakyrelu; N(0, 1)
  * for elu), v N(0, 1); the kernel's inputs through the prepared ops. */
-static void draw_inputs(Rng *rng, const AttnCall *c, Tensor **leaves, Tensor **in) {
+static void draw_inputs(Rng *rng, const AttnCall *c, const void *ctx, Tensor **leaves, Tensor **in) {
+    (void)ctx;
     int shape_k[4] = {c->B, c->H, c->T, c->key_size}, shape_v[4] = {c->B, c->H, c->T, c->head_size};
     for (int l = 0; l < 3; l++) {
         leaves[l] = tensor_new(4, l < 2 ? shape_k : shape_v);
@@ -371,61 +372,10 @@ static void draw_inputs(Rng *rng, const AttnCall *c, Tensor **leaves, Tensor **i
     }
 }
 
+/* Kernel and composition on the same inputs (kernel_against_composition). */
 static bool against_composition(const AttnCall *c, uint64_t seed, char *msg, int size) {
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true), ok = false;
-    char detail[256];
-    Rng rng;
-    Tensor *leaves[3], *in[3], *leaves2[3], *in2[3];
-    rng_seed(&rng, seed);
-    tape_reset();
-    draw_inputs(&rng, c, leaves, in);
-    long n_out = (long)c->B * c->H * c->T * c->head_size;
-    float *g = arena_alloc(&a, (size_t)n_out * sizeof(float));
-    rng_fill_normal(&rng, g, n_out, 0.0f, 1.0f);
-    Tensor *out = linear_kernel()->forward(c, in[0], in[1], in[2]);
-    backward_seeded(out, g);
-    float *grads[3];
-    for (int l = 0; l < 3; l++) {
-        grads[l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
-        memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
-    }
-    tape_reset();
-    rng_seed(&rng, seed);
-    draw_inputs(&rng, c, leaves2, in2);
-    Tensor *P;
-    Tensor *want = linear_rope_compose(c, in2[0], in2[1], in2[2], &P);
-    backward_seeded(want, g);
-    if (!close_enough(out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "output: %s", detail);
-        goto done;
-    }
-    for (int l = 0; l < 3; l++)
-        if (!close_enough(grads[l], leaves2[l]->grad, leaves2[l]->n, ATOL, RTOL, detail, sizeof detail)) {
-            snprintf(msg, (size_t)size, "gradient of %s: %s", (const char *[]){"q", "k", "v"}[l], detail);
-            goto done;
-        }
-    tape_reset();
-    grad_set(false);
-    Tensor *Pk = linear_kernel()->probs(c, in2[0], in2[1]);
-    if (!tensor_same_shape(Pk, P) || !close_enough(Pk->data, P->data, P->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "probs: %s", detail);
-        goto done;
-    }
-    Tensor *pv = op_matmul(Pk, in2[2], false, false);
-    if (!close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "output is not probs . v: %s", detail);
-        goto done;
-    }
-    ok = true;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return ok;
+    return kernel_against_composition(linear_kernel(), c, seed, draw_inputs, NULL, linear_rope_compose, ATOL, RTOL,
+                                      msg, size);
 }
 
 /* Every case of the table, and a long one per phi: T = 50 in chunks of 8

@@ -190,3 +190,70 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 void test_rmtree(const char *dir) {
     if (dir[0]) nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
+                                const void *ctx, ComposeRef compose, float atol, float rtol, char *msg, int size) {
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true), ok = false;
+    char detail[256];
+    Rng rng;
+    rng_seed(&rng, seed);
+    tape_reset();
+    Tensor *leaves[3], *in[3];
+    draw(&rng, c, ctx, leaves, in);
+    long n_out = (long)c->B * c->H * c->T * c->head_size;
+    float *g = arena_alloc(&a, (size_t)n_out * sizeof(float));
+    rng_fill_normal(&rng, g, n_out, 0.0f, 1.0f);
+    Tensor *out = kern->forward(c, in[0], in[1], in[2]);
+    backward_seeded(out, g);
+    float *grads[3];
+    for (int l = 0; l < 3; l++) {
+        grads[l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
+        memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
+    }
+    /* the same draws again, for the composition */
+    tape_reset();
+    rng_seed(&rng, seed);
+    draw(&rng, c, ctx, leaves, in);
+    Tensor *P;
+    Tensor *want = compose(c, in[0], in[1], in[2], &P);
+    backward_seeded(want, g);
+    if (!close_enough(out->data, want->data, out->n, atol, rtol, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "output: %s", detail);
+        goto done;
+    }
+    for (int l = 0; l < 3; l++)
+        if (!close_enough(grads[l], leaves[l]->grad, leaves[l]->n, atol, rtol, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "gradient of %s: %s", (const char *[]){"q", "k", "v"}[l], detail);
+            goto done;
+        }
+    tape_reset();
+    grad_set(false);
+    Tensor *Pk = kern->probs(c, in[0], in[1]);
+    if (!tensor_same_shape(Pk, P) || !close_enough(Pk->data, P->data, P->n, atol, rtol, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "probs: %s", detail);
+        goto done;
+    }
+    Tensor *pv = op_matmul(Pk, in[2], false, false);
+    if (!close_enough(out->data, pv->data, out->n, atol, rtol, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "output is not probs . v: %s", detail);
+        goto done;
+    }
+    for (long h = 0; c->causal && h < (long)c->B * c->H; h++)
+        for (int i = 0; i < c->T; i++)
+            for (int j = i + 1; j < c->T; j++)
+                if (Pk->data[(h * c->T + i) * c->T + j] != 0.0f) {
+                    snprintf(msg, (size_t)size, "probs[%d, %d] = %g above the diagonal", i, j,
+                             Pk->data[(h * c->T + i) * c->T + j]);
+                    goto done;
+                }
+    ok = true;
+done:
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return ok;
+}

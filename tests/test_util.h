@@ -6,6 +6,7 @@
 
 #include "attention.h"
 #include "ops.h"
+#include "rng.h"
 #include "safetensors.h"
 
 /* Ways to break a backward, to prove that a check catches them. */
@@ -62,6 +63,20 @@ extern const char *const kernel_fx_stage_names[];
 KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
                                  Tensor *const leaf[5], const char *const names[5], float atol, float rtol, char *msg,
                                  int size);
+
+/* Draws the leaves q, k, v [B, H, T, d] (requires_grad) of a kernel test from
+ * rng and puts the kernel's inputs, made from them on the tape, in in[3]. */
+typedef void (*DrawLeaves)(Rng *rng, const AttnCall *c, const void *ctx, Tensor **leaves, Tensor **in);
+/* A reference made of primitive ops: the output for q, k, v, and its
+ * attention matrix P [B, H, T, T] in *probs. */
+typedef Tensor *(*ComposeRef)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs);
+/* Kernel `kern` and `compose` on the same inputs, drawn twice from `seed`:
+ * output and leaf gradients for one random output gradient; then, gradients
+ * off, the kernel's probs against the reference's P, P v against the output,
+ * and (causal) zeros above the diagonal. In a fresh arena; false and the
+ * first difference in msg. */
+bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
+                                const void *ctx, ComposeRef compose, float atol, float rtol, char *msg, int size);
 
 /* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
  * into dir; fails the test when it cannot be made. */
