@@ -19,8 +19,10 @@ ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitiz
 # pkg-config runs in the sub-make below, after `deps` has installed it.
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(TEST_PKGS))
 DEP_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -Wl,-rpath,$(BLAS_DIR) -lm
-# The tests count our own calls to the allocator (tests/test_engine.c).
-TEST_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc
+# The tests count our own calls to the allocator (tests/test_engine.c), and
+# can route our BLAS calls to fixed-order loops (tests/blas_stub.h).
+TEST_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc \
+	-Wl,--wrap=cblas_sgemm,--wrap=cblas_sgemv
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
@@ -52,7 +54,8 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_experiments.sh
 	sh tests/cli_extrapolate.sh
 
-run-tests-asan: $(BUILD)/test_all
+# The commands are built with the same flags, so that they compile there too.
+run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -80,6 +83,11 @@ $(BUILD)/test_all: $(LIB_OBJ) $(TEST_SRC:%.c=$(BUILD)/%.o)
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(TEST_WRAP) $(TEST_LIBS) $(DEP_LIBS)
 
 $(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/%.o
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
+
+$(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/%.o
+	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
 

@@ -443,7 +443,14 @@ int main(int argc, char **argv) {
             snprintf(label, sizeof label, "run %d/%d %.250s", index, n_train, r->name);
         char ckpt[1100];
         snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
-        snprintf(r->cfg.train.out, sizeof r->cfg.train.out, "%s", r->folder);
+        size_t folder_len = strlen(r->folder);
+        if (folder_len >= sizeof r->cfg.train.out) {
+            fprintf(stderr, "error: %s: the run folder's path is %zu bytes, at most %zu fit\n", r->folder, folder_len,
+                    sizeof r->cfg.train.out - 1);
+            fprintf(stderr, "hint: a shorter --out\n");
+            return 2;
+        }
+        memcpy(r->cfg.train.out, r->folder, folder_len + 1);
         TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder, .resume = file_exists(ckpt),
                         .label = label, .quiet = true};
         double t0 = now_seconds();

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_stub.h"
 #include "cases_positions.h"
 #include "model.h"
 #include "safetensors.h"
@@ -262,6 +263,8 @@ START_TEST(test_positions_threads_same_bits) {
         if (strcmp(f.v[i].name, "kerple_log_bidirectional") == 0) v = &f.v[i];
     ck_assert_ptr_nonnull(v);
     float bits[2][3 * 4 + 64];
+    /* Our kernel's bits, not OpenBLAS's (blas_stub.h). */
+    bool stub_was = blas_stub_set(true);
     int before = engine_threads();
     attn_query_block = 16;
     for (int run = 0; run < 2; run++) {
@@ -290,6 +293,7 @@ START_TEST(test_positions_threads_same_bits) {
         arena_free(&a);
     }
     engine_set_threads(before);
+    blas_stub_set(stub_was);
     attn_query_block = 64;
     ck_assert_msg(memcmp(bits[0], bits[1], (size_t)(2 * f.H + 64) * sizeof(float)) == 0,
                   "attn_softmax with kerple_log: 1 and 2 threads give different bits");

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_stub.h"
 #include "model.h"
 #include "optim/optim.h"
 #include "safetensors.h"
@@ -278,6 +279,8 @@ START_TEST(test_talking_threads_same_bits) {
     ck_assert_int_eq(v->talking, TALKING_BOTH);
     float *bits[2] = {NULL, NULL};
     long n_bits = 0;
+    /* Our kernel's bits, not OpenBLAS's (blas_stub.h). */
+    bool stub_was = blas_stub_set(true);
     int before = engine_threads();
     for (int run = 0; run < 2; run++) {
         engine_set_threads(run + 1);
@@ -311,6 +314,7 @@ START_TEST(test_talking_threads_same_bits) {
         arena_free(&a);
     }
     engine_set_threads(before);
+    blas_stub_set(stub_was);
     ck_assert_msg(memcmp(bits[0], bits[1], (size_t)n_bits * sizeof(float)) == 0,
                   "attn_talking: 1 and 2 threads give different bits");
     free(bits[0]);

@@ -94,6 +94,26 @@ bool close_enough(const float *got, const float *want, long n, float atol, float
     return true;
 }
 
+double rounding_gamma(long K) {
+    const double u = 0x1p-24;
+    return (double)K * u / (1.0 - (double)K * u);
+}
+
+bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, long n,
+                       double slack, char *msg, int msg_size) {
+    double move = 0;
+    for (long i = 0; i < n; i++) move = fmax(move, fabs((double)moved[i] - want[i]));
+    for (long i = 0; i < n; i++) {
+        double tol = slack * move + 8 * 0x1p-24 * fabs(want[i]);
+        if (!(fabs((double)got[i] - want[i]) <= tol)) {
+            snprintf(msg, (size_t)msg_size, "%s element %ld of %ld: got %.8g, want %.8g (rounding bound %.2g)", what, i,
+                     n, got[i], want[i], tol);
+            return false;
+        }
+    }
+    return true;
+}
+
 StFile fixture_open(const char *name) {
     const char *dir = getenv("ATTNLAB_FIXTURES");
     char path[512];

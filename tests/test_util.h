@@ -32,6 +32,19 @@ int case_find(const char *name);
  * msg and returns false. */
 bool close_enough(const float *got, const float *want, long n, float atol, float rtol, char *msg, int msg_size);
 
+/* Error analysis for two float32 evaluations of one function whose sums run
+ * in different orders (a fused product against split ones, say). Each sum of
+ * K terms computes, exactly, the sum of its terms each moved by at most
+ * gamma_K = K u / (1 - K u) (u = 2^-24, the unit roundoff), so evaluating the
+ * reference once more with every input moved by a random relative gamma_K
+ * (`moved`) shows how far rounding can carry each output, through whatever
+ * conditioning the function has. Within a tensor of n values, got may differ
+ * from want by `slack` times the largest move seen in that tensor (plus
+ * 8 u |want|); on the first value beyond, fills msg and returns false. */
+double rounding_gamma(long K);
+bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, long n,
+                       double slack, char *msg, int msg_size);
+
 /* Opens tests/fixtures/<name> ($ATTNLAB_FIXTURES/<name> when set); a missing
  * or bad fixture fails the test with a hint to remake it. */
 StFile fixture_open(const char *name);
