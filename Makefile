@@ -53,6 +53,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
 	sh tests/cli_extrapolate.sh
+	sh tests/cli_startup.sh
 
 # The commands are built with the same flags, so that they compile there too.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)

@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util.h"
 
@@ -28,6 +29,34 @@ int engine_set_threads(int n) {
 }
 
 int engine_threads(void) { return omp_get_max_threads(); }
+
+const char *engine_blas_kernel(void) { return openblas_get_corename(); }
+
+bool blas_kernel_is_avx512(const char *kernel) {
+    static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
+    for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+        if (!strcasecmp(kernel, avx512[i])) return true;
+    return false;
+}
+
+bool cpu_has_avx512(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
+bool blas_kernel_note(bool cpu_avx512, const char *coretype, const char *kernel, char *buf, size_t size) {
+    if (!cpu_avx512 || !coretype || !*coretype || blas_kernel_is_avx512(kernel)) return false;
+    snprintf(buf, size,
+             "note: OPENBLAS_CORETYPE=%s runs OpenBLAS's %s kernel (no AVX-512) on this AVX-512 CPU; with the "
+             "variable unset, OpenBLAS picks its AVX-512 kernel, the faster one here",
+             coretype, kernel);
+    return true;
+}
 
 long shape_numel(int ndim, const int *shape) {
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS) DIE("tensor: %d dimensions (at most %d)", ndim, TENSOR_MAX_DIMS);

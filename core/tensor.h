@@ -37,6 +37,19 @@ Arena *engine_arena_or_null(void);
 int engine_set_threads(int n);
 int engine_threads(void);
 
+/* The OpenBLAS kernel in use ("Cooperlake", "SkylakeX", "Haswell", ...): its
+ * DYNAMIC_ARCH build picks one for the CPU when the library loads, unless the
+ * environment variable OPENBLAS_CORETYPE names one. */
+const char *engine_blas_kernel(void);
+/* Whether a kernel name is one of OpenBLAS's AVX-512 kernels. */
+bool blas_kernel_is_avx512(const char *kernel);
+/* Whether the CPU has AVX-512 (F, BW, DQ and VL, what those kernels use). */
+bool cpu_has_avx512(void);
+/* When OPENBLAS_CORETYPE (coretype; NULL when unset) has put an AVX2 kernel
+ * on an AVX-512 CPU, a one-line note saying what unsetting it would give,
+ * in buf; otherwise false. */
+bool blas_kernel_note(bool cpu_avx512, const char *coretype, const char *kernel, char *buf, size_t size);
+
 /* ---- making tensors ------------------------------------------------------ */
 
 /* A tensor of this shape in the current arena, data uninitialised. */

@@ -15,6 +15,7 @@
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
+#include "startup.h"
 #include "tensor.h"
 #include "trainer.h"
 
@@ -243,6 +244,7 @@ static bool same_config(const Config *a, const Config *b) {
 }
 
 int main(int argc, char **argv) {
+    command_startup(argc, argv);
     Axis axes[MAX_AXES];
     int n_axes = 0;
     Config base;
@@ -420,7 +422,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int threads = engine_set_threads(base.train.threads);
-    printf("attnlab ablate: %d runs in %s, %d threads (OpenMP, shared with OpenBLAS)\n", n_train, dir, threads);
+    printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
 
     train_install_signal_handlers();
     double t_start = now_seconds(), trained_s = 0;

@@ -58,6 +58,7 @@
 #include "plot.h"
 #include "rng.h"
 #include "run.h"
+#include "startup.h"
 #include "util.h"
 
 typedef struct {
@@ -942,6 +943,7 @@ static int parse_lengths(const char *flag, const char *v, Options *o) {
 }
 
 int main(int argc, char **argv) {
+    command_startup(argc, argv);
     Options o = {.reps = 21, .threads = 0, .steps = 10};
     bool objective_given = false;
     /* The reference configuration: the defaults, at d_model 256 and T 256. */
@@ -1022,7 +1024,7 @@ int main(int argc, char **argv) {
     }
     if (!o.rounds) o.rounds = 3;
     int threads = engine_set_threads(o.threads);
-    printf("attnlab bench: %d threads (OpenMP, shared with OpenBLAS: %s)\n\n", threads, openblas_get_config());
+    printf("attnlab bench: %s\n(%s)\n\n", threads_banner(threads), openblas_get_config());
     if (o.scaling) return bench_scaling(&o, &cfg, threads);
     if (o.ops) {
         printf("matmul, (4096 x 256) . (256 x 768), B stored [K, N]:\n");

@@ -24,6 +24,7 @@
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
+#include "startup.h"
 
 #define MAX_LENGTHS 64
 #define MAX_OVERRIDES 3
@@ -272,6 +273,7 @@ static long windows_at(int T, int max_windows, int max_bytes) {
 }
 
 int main(int argc, char **argv) {
+    command_startup(argc, argv);
     const char *positional[256];
     int n_pos = 0, threads = 0, max_windows = 0, max_bytes = 0;
     const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
@@ -480,7 +482,7 @@ int main(int argc, char **argv) {
     int used_threads = engine_set_threads(threads);
     printf("extrapolate: %d variant%s, lengths", nv, nv == 1 ? "" : "s");
     for (int l = 0; l < nl; l++) printf("%s%d", l ? "," : " ", lengths[l]);
-    printf(", %s windows, %d threads\n", max_windows || max_bytes ? "evenly spaced" : "all", used_threads);
+    printf(", %s windows, %s\n", max_windows || max_bytes ? "evenly spaced" : "all", threads_banner(used_threads));
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);

@@ -15,6 +15,7 @@
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
+#include "startup.h"
 
 /* LAPACK (in OpenBLAS), column-major. */
 void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u,
@@ -120,6 +121,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    command_startup(argc, argv);
     const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
     int samples = 8, length = 0;
     bool eigen = false;
@@ -215,8 +217,8 @@ int main(int argc, char **argv) {
     }
     int *ids = xmalloc((size_t)(T + 1) * sizeof(int)), *targets = xmalloc((size_t)(T + 1) * sizeof(int));
     Spectrum sp = {.layers = mc->layers, .heads = mc->heads, .eigen = eigen};
-    printf("spectrum: %s, %ld windows of %d bytes, %s, %d threads\n", ckpt, count, T,
-           eigen ? "eigenvalue moduli" : "singular values", threads);
+    printf("spectrum: %s, %ld windows of %d bytes, %s, %s\n", ckpt, count, T,
+           eigen ? "eigenvalue moduli" : "singular values", threads_banner(threads));
     Progress prog;
     progress_init(&prog, "spectrum", count, stdout);
     for (long w = 0; w < count && !sp.failed; w++) {

@@ -6,6 +6,7 @@
 
 #include "checkpoint.h"
 #include "run.h"
+#include "startup.h"
 #include "tensor.h"
 #include "trainer.h"
 
@@ -24,6 +25,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    command_startup(argc, argv);
     Config cfg;
     config_defaults(&cfg);
     const char *corpus = NULL, *resume = NULL;
@@ -125,7 +127,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     int threads = engine_set_threads(cfg.train.threads);
-    printf("attnlab train: %s%s, %d threads (OpenMP, shared with OpenBLAS)\n", run_dir, resume ? " (resumed)" : "", threads);
+    printf("attnlab train: %s%s, %s\n", run_dir, resume ? " (resumed)" : "", threads_banner(threads));
 
     train_install_signal_handlers();
     TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = "train"};

@@ -12,6 +12,7 @@
 #include "ops.h"
 #include "params.h"
 #include "rng.h"
+#include "tensor.h"
 
 /* The test binary is linked with --wrap for these, so every call from our
  * own code (not from shared libraries) is counted. */
@@ -367,6 +368,24 @@ START_TEST(test_threads_give_same_bits) {
 }
 END_TEST
 
+/* The note about an AVX2 kernel on an AVX-512 CPU: exactly when the CPU has
+ * AVX-512, OPENBLAS_CORETYPE is set and the kernel it gave is not AVX-512. */
+START_TEST(test_blas_kernel_note) {
+    char note[320];
+    ck_assert(blas_kernel_is_avx512("SkylakeX") && blas_kernel_is_avx512("Cooperlake") &&
+              blas_kernel_is_avx512("SapphireRapids") && blas_kernel_is_avx512("skylakex"));
+    ck_assert(!blas_kernel_is_avx512("Haswell") && !blas_kernel_is_avx512("Zen") && !blas_kernel_is_avx512(""));
+    ck_assert(blas_kernel_note(true, "Haswell", "Haswell", note, sizeof note));
+    ck_assert_msg(strstr(note, "OPENBLAS_CORETYPE=Haswell") && strstr(note, "unset"), "%s", note);
+    ck_assert(blas_kernel_note(true, "zen", "Zen", note, sizeof note));
+    ck_assert(!blas_kernel_note(false, "Haswell", "Haswell", note, sizeof note)); /* no AVX-512 to miss */
+    ck_assert(!blas_kernel_note(true, NULL, "Haswell", note, sizeof note));      /* unset: OpenBLAS chose */
+    ck_assert(!blas_kernel_note(true, "", "Haswell", note, sizeof note));
+    ck_assert(!blas_kernel_note(true, "SkylakeX", "SkylakeX", note, sizeof note));
+    ck_assert(!blas_kernel_note(true, "Cooperlake", "Cooperlake", note, sizeof note));
+}
+END_TEST
+
 Suite *engine_suite(void) {
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
@@ -381,6 +400,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_fastmath_accuracy);
     tcase_add_test(tc, test_own_kernels_thread_invariant);
     tcase_add_test(tc, test_threads_give_same_bits);
+    tcase_add_test(tc, test_blas_kernel_note);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,25 @@
+/* startup.h: what every command does first, and the line naming its threads.
+ *
+ * Two settings must be in the environment before the OpenMP runtime and
+ * OpenBLAS load, which is before main runs, so command_startup sets them and,
+ * when it changed any, starts the program again in its place (once):
+ *   - GOMP_SPINCOUNT=1000 when neither it nor OMP_WAIT_POLICY is set: an idle
+ *     thread spins briefly, then sleeps. libgomp's default spin (300,000
+ *     rounds) keeps an idle thread on its core, so with another busy process
+ *     on the machine the thread that has work waits for a core, at every
+ *     parallel region: 2 threads then ran several times slower than 1.
+ *   - OPENBLAS_CORETYPE=SkylakeX when it is unset, the CPU has AVX-512 and
+ *     OpenBLAS did not pick an AVX-512 kernel (a CPU newer than the library).
+ * A user's own value of either variable is always kept. The variables it
+ * set are listed in ATTNLAB_SET_ENV, for children that want them unset. */
+#ifndef ATTNLAB_STARTUP_H
+#define ATTNLAB_STARTUP_H
+
+void command_startup(int argc, char **argv);
+
+/* "2 threads (OpenMP; OpenBLAS kernel Cooperlake)" for a command's start-up
+ * line, followed by a newline and blas_kernel_note's note when that applies
+ * (so the note is the next line of the command's output). */
+const char *threads_banner(int threads);
+
+#endif
