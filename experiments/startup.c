@@ -31,13 +31,38 @@ void command_startup(int argc, char **argv) {
     /* Not restarted (no /proc, say): go on as we are; only speed differs. */
 }
 
+/* Processes other than this one that want a core now, when the machine has
+ * been busy for a while too (/proc/loadavg: the 1-minute load and the tasks
+ * running at this moment, this one among them); 0 when unknown. */
+static int other_busy(int cores) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return 0;
+    double load1 = 0;
+    int running = 0, total = 0;
+    int got = fscanf(f, "%lf %*f %*f %d/%d", &load1, &running, &total);
+    fclose(f);
+    if (got != 3 || running < 1) return 0;
+    int others = running - 1;
+    /* the minute's average too, so that a passing compile does not count */
+    return load1 >= others - 0.5 && others > 0 && others <= cores * 64 ? others : 0;
+}
+
 const char *threads_banner(int threads) {
-    static char line[512];
+    static char line[768];
     const char *kernel = engine_blas_kernel();
     int len = snprintf(line, sizeof line, "%d thread%s (OpenMP; OpenBLAS kernel %s)", threads, threads == 1 ? "" : "s",
                        kernel);
     char note[320];
     if (blas_kernel_note(cpu_has_avx512(), getenv("OPENBLAS_CORETYPE"), kernel, note, sizeof note))
-        snprintf(line + len, sizeof line - (size_t)len, "\n%s", note);
+        len += snprintf(line + len, sizeof line - (size_t)len, "\n%s", note);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int others = threads > 1 && cores > 0 ? other_busy((int)cores) : 0;
+    if (others && others + threads > cores) {
+        int free_cores = others < cores ? (int)cores - others : 1;
+        snprintf(line + len, sizeof line - (size_t)len,
+                 "\nnote: %d other process%s running on %ld cores, so some of the %d threads wait for a core; "
+                 "--threads %d may be faster",
+                 others, others == 1 ? " is" : "es are", cores, threads, free_cores);
+    }
     return line;
 }

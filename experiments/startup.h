@@ -19,7 +19,9 @@ void command_startup(int argc, char **argv);
 
 /* "2 threads (OpenMP; OpenBLAS kernel Cooperlake)" for a command's start-up
  * line, followed by a newline and blas_kernel_note's note when that applies
- * (so the note is the next line of the command's output). */
+ * (so the note is the next line of the command's output), and by a note
+ * suggesting fewer threads when other processes have kept the cores busy
+ * (the load average of the last minute and the tasks running now). */
 const char *threads_banner(int threads);
 
 #endif
