@@ -5,13 +5,20 @@ The same model as layers/model.c (tests/reference/gpt.py checks that the two
 agree number for number), written the way a PyTorch user would write it for
 speed on a CPU: nn.Linear, nn.LayerNorm, F.gelu(approximate="tanh"), one
 fused qkv projection, masked softmax attention, AdamW. `./bench --vs-torch`
-runs it with the same sizes and threads and prints the ratio.
+runs it with the same sizes, first briefly under a few thread and OpenMP
+settings (`--warmup 1 --steps 3`, the variables set in its environment), then
+in rounds beside attnlab under the fastest, and prints the ratio.
 
-Prints the median tok/s over --steps timed steps after 3 warm-up steps.
+Prints the threads and ATen's CPU capability, the BLAS libraries this process
+mapped and OpenBLAS's kernel (so that the bench can check they are attnlab's),
+and the median tok/s over --steps timed steps after --warmup warm-up steps.
 """
 
 import argparse
+import ctypes
 import math
+import os
+import re
 import statistics
 import time
 
@@ -58,13 +65,39 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
+def blas_in_use():
+    """The BLAS libraries mapped into this process and OpenBLAS's kernel, as
+    "lib1, lib2; OpenBLAS kernel Haswell" (Linux; else what can be said)."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if re.search(r"/lib[^/]*(blas|lapack)[^/]*\.so", line)})
+    except OSError:
+        return "unknown (no /proc/self/maps)"
+    kernel = "not OpenBLAS"
+    for lib in libs:
+        if "openblas" in os.path.basename(lib):
+            openblas = ctypes.CDLL(lib)
+            openblas.openblas_get_corename.restype = ctypes.c_char_p
+            kernel = "OpenBLAS kernel " + openblas.openblas_get_corename().decode()
+    return f"{', '.join(libs) or 'none'}; {kernel}"
+
+
+def cpu_capability():
+    """The vector width ATen's kernels use (ATEN_CPU_CAPABILITY), e.g. AVX2."""
+    found = re.search(r"CPU capability usage: (\S+)", torch.__config__.show())
+    return found.group(1) if found else "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser()
     for name, default in [("layers", 4), ("d_model", 256), ("heads", 4), ("context", 256), ("batch", 16),
-                          ("steps", 10), ("threads", 2)]:
+                          ("steps", 10), ("warmup", 3), ("threads", 2)]:
         ap.add_argument("--" + name, type=int, default=default)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    print(f"  torch {torch.__version__}: {torch.get_num_threads()} threads (interop {torch.get_num_interop_threads()}), "
+          f"ATen CPU capability {cpu_capability()}")
+    print(f"  BLAS: {blas_in_use()}", flush=True)
     torch.manual_seed(0)
     model = GPT(a.layers, a.d_model, a.heads, a.context)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -74,17 +107,17 @@ def main():
     ids = torch.randint(0, 256, (a.batch, a.context))
     targets = torch.randint(0, 256, (a.batch, a.context))
     times = []
-    for step in range(3 + a.steps):
+    for step in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = model(ids, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if step >= 3:
+        if step >= a.warmup:
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(f"  torch {torch.__version__}, {torch.get_num_threads()} threads, median {med * 1e3:.1f} ms/step")
+    print(f"  {a.steps} timed steps after {a.warmup} warm-up: median {med * 1e3:.1f} ms/step")
     print(f"  throughput {a.batch * a.context / med:.0f} tok/s")
 
 

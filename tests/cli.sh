@@ -302,13 +302,29 @@ if [ -x "$BENCH" ]; then
     else
         fail "bench --scaling writes its table and plots" "exit, csv or png wrong"
     fi
-    # --vs-torch with a stand-in for Python that prints torch_scaling.py's lines,
-    # so that this runs without PyTorch: the bench parses them into the ratio table and the csv
+    # --vs-torch with a stand-in for Python that prints torch_scaling.py's and
+    # torch_reference.py's lines, so that this runs without PyTorch: the bench
+    # parses them into the ratio table and the csv, or picks the fastest
+    # setting (here 2 threads with OMP_WAIT_POLICY=PASSIVE and GOMP_SPINCOUNT
+    # unset) and pairs it with its own runs. The stand-in fails unless
+    # OMP_NUM_THREADS and OPENBLAS_NUM_THREADS match --threads.
     cat >"$T/fakepy" <<'PY'
 #!/bin/sh
 [ "$1" = -c ] && exit 0
-echo "torch T 32: 5.0 ms (fastest 4.0), peak RSS 300.0 MiB, 12.5 above the start"
-echo "torch T 64: 8.0 ms (fastest 7.0), peak RSS 301.0 MiB, 20.5 above the start"
+case $1 in
+*/torch_scaling.py)
+    echo "torch T 32: 5.0 ms (fastest 4.0), peak RSS 300.0 MiB, 12.5 above the start"
+    echo "torch T 64: 8.0 ms (fastest 7.0), peak RSS 301.0 MiB, 20.5 above the start" ;;
+*/torch_reference.py)
+    threads=$(echo "$*" | sed -n 's/.*--threads \([0-9]*\).*/\1/p')
+    [ "$threads" = "${OMP_NUM_THREADS:-}" ] && [ "$threads" = "${OPENBLAS_NUM_THREADS:-}" ] || exit 1
+    tok=$((1000 * threads))
+    if [ "${OMP_WAIT_POLICY:-}" = PASSIVE ] && [ -z "${GOMP_SPINCOUNT:-}" ]; then tok=$((tok + 500)); fi
+    echo "  torch 0.0: $threads threads (interop 1), ATen CPU capability AVX2"
+    echo "  BLAS: /stand-in/libopenblas.so.0; OpenBLAS kernel StandIn"
+    echo "  throughput $tok tok/s" ;;
+*) exit 1 ;;
+esac
 PY
     chmod +x "$T/fakepy"
     if (cd "$T/scaling" && PYTHON="$T/fakepy" "$BENCH_ABS" --scaling \
@@ -318,6 +334,17 @@ PY
         pass "bench --scaling --vs-torch reads PyTorch's rows"
     else
         fail "bench --scaling --vs-torch reads PyTorch's rows" "exit, table or csv wrong"
+    fi
+    if PYTHON="$T/fakepy" "$BENCH" --vs-torch $BTINY --threads 2 --rounds 3 >"$T/out" 2>"$T/err" &&
+        grep -Eq "^  fastest: 2 threads, OMP_WAIT_POLICY=PASSIVE( \(as attnlab\))?$" "$T/out" &&
+        [ "$(grep -c "^round [123]: attnlab [0-9]* tok/s, PyTorch 2500 tok/s, ratio [0-9.]*x$" "$T/out")" -eq 3 ] &&
+        grep -Eq "^ +median +[0-9]+ +2500 +[0-9.]+x$" "$T/out" && grep -q "^note: PyTorch did not run attnlab's" "$T/out" &&
+        grep -Eq "^attnlab / PyTorch throughput: [0-9.]+x, the median of 3 paired rounds \(medians [0-9]+ vs 2500 tok/s; \
+PyTorch's fastest setting: 2 threads, OMP_WAIT_POLICY=PASSIVE( \(as attnlab\))?; OpenBLAS kernel [A-Za-z0-9]+, PyTorch's StandIn\)$" \
+            "$T/out" && [ ! -s "$T/err" ]; then
+        pass "bench --vs-torch probes PyTorch's settings and pairs the rounds"
+    else
+        fail "bench --vs-torch probes PyTorch's settings and pairs the rounds" "exit, winner, rounds or medians wrong"
     fi
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --attn linformer --linformer_k 16 --lengths 16,64 --reps 1 --threads 1 \
         >"$T/out" 2>"$T/err") && grep -q "^linformer k=16 bidirectional,64," "$T/scaling/bench-scaling.csv" &&
