@@ -31,20 +31,27 @@ void command_startup(int argc, char **argv) {
     /* Not restarted (no /proc, say): go on as we are; only speed differs. */
 }
 
-/* Processes other than this one that want a core now, when the machine has
- * been busy for a while too (/proc/loadavg: the 1-minute load and the tasks
- * running at this moment, this one among them); 0 when unknown. */
+/* Processes other than this one that want a core, when the machine has been
+ * busy for a while too (/proc/loadavg: the 1-minute load and the tasks
+ * running at this moment, this one among them); 0 when unknown. The running
+ * count is the least of a few readings 2 ms apart, so that a task passing
+ * through does not count. */
 static int other_busy(int cores) {
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (!f) return 0;
     double load1 = 0;
-    int running = 0, total = 0;
-    int got = fscanf(f, "%lf %*f %*f %d/%d", &load1, &running, &total);
-    fclose(f);
-    if (got != 3 || running < 1) return 0;
-    int others = running - 1;
+    int others = -1;
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (!f) return 0;
+        int running = 0, total = 0;
+        int got = fscanf(f, "%lf %*f %*f %d/%d", &load1, &running, &total);
+        fclose(f);
+        if (got != 3 || running < 1) return 0;
+        if (others < 0 || running - 1 < others) others = running - 1;
+        if (!others) return 0;
+        usleep(2000);
+    }
     /* the minute's average too, so that a passing compile does not count */
-    return load1 >= others - 0.5 && others > 0 && others <= cores * 64 ? others : 0;
+    return load1 >= others - 0.5 && others <= cores * 64 ? others : 0;
 }
 
 const char *threads_banner(int threads) {
