@@ -187,7 +187,7 @@ static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *m
                        np ? fixture_tensor(sf, v->name, names[4], 1, hs) : NULL};
     AttnCall c = fixture_call(f, v);
     if (np) c.params[0] = leaf[3], c.params[1] = leaf[4];
-    Stage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, ATOL, RTOL,
+    Stage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, KERNEL_ROUNDING_SLACK,
                                      msg, size);
     tape_reset();
     grad_set(was);

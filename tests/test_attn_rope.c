@@ -374,7 +374,7 @@ static void draw_inputs(Rng *rng, const AttnCall *c, const void *ctx, Tensor **l
 
 /* Kernel and composition on the same inputs (kernel_against_composition). */
 static bool against_composition(const AttnCall *c, uint64_t seed, char *msg, int size) {
-    return kernel_against_composition(linear_kernel(), c, seed, draw_inputs, NULL, linear_rope_compose, ATOL, RTOL,
+    return kernel_against_composition(linear_kernel(), c, seed, draw_inputs, NULL, linear_rope_compose, KERNEL_ROUNDING_SLACK,
                                       msg, size);
 }
 

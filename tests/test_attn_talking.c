@@ -131,8 +131,7 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
     int np = 0;
     for (int i = 3; i < 5; i++)
         if (leaf[i]) c.params[np++] = leaf[i];
-    TalkStage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, ATOL,
-                                         RTOL, msg, size);
+    TalkStage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, KERNEL_ROUNDING_SLACK, msg, size);
     tape_reset();
     grad_set(was);
     engine_set_arena(NULL);

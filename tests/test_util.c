@@ -99,10 +99,10 @@ double rounding_gamma(long K) {
     return (double)K * u / (1.0 - (double)K * u);
 }
 
-bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, long n,
-                       double slack, char *msg, int msg_size) {
+bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, const float *base,
+                       long n, double slack, char *msg, int msg_size) {
     double move = 0;
-    for (long i = 0; i < n; i++) move = fmax(move, fabs((double)moved[i] - want[i]));
+    for (long i = 0; i < n; i++) move = fmax(move, fabs((double)moved[i] - base[i]));
     for (long i = 0; i < n; i++) {
         double tol = slack * move + 8 * 0x1p-24 * fabs(want[i]);
         if (!(fabs((double)got[i] - want[i]) <= tol)) {
@@ -166,31 +166,102 @@ bool differs(const char *what, const float *got, const float *want, long n, floa
 
 const char *const kernel_fx_stage_names[] = {"output", "attention matrix", "gradients", "ok"};
 
-KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
-                                 Tensor *const leaf[5], const char *const names[5], float atol, float rtol, char *msg,
-                                 int size) {
-    const int ps[4] = {c->B, c->H, c->T, c->T};
+void move_by_rounding(float *x, long n, long K, Rng *rng) {
+    double g = rounding_gamma(K);
+    for (long i = 0; i < n; i++) x[i] *= (float)(1 + g * (2 * rng_uniform(rng) - 1));
+}
+
+long kernel_sum_length(const AttnCall *c) {
+    long K = c->T;
+    if (c->key_size > K) K = c->key_size;
+    if (c->head_size > K) K = c->head_size;
+    if (c->H > K) K = c->H;
+    return K;
+}
+
+/* One evaluation of a kernel on leaves: output, probs (gradients off) and
+ * the leaves' gradients for dout, appended to buf (sizes in n[]). */
+static long kernel_eval(const AttnKernel *kern, const AttnCall *c, Tensor *const leaf[5], const float *dout,
+                        float *buf, long *n) {
+    long at = 0;
+    tape_reset();
     for (int i = 0; i < 5; i++)
-        if (leaf[i]) leaf[i]->requires_grad = true;
+        if (leaf[i]) leaf[i]->grad = NULL, leaf[i]->requires_grad = true;
+    /* a parameter in c->params is the same tensor as its leaf */
     Tensor *out = kern->forward(c, leaf[0], leaf[1], leaf[2]);
-    Tensor *want = fixture_tensor(sf, variant, "out", out->ndim, out->shape);
-    if (differs("output", out->data, want->data, out->n, atol, rtol, msg, size)) return KERNEL_FX_OUTPUT;
+    memcpy(buf + at, out->data, (size_t)out->n * sizeof(float));
+    at += n[0] = out->n;
     bool was = grad_set(false);
     Tensor *P = kern->probs(c, leaf[0], leaf[1]);
     grad_set(was);
-    if (differs("probs", P->data, fixture_tensor(sf, variant, "probs", 4, ps)->data, P->n, atol, rtol, msg, size))
+    memcpy(buf + at, P->data, (size_t)P->n * sizeof(float));
+    at += n[1] = P->n;
+    backward_seeded(out, dout);
+    for (int i = 0; i < 5; i++) {
+        n[2 + i] = 0;
+        if (!leaf[i]) continue;
+        if (leaf[i]->grad) memcpy(buf + at, leaf[i]->grad, (size_t)leaf[i]->n * sizeof(float));
+        else memset(buf + at, 0xff, (size_t)leaf[i]->n * sizeof(float)); /* NaN: no gradient arrived */
+        at += n[2 + i] = leaf[i]->n;
+    }
+    return at;
+}
+
+KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
+                                 Tensor *const leaf[5], const char *const names[5], double slack, char *msg,
+                                 int size) {
+    const int ps[4] = {c->B, c->H, c->T, c->T};
+    const int os[4] = {c->B, c->H, c->T, c->head_size};
+    long total = (long)c->B * c->H * c->T * (c->head_size + c->T);
+    for (int i = 0; i < 5; i++)
+        if (leaf[i]) total += leaf[i]->n;
+    float *got = arena_alloc(engine_arena(), (size_t)total * sizeof(float));
+    float *moved = arena_alloc(engine_arena(), (size_t)total * sizeof(float));
+    const float *dout = fixture_tensor(sf, variant, "dout", 4, os)->data;
+    long n[7], n_moved[7];
+    kernel_eval(kern, c, leaf, dout, got, n);
+    /* the same with every input moved by its rounding bound, then put back */
+    Rng rng;
+    rng_seed(&rng, 99);
+    float *saved[5] = {NULL};
+    for (int i = 0; i < 5; i++) {
+        if (!leaf[i]) continue;
+        saved[i] = arena_alloc(engine_arena(), (size_t)leaf[i]->n * sizeof(float));
+        memcpy(saved[i], leaf[i]->data, (size_t)leaf[i]->n * sizeof(float));
+        move_by_rounding(leaf[i]->data, leaf[i]->n, kernel_sum_length(c), &rng);
+    }
+    kernel_eval(kern, c, leaf, dout, moved, n_moved);
+    for (int i = 0; i < 5; i++)
+        if (leaf[i]) memcpy(leaf[i]->data, saved[i], (size_t)leaf[i]->n * sizeof(float));
+    /* and once more as drawn, so that the leaves' gradients are the unmoved ones */
+    kernel_eval(kern, c, leaf, dout, got, n);
+    char detail[300];
+    if (!close_to_rounding("output", got, fixture_tensor(sf, variant, "out", 4, os)->data, moved, got, n[0], slack, detail,
+                           sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s", detail);
+        return KERNEL_FX_OUTPUT;
+    }
+    long at = n[0];
+    if (!close_to_rounding("probs", got + at, fixture_tensor(sf, variant, "probs", 4, ps)->data, moved + at, got + at, n[1],
+                           slack, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s", detail);
         return KERNEL_FX_PROBS;
-    backward_seeded(out, fixture_tensor(sf, variant, "dout", out->ndim, out->shape)->data);
+    }
+    at += n[1];
     for (int i = 0; i < 5; i++) {
         if (!leaf[i]) continue;
         char what[40];
         snprintf(what, sizeof what, "grad_%s", names[i]);
-        want = fixture_tensor(sf, variant, what, leaf[i]->ndim, leaf[i]->shape);
+        Tensor *want = fixture_tensor(sf, variant, what, leaf[i]->ndim, leaf[i]->shape);
         if (!leaf[i]->grad) {
             snprintf(msg, (size_t)size, "%s: no gradient arrived", names[i]);
             return KERNEL_FX_GRADS;
         }
-        if (differs(what, leaf[i]->grad, want->data, want->n, atol, rtol, msg, size)) return KERNEL_FX_GRADS;
+        if (!close_to_rounding(what, got + at, want->data, moved + at, got + at, n[2 + i], slack, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "%s", detail);
+            return KERNEL_FX_GRADS;
+        }
+        at += n[2 + i];
     }
     return KERNEL_FX_OK;
 }
@@ -212,12 +283,12 @@ void test_rmtree(const char *dir) {
 }
 
 bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
-                                const void *ctx, ComposeRef compose, float atol, float rtol, char *msg, int size) {
+                                const void *ctx, ComposeRef compose, double slack, char *msg, int size) {
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
     bool was = grad_set(true), ok = false;
-    char detail[256];
+    char detail[300];
     Rng rng;
     rng_seed(&rng, seed);
     tape_reset();
@@ -233,31 +304,51 @@ bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint6
         grads[l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
         memcpy(grads[l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
     }
-    /* the same draws again, for the composition */
-    tape_reset();
-    rng_seed(&rng, seed);
-    draw(&rng, c, ctx, leaves, in);
-    Tensor *P;
-    Tensor *want = compose(c, in[0], in[1], in[2], &P);
-    backward_seeded(want, g);
-    if (!close_enough(out->data, want->data, out->n, atol, rtol, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "output: %s", detail);
+    /* The composition on the same draws: first with the kernel's inputs
+     * moved by their rounding bound (close_to_rounding), then as drawn. */
+    float *moved[5];
+    Tensor *P = NULL, *want = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        tape_reset();
+        rng_seed(&rng, seed);
+        draw(&rng, c, ctx, leaves, in);
+        if (pass == 0) {
+            Rng jitter;
+            rng_seed(&jitter, seed ^ 0x5bd1e995u);
+            for (int l = 0; l < 3; l++) move_by_rounding(in[l]->data, in[l]->n, kernel_sum_length(c), &jitter);
+        }
+        want = compose(c, in[0], in[1], in[2], &P);
+        backward_seeded(want, g);
+        if (pass == 1) break;
+        moved[0] = arena_alloc(&a, (size_t)want->n * sizeof(float));
+        memcpy(moved[0], want->data, (size_t)want->n * sizeof(float));
+        for (int l = 0; l < 3; l++) {
+            moved[1 + l] = arena_alloc(&a, (size_t)leaves[l]->n * sizeof(float));
+            memcpy(moved[1 + l], leaves[l]->grad, (size_t)leaves[l]->n * sizeof(float));
+        }
+        moved[4] = arena_alloc(&a, (size_t)P->n * sizeof(float));
+        memcpy(moved[4], P->data, (size_t)P->n * sizeof(float));
+    }
+    if (!close_to_rounding("output", out->data, want->data, moved[0], want->data, out->n, slack, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s", detail);
         goto done;
     }
     for (int l = 0; l < 3; l++)
-        if (!close_enough(grads[l], leaves[l]->grad, leaves[l]->n, atol, rtol, detail, sizeof detail)) {
-            snprintf(msg, (size_t)size, "gradient of %s: %s", (const char *[]){"q", "k", "v"}[l], detail);
+        if (!close_to_rounding((const char *[]){"gradient of q", "gradient of k", "gradient of v"}[l], grads[l],
+                               leaves[l]->grad, moved[1 + l], leaves[l]->grad, leaves[l]->n, slack, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "%s", detail);
             goto done;
         }
     tape_reset();
     grad_set(false);
     Tensor *Pk = kern->probs(c, in[0], in[1]);
-    if (!tensor_same_shape(Pk, P) || !close_enough(Pk->data, P->data, P->n, atol, rtol, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "probs: %s", detail);
+    if (!tensor_same_shape(Pk, P) ||
+        !close_to_rounding("probs", Pk->data, P->data, moved[4], P->data, P->n, slack, detail, sizeof detail)) {
+        snprintf(msg, (size_t)size, "%s", detail);
         goto done;
     }
     Tensor *pv = op_matmul(Pk, in[2], false, false);
-    if (!close_enough(out->data, pv->data, out->n, atol, rtol, detail, sizeof detail)) {
+    if (!close_to_rounding("output", out->data, pv->data, moved[0], want->data, out->n, slack, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "output is not probs . v: %s", detail);
         goto done;
     }

@@ -32,18 +32,29 @@ int case_find(const char *name);
  * msg and returns false. */
 bool close_enough(const float *got, const float *want, long n, float atol, float rtol, char *msg, int msg_size);
 
-/* Error analysis for two float32 evaluations of one function whose sums run
- * in different orders (a fused product against split ones, say). Each sum of
- * K terms computes, exactly, the sum of its terms each moved by at most
- * gamma_K = K u / (1 - K u) (u = 2^-24, the unit roundoff), so evaluating the
- * reference once more with every input moved by a random relative gamma_K
- * (`moved`) shows how far rounding can carry each output, through whatever
- * conditioning the function has. Within a tensor of n values, got may differ
- * from want by `slack` times the largest move seen in that tensor (plus
- * 8 u |want|); on the first value beyond, fills msg and returns false. */
+/* Error analysis for two evaluations of one function whose sums run in
+ * different orders (a fused product against split ones, a kernel against its
+ * composition or against PyTorch in float64). Each float32 sum of K terms
+ * computes, exactly, the sum of its terms each moved by at most
+ * gamma_K = K u / (1 - K u) (u = 2^-24, the unit roundoff), so evaluating one
+ * of the two once more with every input moved by a random relative gamma_K
+ * (`moved`, against `base`, that evaluation unmoved) shows how far rounding
+ * can carry each output, through whatever conditioning the function has.
+ * Within a tensor of n values, got may differ from want by `slack` times the
+ * largest move seen in that tensor, plus 8 u |want|; on the first value
+ * beyond, fills msg and returns false. */
 double rounding_gamma(long K);
-bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, long n,
-                       double slack, char *msg, int msg_size);
+/* Each x[i] times (1 + gamma_K r), r uniform in [-1, 1]. */
+void move_by_rounding(float *x, long n, long K, Rng *rng);
+/* The longest sum in an attention kernel's call: over keys or queries (T),
+ * over q.k (key_size), over v (head_size) or over heads (talking heads). */
+long kernel_sum_length(const AttnCall *c);
+/* The slack of the kernel comparisons: a kernel's sums run in about four
+ * levels (scores, normalisation, P v, and backward through them), each with
+ * its own rounding, against the one level of moved inputs. */
+#define KERNEL_ROUNDING_SLACK 4.0
+bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, const float *base,
+                       long n, double slack, char *msg, int msg_size);
 
 /* Opens tests/fixtures/<name> ($ATTNLAB_FIXTURES/<name> when set); a missing
  * or bad fixture fails the test with a hint to remake it. */
@@ -74,7 +85,7 @@ extern const char *const kernel_fx_stage_names[];
  * with gradients off, then backward from "<variant>/dout" and every
  * "<variant>/grad_<names[i]>". The leaves must be in the current arena. */
 KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKernel *kern, const AttnCall *c,
-                                 Tensor *const leaf[5], const char *const names[5], float atol, float rtol, char *msg,
+                                 Tensor *const leaf[5], const char *const names[5], double slack, char *msg,
                                  int size);
 
 /* Draws the leaves q, k, v [B, H, T, d] (requires_grad) of a kernel test from
@@ -89,7 +100,7 @@ typedef Tensor *(*ComposeRef)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v
  * and (causal) zeros above the diagonal. In a fresh arena; false and the
  * first difference in msg. */
 bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
-                                const void *ctx, ComposeRef compose, float atol, float rtol, char *msg, int size);
+                                const void *ctx, ComposeRef compose, double slack, char *msg, int size);
 
 /* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
  * into dir; fails the test when it cannot be made. */
