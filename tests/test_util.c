@@ -114,6 +114,76 @@ bool close_to_rounding(const char *what, const float *got, const float *want, co
     return true;
 }
 
+/* ROUNDING_PASSES: 0 outside, 1 the moving pass, 2 the checking pass. */
+static int rp_pass;
+static long rp_K;
+static double rp_slack;
+static Rng rp_rng;
+enum { RP_MAX_LOG = 512 };
+static float *rp_log[RP_MAX_LOG];
+static long rp_log_n[RP_MAX_LOG];
+static int rp_logged, rp_at;
+static bool rp_failed; /* a comparison of the checking pass failed: it stopped early */
+
+static void rp_clear(void) {
+    for (int i = 0; i < rp_logged; i++) free(rp_log[i]);
+    rp_logged = rp_at = 0;
+}
+
+void rounding_begin(long K, double slack) {
+    rp_clear();
+    rp_pass = 0;
+    rp_K = K;
+    rp_slack = slack;
+    rng_seed(&rp_rng, 4242);
+}
+
+bool rounding_next(void) {
+    if (rp_pass == 2) {
+        ck_assert_msg(rp_failed || rp_at == rp_logged, "ROUNDING_PASSES: the checking pass made %d comparisons, the moving pass %d",
+                      rp_at, rp_logged);
+        rp_clear();
+        rp_pass = 0;
+        return false;
+    }
+    rp_pass++;
+    rp_at = 0;
+    rp_failed = false;
+    return true;
+}
+
+bool rounding_moving(void) { return rp_pass == 1; }
+
+void rounding_move_input(float *x, long n) {
+    if (rp_pass == 1) move_by_rounding(x, n, rp_K, &rp_rng);
+}
+
+bool rounded_close(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
+                   int size) {
+    if (rp_pass == 0) {
+        char detail[256];
+        if (close_enough(got, want, n, atol, rtol, detail, sizeof detail)) return true;
+        snprintf(msg, (size_t)size, "%s: %s", what, detail);
+        return false;
+    }
+    if (rp_pass == 1) {
+        ck_assert_msg(rp_logged < RP_MAX_LOG, "ROUNDING_PASSES: more than %d comparisons", RP_MAX_LOG);
+        rp_log[rp_logged] = xmalloc((size_t)n * sizeof(float));
+        memcpy(rp_log[rp_logged], got, (size_t)n * sizeof(float));
+        rp_log_n[rp_logged++] = n;
+        return true;
+    }
+    if (rp_at >= rp_logged || rp_log_n[rp_at] != n) {
+        snprintf(msg, (size_t)size, "%s: the moving pass made no comparison of %ld values here", what, n);
+        rp_failed = true;
+        return false;
+    }
+    const float *moved = rp_log[rp_at++];
+    bool ok = close_to_rounding(what, got, want, moved, got, n, rp_slack, msg, size);
+    rp_failed |= !ok;
+    return ok;
+}
+
 StFile fixture_open(const char *name) {
     const char *dir = getenv("ATTNLAB_FIXTURES");
     char path[512];
@@ -138,13 +208,10 @@ bool fixture_read(StFile *sf, const char *c, const char *what, const Tensor *t, 
 bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, float atol,
                      float rtol, char *msg, int size) {
     float *want = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
-    char detail[256];
     if (!fixture_read(sf, c, what, t, want, msg, size)) return false;
-    if (!close_enough(got, want, t->n, atol, rtol, detail, sizeof detail)) {
-        snprintf(msg, (size_t)size, "%s/%s: %s", c, what, detail);
-        return false;
-    }
-    return true;
+    char name[160];
+    snprintf(name, sizeof name, "%s/%s", c, what);
+    return rounded_close(name, got, want, t->n, atol, rtol, msg, size);
 }
 
 Tensor *fixture_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape) {

@@ -56,6 +56,25 @@ long kernel_sum_length(const AttnCall *c);
 bool close_to_rounding(const char *what, const float *got, const float *want, const float *moved, const float *base,
                        long n, double slack, char *msg, int msg_size);
 
+/* The same analysis for a test body that evaluates, then compares with
+ * rounded_close: ROUNDING_PASSES runs the body twice. The first pass moves
+ * every input the body passes to rounding_move_input by a random gamma_K and
+ * records what each rounded_close is given; the second runs as written, and
+ * each rounded_close then allows `slack` times the largest move its tensor
+ * showed (close_to_rounding, about the second pass's values). Outside
+ * ROUNDING_PASSES, rounded_close compares within atol + rtol |want|.
+ *     ROUNDING_PASSES(K, slack) { ...; rounding_move_input(x, n); ...;
+ *                                  ck_assert(rounded_close(...)); }
+ * rounding_moving() says whether this is the first pass (for a check that
+ * moved inputs may change, such as a count of clamped rows). */
+#define ROUNDING_PASSES(K, slack) for (rounding_begin((K), (slack)); rounding_next();)
+void rounding_begin(long K, double slack);
+bool rounding_next(void);
+bool rounding_moving(void);
+void rounding_move_input(float *x, long n);
+bool rounded_close(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
+                   int size);
+
 /* Opens tests/fixtures/<name> ($ATTNLAB_FIXTURES/<name> when set); a missing
  * or bad fixture fails the test with a hint to remake it. */
 StFile fixture_open(const char *name);
