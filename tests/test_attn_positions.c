@@ -423,59 +423,62 @@ END_TEST
 enum { PB = 2, PH = 3, PT = 40, PD = 6 };
 
 START_TEST(test_positions_probs_consistent) {
-    struct {
-        int pos, window;
-        bool causal, bca, logn;
-    } vs[] = {{POS_NONE, 5, true, false, false},   {POS_NONE, 0, true, true, false},
-              {POS_ALIBI, 0, true, false, false},  {POS_KERPLE_POWER, 0, false, false, false},
-              {POS_KERPLE_LOG, 9, true, false, true}, {POS_SANDWICH, 0, false, false, true},
-              {POS_ALIBI, 0, true, true, true}};
-    Arena a;
-    arena_init(&a, 1 << 20);
-    engine_set_arena(&a);
-    bool was = grad_set(false);
-    Rng rng;
-    rng_seed(&rng, 41);
-    Tensor *x[3];
-    for (int i = 0; i < 3; i++) {
-        x[i] = tensor_4d(PB, PH, PT, PD);
-        rng_fill_normal(&rng, x[i]->data, x[i]->n, 0.0f, 1.0f);
-    }
-    Tensor *pa = tensor_new(1, (int[]){PH}), *pp = tensor_new(1, (int[]){PH});
-    for (int h = 0; h < PH; h++) pa->data[h] = 0.3f + 0.4f * h, pp->data[h] = 0.5f + 0.6f * h;
-    attn_query_block = 16;
-    for (size_t t = 0; t < sizeof vs / sizeof vs[0]; t++) {
-        AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = vs[t].causal,
-                      .scale = 1.0f / sqrtf((float)PD), .context = 16, .pos = vs[t].pos, .sandwich_lambda = 0.8f,
-                      .window = vs[t].window, .logn = vs[t].logn, .bca = vs[t].bca, .params = {pa, pp}};
-        const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
-        Tensor *out = kern->forward(&c, x[0], x[1], x[2]), *P = kern->probs(&c, x[0], x[1]);
-        Tensor *pv = op_matmul(P, x[2], false, false);
-        char detail[200];
-        ck_assert_msg(close_enough(out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail),
-                      "variant %zu: output is not P v: %s", t, detail);
-        float *mask = xmalloc((size_t)PT * PT * sizeof(float)), lambda[PT];
-        float *bias = xmalloc((size_t)PH * PT * PT * sizeof(float));
-        positions_reference(&c, pa->data, pp->data, mask, lambda, bias);
-        for (long bh = 0; bh < PB * PH; bh++)
-            for (int i = 0; i < PT; i++) {
-                double sum = 0.0;
-                for (int j = 0; j < PT; j++) {
-                    float p = P->data[(bh * PT + i) * PT + j];
-                    sum += p;
-                    if (mask[i * PT + j] != 0.0f)
-                        ck_assert_msg(p == 0.0f, "variant %zu: P[%d, %d] = %g outside the row's keys", t, i, j,
-                                      (double)p);
+    ROUNDING_PASSES(PT, KERNEL_ROUNDING_SLACK) {
+        struct {
+            int pos, window;
+            bool causal, bca, logn;
+        } vs[] = {{POS_NONE, 5, true, false, false},   {POS_NONE, 0, true, true, false},
+                  {POS_ALIBI, 0, true, false, false},  {POS_KERPLE_POWER, 0, false, false, false},
+                  {POS_KERPLE_LOG, 9, true, false, true}, {POS_SANDWICH, 0, false, false, true},
+                  {POS_ALIBI, 0, true, true, true}};
+        Arena a;
+        arena_init(&a, 1 << 20);
+        engine_set_arena(&a);
+        bool was = grad_set(false);
+        Rng rng;
+        rng_seed(&rng, 41);
+        Tensor *x[3];
+        for (int i = 0; i < 3; i++) {
+            x[i] = tensor_4d(PB, PH, PT, PD);
+            rng_fill_normal(&rng, x[i]->data, x[i]->n, 0.0f, 1.0f);
+            rounding_move_input(x[i]->data, x[i]->n);
+        }
+        Tensor *pa = tensor_new(1, (int[]){PH}), *pp = tensor_new(1, (int[]){PH});
+        for (int h = 0; h < PH; h++) pa->data[h] = 0.3f + 0.4f * h, pp->data[h] = 0.5f + 0.6f * h;
+        attn_query_block = 16;
+        for (size_t t = 0; t < sizeof vs / sizeof vs[0]; t++) {
+            AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = vs[t].causal,
+                          .scale = 1.0f / sqrtf((float)PD), .context = 16, .pos = vs[t].pos, .sandwich_lambda = 0.8f,
+                          .window = vs[t].window, .logn = vs[t].logn, .bca = vs[t].bca, .params = {pa, pp}};
+            const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
+            Tensor *out = kern->forward(&c, x[0], x[1], x[2]), *P = kern->probs(&c, x[0], x[1]);
+            Tensor *pv = op_matmul(P, x[2], false, false);
+            char detail[200];
+            ck_assert_msg(rounded_close("output", out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail),
+                          "variant %zu: output is not P v: %s", t, detail);
+            float *mask = xmalloc((size_t)PT * PT * sizeof(float)), lambda[PT];
+            float *bias = xmalloc((size_t)PH * PT * PT * sizeof(float));
+            positions_reference(&c, pa->data, pp->data, mask, lambda, bias);
+            for (long bh = 0; bh < PB * PH; bh++)
+                for (int i = 0; i < PT; i++) {
+                    double sum = 0.0;
+                    for (int j = 0; j < PT; j++) {
+                        float p = P->data[(bh * PT + i) * PT + j];
+                        sum += p;
+                        if (mask[i * PT + j] != 0.0f)
+                            ck_assert_msg(p == 0.0f, "variant %zu: P[%d, %d] = %g outside the row's keys", t, i, j,
+                                          (double)p);
+                    }
+                    ck_assert_msg(fabs(sum - 1.0) < 1e-5, "variant %zu: row %d sums to %g", t, i, sum);
                 }
-                ck_assert_msg(fabs(sum - 1.0) < 1e-5, "variant %zu: row %d sums to %g", t, i, sum);
-            }
-        free(mask);
-        free(bias);
+            free(mask);
+            free(bias);
+        }
+        attn_query_block = 64;
+        grad_set(was);
+        engine_set_arena(NULL);
+        arena_free(&a);
     }
-    attn_query_block = 64;
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
 }
 END_TEST
 

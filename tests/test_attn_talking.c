@@ -215,56 +215,61 @@ static Tensor *plain_with_heads(const Tensor *P, const Tensor *v, const int *src
  * W_post or both reaches the output as the permuted heads' probabilities. The
  * cyclic shift is not its own transpose, so a mix applied as W^T fails too. */
 START_TEST(test_talking_mixing_reaches_output) {
-    Arena a;
-    arena_init(&a, 1 << 20);
-    engine_set_arena(&a);
-    bool was = grad_set(false);
-    Rng rng;
-    rng_seed(&rng, 2020);
-    Tensor *q = random_tensor(&rng, MDK), *k = random_tensor(&rng, MDK), *v = random_tensor(&rng, MDV);
-    const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
-    Tensor *I = shift_matrix(0), *W = shift_matrix(1);
-    for (int causal = 0; causal < 2; causal++) {
-        AttnCall c = {.B = MB, .H = MH, .T = MT, .key_size = MDK, .head_size = MDV, .causal = causal,
-                      .scale = 1.0f / sqrtf((float)MDK), .talking_heads = TALKING_NONE};
-        Tensor *plain = kern->forward(&c, q, k, v), *P = kern->probs(&c, q, k);
-        for (int mode = TALKING_PRE; mode <= TALKING_BOTH; mode++) {
-            int n = mode == TALKING_BOTH ? 2 : 1;
-            c.talking_heads = mode;
-            c.params[0] = c.params[1] = I;
-            Tensor *same = kern->forward(&c, q, k, v), *Psame = kern->probs(&c, q, k);
-            ck_assert_msg(memcmp(same->data, plain->data, (size_t)plain->n * sizeof(float)) == 0,
-                          "talking_heads %d causal %d: identity mixing is not plain attention (max diff %g)", mode,
-                          causal, (double)max_abs_diff(same, plain));
-            ck_assert_msg(memcmp(Psame->data, P->data, (size_t)P->n * sizeof(float)) == 0,
-                          "talking_heads %d causal %d: identity mixing changes the attention matrix", mode, causal);
-            /* Each matrix in turn, then all, as the shift. */
-            for (int which = 0; which <= n; which++) {
-                if (which == n && n == 1) break;
-                int shifts = 0;
-                for (int j = 0; j < n; j++) {
-                    bool shifted = which == n || which == j;
-                    c.params[j] = shifted ? W : I;
-                    shifts += shifted;
+    ROUNDING_PASSES(MT, KERNEL_ROUNDING_SLACK) {
+        Arena a;
+        arena_init(&a, 1 << 20);
+        engine_set_arena(&a);
+        bool was = grad_set(false);
+        Rng rng;
+        rng_seed(&rng, 2020);
+        Tensor *q = random_tensor(&rng, MDK), *k = random_tensor(&rng, MDK), *v = random_tensor(&rng, MDV);
+        rounding_move_input(q->data, q->n);
+        rounding_move_input(k->data, k->n);
+        rounding_move_input(v->data, v->n);
+        const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
+        Tensor *I = shift_matrix(0), *W = shift_matrix(1);
+        for (int causal = 0; causal < 2; causal++) {
+            AttnCall c = {.B = MB, .H = MH, .T = MT, .key_size = MDK, .head_size = MDV, .causal = causal,
+                          .scale = 1.0f / sqrtf((float)MDK), .talking_heads = TALKING_NONE};
+            Tensor *plain = kern->forward(&c, q, k, v), *P = kern->probs(&c, q, k);
+            for (int mode = TALKING_PRE; mode <= TALKING_BOTH; mode++) {
+                int n = mode == TALKING_BOTH ? 2 : 1;
+                c.talking_heads = mode;
+                c.params[0] = c.params[1] = I;
+                Tensor *same = kern->forward(&c, q, k, v), *Psame = kern->probs(&c, q, k);
+                ck_assert_msg(memcmp(same->data, plain->data, (size_t)plain->n * sizeof(float)) == 0,
+                              "talking_heads %d causal %d: identity mixing is not plain attention (max diff %g)", mode,
+                              causal, (double)max_abs_diff(same, plain));
+                ck_assert_msg(memcmp(Psame->data, P->data, (size_t)P->n * sizeof(float)) == 0,
+                              "talking_heads %d causal %d: identity mixing changes the attention matrix", mode, causal);
+                /* Each matrix in turn, then all, as the shift. */
+                for (int which = 0; which <= n; which++) {
+                    if (which == n && n == 1) break;
+                    int shifts = 0;
+                    for (int j = 0; j < n; j++) {
+                        bool shifted = which == n || which == j;
+                        c.params[j] = shifted ? W : I;
+                        shifts += shifted;
+                    }
+                    int src[MH];
+                    for (int h = 0; h < MH; h++) src[h] = (h + shifts) % MH;
+                    Tensor *mixed = kern->forward(&c, q, k, v), *want = plain_with_heads(P, v, src);
+                    char detail[200];
+                    ck_assert_msg(max_abs_diff(mixed, plain) > 1e-2f,
+                                  "talking_heads %d causal %d: mixing matrix %d did not change the output", mode, causal,
+                                  which);
+                    ck_assert_msg(rounded_close("output", mixed->data, want->data, mixed->n, ATOL, RTOL, detail, sizeof detail),
+                                  "talking_heads %d causal %d, matrix %d shifted: output is not the shifted heads' "
+                                  "attention: %s",
+                                  mode, causal, which, detail);
                 }
-                int src[MH];
-                for (int h = 0; h < MH; h++) src[h] = (h + shifts) % MH;
-                Tensor *mixed = kern->forward(&c, q, k, v), *want = plain_with_heads(P, v, src);
-                char detail[200];
-                ck_assert_msg(max_abs_diff(mixed, plain) > 1e-2f,
-                              "talking_heads %d causal %d: mixing matrix %d did not change the output", mode, causal,
-                              which);
-                ck_assert_msg(close_enough(mixed->data, want->data, mixed->n, ATOL, RTOL, detail, sizeof detail),
-                              "talking_heads %d causal %d, matrix %d shifted: output is not the shifted heads' "
-                              "attention: %s",
-                              mode, causal, which, detail);
+                c.params[0] = c.params[1] = NULL;
             }
-            c.params[0] = c.params[1] = NULL;
         }
+        grad_set(was);
+        engine_set_arena(NULL);
+        arena_free(&a);
     }
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
 }
 END_TEST
 
