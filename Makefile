@@ -54,6 +54,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_experiments.sh
 	sh tests/cli_extrapolate.sh
 	sh tests/cli_startup.sh
+	sh tests/cli_args.sh
 
 # The commands are built with the same flags, so that they compile there too.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -243,6 +244,24 @@ static bool same_config(const Config *a, const Config *b) {
     return true;
 }
 
+/* What the option table's --key value set: the shared options. */
+typedef struct {
+    Config *base;
+    bool attn_given, eval_given;
+} AblateArgs;
+
+static int set_option(const OptDef *o, const char *value, void *ctx) {
+    AblateArgs *args = ctx;
+    Err e;
+    if (option_set(args->base, o->name, value, &e) != 0) {
+        err_print(&e);
+        return -1;
+    }
+    args->attn_given |= !strcmp(o->name, "attn");
+    args->eval_given |= !strcmp(o->name, "eval_every");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     Axis axes[MAX_AXES];
@@ -250,38 +269,23 @@ int main(int argc, char **argv) {
     Config base;
     config_defaults(&base);
     const char *corpus = NULL, *out = NULL;
-    bool baseline = true, attn_given = false, linear_keys = false, eval_given = false;
+    bool no_baseline = false, linear_keys = false;
     Err e;
-    for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--no-baseline")) {
-            baseline = false;
-        } else if (!strcmp(a, "--out")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: --out: needs a folder\n");
-                return 2;
-            }
-            out = argv[++i];
-        } else if (!strncmp(a, "--", 2)) {
-            const OptDef *o = option_find(a + 2);
-            if (!o || !strcmp(o->name, "out")) {
-                fprintf(stderr, "error: unknown option '%s'\nhint: ./ablate --help lists the options\n", a);
-                return 2;
-            }
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: %s: needs a value\n", a);
-                return 2;
-            }
-            if (option_set(&base, o->name, argv[++i], &e) != 0) {
-                err_print(&e);
-                return 2;
-            }
-            attn_given |= !strcmp(o->name, "attn");
-            eval_given |= !strcmp(o->name, "eval_every");
-        } else if (strchr(a, '=')) {
+    AblateArgs args = {.base = &base};
+    const ArgFlag flags[] = {
+        {"--no-baseline", .on = &no_baseline},
+        {"--out", .text = &out, .needs = "a folder"},
+    };
+    const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &args};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    bool baseline = !no_baseline, attn_given = args.attn_given, eval_given = args.eval_given;
+    /* The grid's words, key=v1/v2/... and key=v, after the --key value options; and the corpus. */
+    for (int i = 0; i < pos.n; i++) {
+        char *a = pos.v[i];
+        if (strchr(a, '=')) {
             char *eq = strchr(a, '=');
             *eq = '\0';
             const char *key = a, *vals = eq + 1;

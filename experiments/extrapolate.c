@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "corpus.h"
 #include "plot.h"
@@ -272,59 +273,51 @@ static long windows_at(int T, int max_windows, int max_bytes) {
     return max_windows;
 }
 
+/* The option table's --key value: inference-time overrides for every
+ * variant; any other option is refused with the reason. */
+typedef struct {
+    Override ov[MAX_OVERRIDES];
+    int n;
+} GlobalOverrides;
+
+static int set_option(const OptDef *o, const char *value, void *ctx) {
+    GlobalOverrides *g = ctx;
+    Err e;
+    if (!is_inference_key(o->name)) {
+        refuse_key("", o->name, &e);
+        fprintf(stderr, "error: --%s\nhint: %s\n", e.msg, e.hint);
+        return -1;
+    }
+    char flag[40];
+    snprintf(flag, sizeof flag, "--%s", o->name);
+    if (add_override(g->ov, &g->n, flag, o->name, value, &e) != 0) {
+        err_print(&e);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     command_startup(argc, argv);
-    const char *positional[256];
-    int n_pos = 0, threads = 0, max_windows = 0, max_bytes = 0;
+    int threads = 0, max_windows = 0, max_bytes = 0;
     const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
-    Override global[MAX_OVERRIDES];
-    int n_global = 0;
+    GlobalOverrides overrides = {.n = 0};
     Err e;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            if (n_pos == (int)(sizeof positional / sizeof *positional)) {
-                fprintf(stderr, "error: too many arguments\n");
-                return 2;
-            }
-            positional[n_pos++] = a;
-            continue;
-        }
-        const char *name = a + 2;
-        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(name, "threads")) {
-            if (parse_int_arg(a, value, 0, 1024, &threads)) return 2;
-        } else if (!strcmp(name, "max_windows")) {
-            if (parse_int_arg(a, value, 0, 1 << 30, &max_windows)) return 2;
-        } else if (!strcmp(name, "max_bytes")) {
-            if (parse_int_arg(a, value, 0, 1 << 30, &max_bytes)) return 2;
-        } else if (!strcmp(name, "lengths") || !strcmp(name, "out") || !strcmp(name, "label")) {
-            if (!value) {
-                fprintf(stderr, "error: %s: needs a value\nhint: ./extrapolate --help\n", a);
-                return 2;
-            }
-            *(!strcmp(name, "lengths") ? &lengths_arg : !strcmp(name, "out") ? &out_arg : &labels_arg) = value;
-        } else if (option_find(name) || is_inference_key(name)) {
-            if (!is_inference_key(name)) {
-                refuse_key("", name, &e);
-                fprintf(stderr, "error: --%s\nhint: %s\n", e.msg, e.hint);
-                return 2;
-            }
-            if (!value) {
-                fprintf(stderr, "error: %s: needs a value\n", a);
-                return 2;
-            }
-            if (add_override(global, &n_global, a, name, value, &e) != 0) goto user_error;
-        } else {
-            fprintf(stderr, "error: unknown option '%s'\nhint: ./extrapolate --help lists the options\n", a);
-            return 2;
-        }
-        i++; /* every option takes a value */
-    }
+    const ArgFlag flags[] = {
+        {"--lengths", .text = &lengths_arg},
+        {"--max_windows", .integer = &max_windows, .lo = 0, .hi = 1 << 30},
+        {"--max_bytes", .integer = &max_bytes, .lo = 0, .hi = 1 << 30},
+        {"--threads", .integer = &threads, .lo = 0, .hi = 1024, .repeat = true},
+        {"--out", .text = &out_arg},
+        {"--label", .text = &labels_arg},
+    };
+    const ArgSpec cli = {.command = "extrapolate", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &overrides,
+                         .missing_hint = "./extrapolate --help"};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    int n_pos = pos.n;
     if (max_windows && max_bytes) {
         fprintf(stderr, "error: --max_windows and --max_bytes both cap the windows; give one\n");
         return 2;
@@ -334,8 +327,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *corpus_arg = NULL;
-    if (!looks_like_checkpoint(positional[n_pos - 1])) {
-        corpus_arg = positional[--n_pos];
+    if (!looks_like_checkpoint(pos.v[n_pos - 1])) {
+        corpus_arg = pos.v[--n_pos];
         if (n_pos == 0) {
             fprintf(stderr, "error: %s: not a run folder or checkpoint, and no checkpoint given\n"
                             "hint: ./extrapolate runs/NAME [corpus.txt] --lengths 128,256,512\n",
@@ -349,11 +342,11 @@ int main(int argc, char **argv) {
     Variant *vs = xcalloc((size_t)nv, sizeof *vs);
     for (int i = 0; i < nv; i++) {
         Variant *v = &vs[i];
-        if (parse_variant(v, positional[i], &e) != 0) goto user_error;
-        for (int g = 0; g < n_global; g++) {
+        if (parse_variant(v, pos.v[i], &e) != 0) goto user_error;
+        for (int g = 0; g < overrides.n; g++) {
             bool given = false;
-            for (int k = 0; k < v->n_ov; k++) given |= !strcmp(v->ov[k].key, global[g].key);
-            if (!given) v->ov[v->n_ov++] = global[g];
+            for (int k = 0; k < v->n_ov; k++) given |= !strcmp(v->ov[k].key, overrides.ov[g].key);
+            if (!given) v->ov[v->n_ov++] = overrides.ov[g];
         }
         size_t len = (size_t)snprintf(v->label, sizeof v->label, "%s", v->name);
         for (int k = 0; k < v->n_ov && len < sizeof v->label; k++)
@@ -469,7 +462,7 @@ int main(int argc, char **argv) {
     char out_dir[1100];
     if (out_arg)
         snprintf(out_dir, sizeof out_dir, "%s", out_arg);
-    else if (ends_with(vs[0].path, "/model.safetensors") && is_directory(positional[0]))
+    else if (ends_with(vs[0].path, "/model.safetensors") && is_directory(pos.v[0]))
         snprintf(out_dir, sizeof out_dir, "%.*s", (int)(strlen(vs[0].path) - strlen("/model.safetensors")), vs[0].path);
     else
         snprintf(out_dir, sizeof out_dir, ".");

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "corpus.h"
 #include "plot.h"
@@ -125,35 +126,23 @@ int main(int argc, char **argv) {
     const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
     int samples = 8, length = 0;
     bool eigen = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--samples")) {
-            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 1, 100000, &samples)) return 2;
-        } else if (!strcmp(a, "--length")) {
-            if (parse_int_arg(a, i + 1 < argc ? argv[++i] : NULL, 2, 1 << 20, &length)) return 2;
-        } else if (!strcmp(a, "--eigen")) {
-            eigen = true;
-        } else if (!strcmp(a, "--out")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: --out: needs a folder\n");
-                return 2;
-            }
-            out_dir = argv[++i];
-        } else if (!strncmp(a, "--", 2)) {
-            fprintf(stderr, "error: unknown option '%s'\nhint: ./spectrum --help lists the options\n", a);
-            return 2;
-        } else if (!target) {
-            target = a;
-        } else if (!corpus_path) {
-            corpus_path = a;
-        } else {
-            fprintf(stderr, "error: too many arguments ('%s')\n", a);
-            return 2;
-        }
+    const ArgFlag flags[] = {
+        {"--samples", .integer = &samples, .lo = 1, .hi = 100000},
+        {"--length", .integer = &length, .lo = 2, .hi = 1 << 20},
+        {"--eigen", .on = &eigen},
+        {"--out", .text = &out_dir, .needs = "a folder"},
+    };
+    const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags)};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n > 2) {
+        fprintf(stderr, "error: too many arguments ('%s')\n", pos.v[2]);
+        return 2;
     }
+    if (pos.n > 0) target = pos.v[0];
+    if (pos.n > 1) corpus_path = pos.v[1];
     if (!target) {
         fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
         return 2;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "run.h"
 #include "startup.h"
@@ -24,54 +25,47 @@ static void usage(FILE *f) {
     options_print_help(f, 7);
 }
 
+/* Options given on the command line, in order, to apply over a resumed config. */
+typedef struct {
+    Config *cfg;
+    const char *keys[128], *values[128];
+    int n_set;
+} TrainArgs;
+
+static int set_option(const OptDef *o, const char *value, void *ctx) {
+    TrainArgs *t = ctx;
+    if (t->n_set == 128) {
+        fprintf(stderr, "error: too many options\n");
+        return -1;
+    }
+    t->keys[t->n_set] = o->name;
+    t->values[t->n_set++] = value;
+    Err e;
+    if (option_set(t->cfg, o->name, value, &e) != 0) {
+        err_print(&e);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     Config cfg;
     config_defaults(&cfg);
     const char *corpus = NULL, *resume = NULL;
     Err e;
-    /* Options given on the command line, to apply over a resumed config. */
-    const char *keys[128], *values[128];
-    int n_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--resume")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: --resume: needs a run folder\n");
-                return 2;
-            }
-            resume = argv[++i];
-        } else if (!strncmp(a, "--", 2)) {
-            const char *key = a + 2;
-            if (!option_find(key)) {
-                fprintf(stderr, "error: unknown option '%s'\nhint: ./train --help lists the options\n", a);
-                return 2;
-            }
-            if (i + 1 >= argc) {
-                fprintf(stderr, "error: %s: needs a value\n", a);
-                return 2;
-            }
-            if (n_set == 128) {
-                fprintf(stderr, "error: too many options\n");
-                return 2;
-            }
-            keys[n_set] = key;
-            values[n_set++] = argv[++i];
-            if (option_set(&cfg, key, argv[i], &e) != 0) {
-                err_print(&e);
-                return 2;
-            }
-        } else if (!corpus) {
-            corpus = a;
-        } else {
-            fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", corpus, a);
-            return 2;
-        }
+    TrainArgs args = {.cfg = &cfg};
+    const ArgFlag flags[] = {{"--resume", .text = &resume, .needs = "a run folder"}};
+    const ArgSpec cli = {.command = "train", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &args};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n > 1) {
+        fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", pos.v[0], pos.v[1]);
+        return 2;
     }
+    if (pos.n) corpus = pos.v[0];
 
     char run_dir[1024];
     CheckpointInfo info;
@@ -85,16 +79,16 @@ int main(int argc, char **argv) {
         st_close(&st);
         Config given = cfg;
         cfg = info.cfg;
-        for (int k = 0; k < n_set; k++) {
-            const OptDef *o = option_find(keys[k]);
+        for (int k = 0; k < args.n_set; k++) {
+            const OptDef *o = option_find(args.keys[k]);
             if (o->group == GROUP_MODEL) {
                 char a[320], b[320];
                 if (strcmp(option_format(&given, o, a, sizeof a), option_format(&cfg, o, b, sizeof b)) != 0) {
-                    fprintf(stderr, "error: --%s: a model option cannot change when resuming (the run has %s)\n", keys[k], b);
+                    fprintf(stderr, "error: --%s: a model option cannot change when resuming (the run has %s)\n", args.keys[k], b);
                     return 2;
                 }
             }
-            option_set(&cfg, keys[k], values[k], NULL);
+            option_set(&cfg, args.keys[k], args.values[k], NULL);
         }
         if (!corpus) corpus = info.corpus;
         snprintf(run_dir, sizeof run_dir, "%s", resume);

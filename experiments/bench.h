@@ -1,0 +1,73 @@
+/* bench.h: what the parts of ./bench share; private to experiments/bench*.c.
+ *
+ *   bench.c          main: the command line, the start-up line, which measurement runs
+ *   bench_ops.c      --ops: each op's time, matmul against raw cblas_sgemm
+ *   bench_train.c    training throughput and where a step's time goes (the default)
+ *   bench_scaling.c  --scaling: one attention layer against the length, its table and plots
+ *   bench_torch.c    --vs-torch: the same model, or the cosformer layer, in PyTorch
+ *
+ * The library linked into every command holds these files, so what they
+ * export is named bench_*.
+ *
+ * Where kernels are named, not read from a registry: bench.c's main (attn=
+ * linformer measured under objective=mlm; --scaling --vs-torch wants
+ * cosformer), bench_scaling.c (kernel_label's names[], layer_quadratic_bytes,
+ * the default kernels softmax and cosformer, the linformer_k skip) and
+ * bench_torch.c (the cosformer rows PyTorch fills). */
+#ifndef ATTNLAB_BENCH_H
+#define ATTNLAB_BENCH_H
+
+#include <stdbool.h>
+
+#include "options.h"
+
+#define BENCH_MAX_LENGTHS 32
+
+typedef struct {
+    int reps;
+    bool reps_given;
+    int threads;
+    int steps;
+    bool ops, vs_torch, scaling;
+    bool attn_given;
+    int lengths[BENCH_MAX_LENGTHS], n_lengths; /* --scaling */
+    int rounds;                                /* --scaling: sweeps over the lengths */
+} BenchOptions;
+
+/* --scaling's figures for one kernel at one length. */
+typedef struct {
+    double step_s, best_s; /* median and fastest step */
+    double arena_mib;      /* the arena's peak over the steps */
+} Timing;
+
+typedef struct {
+    int attn, T;
+    int kernel_i; /* which of bench_scaling's kernels */
+    Timing layer, kernel;
+    double sgemm_ms, sgemm_gflop; /* the projections' products as raw sgemm calls (median), and their work */
+    double rss_mib;
+    /* --vs-torch (cosformer rows), else NAN: PyTorch's median and fastest step,
+     * and its peak RSS above the RSS at the length's start */
+    double torch_ms, torch_best_ms, torch_growth_mib;
+} ScalingRow;
+
+/* --ops: the matmul products of a training step through op_matmul against
+ * raw cblas_sgemm, then the other ops. */
+void bench_ops(const BenchOptions *o);
+
+/* Training throughput on cfg with the per-op breakdown, printed; returns the
+ * tokens per second. */
+double bench_train(const BenchOptions *o, const Config *cfg);
+
+/* --scaling; returns the exit status. */
+int bench_scaling(const BenchOptions *o, const Config *cfg, int threads);
+
+/* --vs-torch without --scaling: PyTorch's fastest setting here, then
+ * --rounds paired rounds; returns the exit status. */
+int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads);
+
+/* --scaling --vs-torch: the causal cosformer rows again in PyTorch, filling
+ * their torch_* fields and printing the comparison; 0, or -1 (said). */
+int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows);
+
+#endif

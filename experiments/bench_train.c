@@ -1,0 +1,108 @@
+/* bench_train.c: ./bench's default, training throughput.
+ *
+ * The reference configuration (4 layers, d 256, 4 heads, T 256, B 16, tied
+ * embeddings, AdamW: the option table's defaults with d_model and context at
+ * 256) or what the model options say: the median over timed steps after
+ * warm-up, with a per-op breakdown of where a step's time goes. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <sys/resource.h>
+
+#include "bench.h"
+#include "mlm.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+#include "run.h"
+#include "util.h"
+
+/* Parameters that take part in matmuls: 6 flops per parameter per token
+ * (forward 2, backward 4), plus 12 L T d per token for the attention scores
+ * and their product with v (the usual estimate, as in llm.c / nanoGPT). */
+static double flops_per_token(const ModelConfig *c) {
+    double d = c->d_model, H = c->heads, dk = model_key_size(c), dv = model_head_size(c);
+    double per_layer = d * H * dk * 2 + d * H * dv * 2 + 2 * d * c->mlp_ratio * d;
+    double matmul_params = c->layers * per_layer + (double)c->vocab * d;
+    return 6 * matmul_params + 12.0 * c->layers * c->context * d;
+}
+
+double bench_train(const BenchOptions *o, const Config *cfg) {
+    const ModelConfig *mc = &cfg->model;
+    int B = cfg->train.batch, T = mc->context;
+    Model m;
+    model_init(&m, mc);
+    Rng rng;
+    rng_seed(&rng, 1);
+    model_init_weights(&m, &rng);
+    int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (int)rng_below(&rng, 256);
+        targets[i] = (int)rng_below(&rng, 256);
+    }
+    if (mc->objective == OBJECTIVE_MLM) /* masked inputs, targets at the chosen positions only */
+        for (int b = 0; b < B; b++) mlm_mask_row(&rng, ids + (long)b * T, targets + (long)b * T, T);
+    Arena arena;
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    AdamWConfig opt = adamw_default();
+    const int warm = 3;
+    double *step_s = xmalloc((size_t)o->steps * sizeof(double)), optim_s = 0;
+    grad_set(true);
+    for (int s = 0; s < warm + o->steps; s++) {
+        if (s == warm) profile_start();
+        double t0 = now_seconds();
+        arena_reset(&arena);
+        tape_reset();
+        params_zero_grad(&m.params);
+        Tensor *loss = model_loss(&m, ids, targets, B, T);
+        backward(loss);
+        double t1 = now_seconds();
+        clip_grad_norm(&m.params, 1.0f);
+        adamw_step(&m.params, &opt, 1e-4f, s + 1);
+        double t2 = now_seconds();
+        if (s >= warm) {
+            step_s[s - warm] = t2 - t0;
+            optim_s += t2 - t1;
+        }
+    }
+    profile_stop();
+    double total = 0;
+    for (int s = 0; s < o->steps; s++) total += step_s[s];
+    double med = median_of(step_s, o->steps), tok_s = B * T / med;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    char attn[32];
+    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
+           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
+    printf("  attention: attn=%s, objective=%s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
+           mc->objective == OBJECTIVE_MLM ? "mlm" : "clm");
+    printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);
+    printf("  throughput   %8.0f tok/s\n", tok_s);
+    printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
+           flops_per_token(mc) * 1e-6);
+    printf("  peak RSS     %8.1f MiB\n", ru.ru_maxrss / 1024.0);
+    printf("\n  where a step's time goes (mean over the timed steps):\n");
+    printf("  %-16s %7s %11s %11s %7s\n", "op", "calls", "forward ms", "backward ms", "share");
+    OpProfile prof[64];
+    int n = profile_read(prof, 64);
+    double accounted = optim_s;
+    for (int i = 0; i < n; i++) {
+        double f = prof[i].forward_s / o->steps, b = prof[i].backward_s / o->steps;
+        accounted += (prof[i].forward_s + prof[i].backward_s);
+        printf("  %-16s %7ld %11.2f %11.2f %6.1f%%\n", prof[i].name, prof[i].calls / o->steps, f * 1e3, b * 1e3,
+               100 * (f + b) / (total / o->steps));
+    }
+    printf("  %-16s %7s %11.2f %11s %6.1f%%\n", "clip + AdamW", "", optim_s / o->steps * 1e3, "", 100 * optim_s / total);
+    printf("  %-16s %7s %11.2f %11s %6.1f%%\n", "other", "", (total - accounted) / o->steps * 1e3, "",
+           100 * (total - accounted) / total);
+    free(step_s);
+    free(ids);
+    free(targets);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&arena);
+    model_free(&m);
+    return tok_s;
+}
