@@ -2,7 +2,7 @@
 #ifndef ATTNLAB_OPS_IMPL_H
 #define ATTNLAB_OPS_IMPL_H
 
-#include "kernel.h"
+#include "op_kernel.h"
 #include "ops.h"
 
 /* A new node with its inputs set; the constructor then sets out and attributes. */

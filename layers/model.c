@@ -8,9 +8,6 @@
 #include "attention.h"
 #include "ops.h"
 
-int model_key_size(const ModelConfig *c) { return c->key_size ? c->key_size : c->d_model / c->heads; }
-int model_head_size(const ModelConfig *c) { return c->head_size ? c->head_size : c->d_model / c->heads; }
-
 void model_init(Model *m, const ModelConfig *c) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;

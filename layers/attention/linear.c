@@ -91,7 +91,7 @@
 #include "attention.h"
 #include "attention/rope.h"
 #include "fastmath.h"
-#include "kernel.h"
+#include "op_kernel.h"
 #include "util.h"
 
 /* The cosFormer reference's clamp on the denominator. */

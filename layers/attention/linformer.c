@@ -50,7 +50,7 @@
 
 #include "attention.h"
 #include "fastmath.h"
-#include "kernel.h"
+#include "op_kernel.h"
 #include "util.h"
 
 /* ---- linformer_project ------------------------------------------------------ */

@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "attention.h"
-#include "kernel.h"
+#include "op_kernel.h"
 #include "util.h"
 
 int rope_pairs(int rope_dims, int d) {

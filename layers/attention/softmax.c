@@ -20,7 +20,7 @@
 
 #include "attention.h"
 #include "fastmath.h"
-#include "kernel.h"
+#include "op_kernel.h"
 #include "util.h"
 
 /* Softmax of row i of S in place, over keys [0, n); keys [n, T) get 0. */

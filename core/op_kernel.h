@@ -1,7 +1,7 @@
-/* kernel.h: what an op needs, inside core or out (a fused attention kernel in
+/* op_kernel.h: what an op needs, inside core or out (a fused attention kernel in
  * layers/ is an op like the primitives: an OpDef with forward and backward). */
-#ifndef ATTNLAB_KERNEL_H
-#define ATTNLAB_KERNEL_H
+#ifndef ATTNLAB_OP_KERNEL_H
+#define ATTNLAB_OP_KERNEL_H
 
 #include <omp.h>
 

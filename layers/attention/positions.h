@@ -1,0 +1,37 @@
+/* attention/positions.h: the position schemes' shared pieces: RoPE and XPOS
+ * as an op, the sinusoidal table, and score biases by distance. */
+#ifndef ATTNLAB_ATTENTION_POSITIONS_H
+#define ATTNLAB_ATTENTION_POSITIONS_H
+
+#include "attention/kernel.h"
+
+/* RoPE (pos = rope) or XPOS (pos = xpos) on q or k [B, H, T, key_size], as
+ * one op with a hand-written backward (layers/attention/rope.c). `key`
+ * selects XPOS's k-side decay zeta^(-j/s) instead of q's zeta^(i/s). */
+Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key);
+
+/* pos = sinusoidal (layers/attention/sinusoidal.c): the fixed table [T, d],
+ * PE[t, 2i] = sin(t w_i), PE[t, 2i + 1] = cos(t w_i), w_i = 10000^(-2i / d). */
+float sinusoid_frequency(int i, int d);
+void sinusoidal_table(float *pe, int T, int d);
+/* x [B, T, d] + the table / sqrt(d), gradients passing to x. */
+Tensor *sinusoidal_add(Tensor *x);
+
+/* Score biases by distance for the softmax kernel (layers/attention/bias.c,
+ * which gives the formulas): pos = alibi, kerple_power, kerple_log, sandwich. */
+bool pos_has_bias(int pos);
+/* Learned [H] parameters of the scheme: 2 for kerple_* (a, p or r1, r2), else 0. */
+int pos_bias_n_params(int pos);
+/* ALiBi's slopes m[0 .. H). */
+void alibi_slopes(int H, float *m);
+/* table[h T + delta] = b_h(delta), delta = 0 .. T-1; p0, p1 the [H]
+ * parameters (kerple_*; else unused), dk the key size (sandwich). */
+void pos_bias_table(int pos, int H, int T, int dk, float lambda, const float *p0, const float *p1, float *table);
+/* dp0, dp1 [H] += the parameters' gradients from g[h T + delta], the summed
+ * score gradients at each distance (either may be NULL). */
+void pos_bias_param_grads(int pos, int H, int T, const float *p0, const float *p1, const double *g, float *dp0,
+                          float *dp1);
+/* The KERPLE reference's initialisation of p0, p1 (kerple_*). */
+void pos_bias_init(int pos, Tensor *p0, Tensor *p1, Rng *rng);
+
+#endif
