@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "attention/kernel.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -226,13 +227,21 @@ static int write_outputs(const char *dir, const Axis *axes, int n_axes, Run *run
     return rc;
 }
 
-/* Resets the options that only some kernels take, for the softmax baseline. */
+/* The baseline: the default kernel (softmax), with every option that only
+ * some kernel takes back at its default. */
 static void baseline_config(Config *c) {
-    static const char *const kernel_only[] = {"phi", "leaky_slope", "reweight", "chunk", "linformer_k",
-                                              "linformer_share", "linformer_proj"};
-    for (size_t i = 0; i < sizeof kernel_only / sizeof kernel_only[0]; i++)
-        option_set(c, kernel_only[i], option_find(kernel_only[i])->def, NULL);
-    option_set(c, "attn", "softmax", NULL);
+    for (int k = 0; k < n_attn_kernels; k++)
+        for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
+            option_set(c, attn_kernels[k]->options[i], option_find(attn_kernels[k]->options[i])->def, NULL);
+    option_set(c, "attn", option_find("attn")->def, NULL);
+}
+
+/* The kernel that owns option `key` (attention/kernel.h), or NULL. */
+static const AttnKernel *owner_of(const char *key) {
+    for (int k = 0; k < n_attn_kernels; k++)
+        for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
+            if (!strcmp(attn_kernels[k]->options[i], key)) return attn_kernels[k];
+    return NULL;
 }
 
 static bool same_config(const Config *a, const Config *b) {
@@ -269,7 +278,8 @@ int main(int argc, char **argv) {
     Config base;
     config_defaults(&base);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false, linear_keys = false;
+    bool no_baseline = false;
+    const AttnKernel *implied = NULL; /* the kernel a key=... implies, when attn is not given */
     Err e;
     AblateArgs args = {.base = &base};
     const ArgFlag flags[] = {
@@ -296,7 +306,7 @@ int main(int argc, char **argv) {
             }
             attn_given |= !strcmp(key, "attn");
             eval_given |= !strcmp(key, "eval_every");
-            linear_keys |= !strcmp(key, "phi") || !strcmp(key, "reweight");
+            if (!implied) implied = owner_of(key);
             if (!strchr(vals, '/')) { /* key=v: fixed for every run */
                 if (!*vals) {
                     fprintf(stderr, "error: %s=: no value\n", key);
@@ -354,7 +364,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: no axis given\nhint: an axis is key=v1/v2, e.g. phi=relu/identity/elu\n");
         return 2;
     }
-    if (linear_keys && !attn_given) option_set(&base, "attn", "linear", NULL);
+    if (implied && !attn_given) option_set(&base, "attn", implied->name, NULL);
     /* The curves want ten or so points per run, whatever the budget. */
     if (!eval_given && base.train.steps < 10 * base.train.eval_every)
         base.train.eval_every = base.train.steps >= 10 ? base.train.steps / 10 : 1;

@@ -145,9 +145,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     Err e;
-    if (cfg.model.attn == ATTN_LINFORMER && !b.objective_given) {
+    if (attn_kernel_for(cfg.model.attn)->bidirectional_only && !b.objective_given) {
         cfg.model.objective = OBJECTIVE_MLM;
-        printf("attn=linformer has no causal form: measuring objective=mlm (bidirectional)\n");
+        printf("attn=%s has no causal form: measuring objective=mlm (bidirectional)\n", attn_choice(cfg.model.attn)->name);
     }
     if (config_validate(&cfg, &e) != 0) {
         err_print(&e);
@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --scaling: runs on its own, not with --ops\n");
         return 2;
     }
-    if (o.scaling && o.vs_torch && o.attn_given && cfg.model.attn != ATTN_COSFORMER) {
+    if (o.scaling && o.vs_torch && o.attn_given && cfg.model.attn != attn_find(SCALING_LINEAR_ATTN)) {
         fprintf(stderr, "error: --scaling --vs-torch: compares the causal cosformer layer only\n"
                         "hint: drop --attn, or use --attn cosformer\n");
         return 2;

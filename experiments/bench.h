@@ -9,19 +9,22 @@
  * The library linked into every command holds these files, so what they
  * export is named bench_*.
  *
- * Where kernels are named, not read from a registry: bench.c's main (attn=
- * linformer measured under objective=mlm; --scaling --vs-torch wants
- * cosformer), bench_scaling.c (kernel_label's names[], layer_quadratic_bytes,
- * the default kernels softmax and cosformer, the linformer_k skip) and
- * bench_torch.c (the cosformer rows PyTorch fills). */
+ * Everything about a kernel comes from the registry (layers/attention/
+ * kernel.h), but for one name: the scaling study's linear-attention kernel,
+ * which experiments/torch_scaling.py implements in PyTorch. */
 #ifndef ATTNLAB_BENCH_H
 #define ATTNLAB_BENCH_H
 
 #include <stdbool.h>
 
+#include "attention/kernel.h"
 #include "options.h"
 
 #define BENCH_MAX_LENGTHS 32
+
+/* The attn value of --scaling's linear-attention rows (beside the default,
+ * softmax), the one experiments/torch_scaling.py implements in PyTorch. */
+#define SCALING_LINEAR_ATTN "cosformer"
 
 typedef struct {
     int reps;

@@ -80,13 +80,11 @@ static double memory_cap_bytes(void) {
     return cap;
 }
 
-/* The part of the layer's memory that grows faster than T: softmax keeps P
- * (H T^2 floats at B 1) for backward, and its backward takes a T^2 scratch per
- * thread; talking heads, an H T^2 one, twice, per thread. */
+/* The part of the layer's memory that grows faster than T (the kernel's
+ * quadratic_bytes: softmax keeps P for backward). */
 static double layer_quadratic_bytes(const ModelConfig *m, int T, int threads) {
-    if (m->attn != ATTN_SOFTMAX) return 0;
-    double per_thread = m->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
-    return 4.0 * (double)T * T * (m->heads + per_thread * threads);
+    const AttnKernel *k = attn_kernel_for(m->attn);
+    return k->quadratic_bytes ? k->quadratic_bytes(m, T, threads) : 0;
 }
 
 /* One forward + backward from x (the layer) or from q, k, v (the kernel). */
@@ -249,19 +247,10 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
 /* "cosformer causal", "linear phi=elu reweight=cos causal", "linformer k=64 bidirectional",
  * "softmax window=64 causal" ... */
 static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
-    static const char *const names[] = {"softmax", "linear", "cosformer", "linformer"};
-    static const char *const phis[] = {"identity", "relu", "leakyrelu", "elu"};
-    static const char *const talking[] = {"none", "pre", "post", "both"};
-    char extra[64] = "";
-    if (m->attn == ATTN_LINEAR)
-        snprintf(extra, sizeof extra, " phi=%s%s", phis[m->phi], m->reweight == REWEIGHT_COS ? " reweight=cos" : "");
-    else if (m->attn == ATTN_LINFORMER)
-        snprintf(extra, sizeof extra, " k=%d", m->linformer_k);
-    else if (m->attn == ATTN_SOFTMAX && m->talking_heads != TALKING_NONE)
-        snprintf(extra, sizeof extra, " talking_heads=%s", talking[m->talking_heads]);
-    else if (m->attn == ATTN_SOFTMAX && m->window > 0)
-        snprintf(extra, sizeof extra, " window=%d", m->window);
-    snprintf(buf, size, "%s%s %s", names[m->attn], extra, m->objective == OBJECTIVE_CLM ? "causal" : "bidirectional");
+    const AttnChoice *choice = attn_choice(m->attn);
+    char extra[64] = ""; /* a preset's name says its options */
+    if (!choice->preset && choice->kernel->describe) choice->kernel->describe(m, extra, sizeof extra);
+    snprintf(buf, size, "%s%s %s", choice->name, extra, m->objective == OBJECTIVE_CLM ? "causal" : "bidirectional");
     return buf;
 }
 
@@ -292,13 +281,13 @@ static ScalingRow median_row(const ScalingRow *by_round, int i, int stride, int 
 }
 
 int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
-    /* the kernels: softmax and cosformer, causal, unless --attn named one */
+    /* the kernels: the default (softmax) and SCALING_LINEAR_ATTN, causal, unless --attn named one */
     ModelConfig kernels[2];
     int n_kernels = 0;
     if (o->attn_given) {
         kernels[n_kernels++] = cfg->model;
     } else {
-        static const int defaults[] = {ATTN_SOFTMAX, ATTN_COSFORMER};
+        const int defaults[] = {attn_find(option_find("attn")->def), attn_find(SCALING_LINEAR_ATTN)};
         for (int i = 0; i < 2; i++) {
             Config c = *cfg;
             c.model.attn = defaults[i];
@@ -343,10 +332,10 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
             for (int i = 0; i < o->n_lengths; i++) {
                 int T = o->lengths[i];
                 kernel_label(&kernels[k], label, sizeof label);
-                if (kernels[k].attn == ATTN_LINFORMER && kernels[k].linformer_k > T) {
-                    if (!round)
-                        printf("  %-32s %6d  (skipped: linformer_k %d is longer than T)\n", label, T,
-                               kernels[k].linformer_k);
+                const AttnKernel *kern = attn_kernel_for(kernels[k].attn);
+                Err why;
+                if (kern->check_length && kern->check_length(&kernels[k], T, &why) != 0) {
+                    if (!round) printf("  %-32s %6d  (skipped: %s)\n", label, T, why.msg);
                     continue;
                 }
                 double need = layer_quadratic_bytes(&kernels[k], T, threads);
@@ -379,7 +368,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
     const ScalingRow *first = NULL, *last = NULL;
     double lo = INFINITY, hi = 0, lo_best = INFINITY, hi_best = 0;
     for (int i = 0; i < n_rows; i++) {
-        if (rows[i].attn != ATTN_COSFORMER) continue;
+        if (rows[i].attn != attn_find(SCALING_LINEAR_ATTN)) continue;
         if (!first) first = &rows[i];
         last = &rows[i];
         double per = rows[i].layer.step_s / rows[i].T, best = rows[i].layer.best_s / rows[i].T;
@@ -392,7 +381,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, lo_best * 1e6, hi_best * 1e6, hi_best / lo_best,
                first->layer.arena_mib * 1024 / first->T, first->T, last->layer.arena_mib * 1024 / last->T, last->T);
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == ATTN_COSFORMER && rows[i].T == 8192)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && rows[i].T == 8192)
             printf("  cosformer at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
                    "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; the projections' sgemm calls alone %.1f ms\n"
                    "  (%.1f GFLOP, %.0f GFLOP/s); process peak RSS %.1f MiB\n",

@@ -87,7 +87,7 @@ static void torch_scaling_line(const char *line, void *ctx) {
                &rss) != 5)
         return;
     for (int i = 0; i < tr->n_rows; i++)
-        if (tr->rows[i].attn == ATTN_COSFORMER && tr->rows[i].T == T) {
+        if (tr->rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && tr->rows[i].T == T) {
             tr->rows[i].torch_ms = ms;
             tr->rows[i].torch_best_ms = best;
             tr->rows[i].torch_growth_mib = rss;
@@ -100,7 +100,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
     char lengths[256] = "";
     size_t n = 0;
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == ATTN_COSFORMER && n < sizeof lengths)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths)
             n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
     if (!n) return 0;
     char args[512];
@@ -115,7 +115,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
            "torch growth MiB");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
-        if (r->attn != ATTN_COSFORMER || isnan(r->torch_ms)) continue;
+        if (r->attn != attn_find(SCALING_LINEAR_ATTN) || isnan(r->torch_ms)) continue;
         printf("  %6d | %12.1f %12.1f %8.2fx | %18.1f %18.1f\n", r->T, r->layer.step_s * 1e3, r->torch_ms,
                r->torch_ms / (r->layer.step_s * 1e3), r->layer.arena_mib, r->torch_growth_mib);
     }

@@ -9,7 +9,6 @@
 
 #include "attention.h"
 
-static const char *const attn_choices[] = {"softmax", "linear", "cosformer", "linformer", NULL};
 static const char *const phi_choices[] = {"identity", "relu", "leakyrelu", "elu", NULL};
 static const char *const reweight_choices[] = {"none", "cos", NULL};
 static const char *const talking_choices[] = {"none", "pre", "post", "both", NULL};
@@ -29,81 +28,83 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 
 const OptDef options[] = {
     /* model */
-    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, attn_choices, 0,
-     "attention kernel; cosformer = linear + phi relu + reweight cos"},
+    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, NULL, 0,
+     "attention kernel; cosformer = linear + phi relu + reweight cos", attn_choice_names},
     {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_choices, 0,
-     "linear attention's feature map (elu means elu + 1)"},
-    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu"},
+     "linear attention's feature map (elu means elu + 1)", NULL},
+    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu", NULL},
     {"reweight", OPT_CHOICE, GROUP_MODEL, M(reweight), "none", 0, 0, reweight_choices, 0,
-     "cosFormer's cos re-weighting of linear attention"},
-    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention"},
+     "cosFormer's cos re-weighting of linear attention", NULL},
+    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention", NULL},
     {"talking_heads", OPT_CHOICE, GROUP_MODEL, M(talking_heads), "none", 0, 0, talking_choices, 0,
-     "mix heads before and/or after the softmax"},
+     "mix heads before and/or after the softmax", NULL},
     {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0,
-     "Linformer's projected length"},
+     "Linformer's projected length", NULL},
     {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_choices, 0,
-     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers"},
+     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers", NULL},
     {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_choices, 0,
-     "Linformer's projection along the sequence"},
-    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme"},
+     "Linformer's projection along the sequence", NULL},
+    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme", NULL},
     {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
-     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all"},
+     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all", NULL},
     {"sandwich_lambda", OPT_FLOAT, GROUP_MODEL, M(sandwich_lambda), "1", 0, 1000, NULL, 0,
-     "pos=sandwich: scale of the p_i . p_j bias"},
+     "pos=sandwich: scale of the p_i . p_j bias", NULL},
     {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
-     "sliding causal window: each query sees the last W keys; 0 = all (also at inference)"},
+     "sliding causal window: each query sees the last W keys; 0 = all (also at inference)", NULL},
     {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
-     "scale logits by max(1, log n / log context), n = keys seen (also at inference)"},
+     "scale logits by max(1, log n / log context), n = keys seen (also at inference)", NULL},
     {"bca", OPT_CHOICE, GROUP_MODEL, M(bca), "off", 0, 0, on_off_choices, 0,
-     "blockwise causal attention (XPOS): a query sees its block of context / 2 and the one before; inference only"},
-    {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks"},
-    {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "128", 8, 8192, NULL, 0, "model width"},
-    {"heads", OPT_INT, GROUP_MODEL, M(heads), "4", 1, 256, NULL, 0, "attention heads"},
+     "blockwise causal attention (XPOS): a query sees its block of context / 2 and the one before; inference only", NULL},
+    {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks", NULL},
+    {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "128", 8, 8192, NULL, 0, "model width", NULL},
+    {"heads", OPT_INT, GROUP_MODEL, M(heads), "4", 1, 256, NULL, 0, "attention heads", NULL},
     {"key_size", OPT_INT, GROUP_MODEL, M(key_size), "0", 0, 4096, NULL, 0,
-     "per-head size of q and k; 0 = d_model / heads"},
+     "per-head size of q and k; 0 = d_model / heads", NULL},
     {"head_size", OPT_INT, GROUP_MODEL, M(head_size), "0", 0, 4096, NULL, 0,
-     "per-head size of v and the output; 0 = d_model / heads"},
-    {"mlp_ratio", OPT_INT, GROUP_MODEL, M(mlp_ratio), "4", 1, 16, NULL, 0, "MLP hidden width / d_model"},
-    {"norm", OPT_CHOICE, GROUP_MODEL, M(norm), "layernorm", 0, 0, norm_choices, 0, "normalisation"},
-    {"context", OPT_INT, GROUP_MODEL, M(context), "128", 2, 65536, NULL, 0, "training length in bytes"},
+     "per-head size of v and the output; 0 = d_model / heads", NULL},
+    {"mlp_ratio", OPT_INT, GROUP_MODEL, M(mlp_ratio), "4", 1, 16, NULL, 0, "MLP hidden width / d_model", NULL},
+    {"norm", OPT_CHOICE, GROUP_MODEL, M(norm), "layernorm", 0, 0, norm_choices, 0, "normalisation", NULL},
+    {"context", OPT_INT, GROUP_MODEL, M(context), "128", 2, 65536, NULL, 0, "training length in bytes", NULL},
     {"tie_embeddings", OPT_BOOL, GROUP_MODEL, M(tie_embeddings), "true", 0, 0, bool_choices, 0,
-     "LM head shares the token embedding"},
+     "LM head shares the token embedding", NULL},
     {"objective", OPT_CHOICE, GROUP_MODEL, M(objective), "clm", 0, 0, objective_choices, 0,
-     "clm: causal LM; mlm: masked LM (bidirectional)"},
+     "clm: causal LM; mlm: masked LM (bidirectional)", NULL},
     /* training */
-    {"batch", OPT_INT, GROUP_TRAIN, T(batch), "16", 1, 4096, NULL, 0, "windows per step"},
-    {"steps", OPT_INT, GROUP_TRAIN, T(steps), "1500", 1, 100000000, NULL, 0, "optimizer steps"},
-    {"lr", OPT_FLOAT, GROUP_TRAIN, T(lr), "2e-3", 0, 10, NULL, 0, "peak learning rate"},
-    {"min_lr", OPT_FLOAT, GROUP_TRAIN, T(min_lr), "1e-4", 0, 10, NULL, 0, "learning rate at the end of the decay"},
-    {"warmup", OPT_INT, GROUP_TRAIN, T(warmup), "100", 0, 100000000, NULL, 0, "linear warmup steps"},
+    {"batch", OPT_INT, GROUP_TRAIN, T(batch), "16", 1, 4096, NULL, 0, "windows per step", NULL},
+    {"steps", OPT_INT, GROUP_TRAIN, T(steps), "1500", 1, 100000000, NULL, 0, "optimizer steps", NULL},
+    {"lr", OPT_FLOAT, GROUP_TRAIN, T(lr), "2e-3", 0, 10, NULL, 0, "peak learning rate", NULL},
+    {"min_lr", OPT_FLOAT, GROUP_TRAIN, T(min_lr), "1e-4", 0, 10, NULL, 0, "learning rate at the end of the decay", NULL},
+    {"warmup", OPT_INT, GROUP_TRAIN, T(warmup), "100", 0, 100000000, NULL, 0, "linear warmup steps", NULL},
     {"schedule", OPT_CHOICE, GROUP_TRAIN, T(schedule), "cosine", 0, 0, schedule_choices, 0,
-     "decay after warmup"},
+     "decay after warmup", NULL},
     {"weight_decay", OPT_FLOAT, GROUP_TRAIN, T(weight_decay), "0.1", 0, 10, NULL, 0,
-     "AdamW decoupled decay, matrices only"},
-    {"clip", OPT_FLOAT, GROUP_TRAIN, T(clip), "1.0", 0, 1e6, NULL, 0, "global gradient-norm clip; 0 = off"},
+     "AdamW decoupled decay, matrices only", NULL},
+    {"clip", OPT_FLOAT, GROUP_TRAIN, T(clip), "1.0", 0, 1e6, NULL, 0, "global gradient-norm clip; 0 = off", NULL},
     {"seed", OPT_INT, GROUP_TRAIN, T(seed), "1337", 0, 9007199254740991.0, NULL, 0,
-     "seed for initialisation and data order"},
+     "seed for initialisation and data order", NULL},
     {"eval_every", OPT_INT, GROUP_TRAIN, T(eval_every), "250", 1, 100000000, NULL, 0,
-     "steps between validation runs"},
+     "steps between validation runs", NULL},
     {"eval_batches", OPT_INT, GROUP_TRAIN, T(eval_batches), "8", 1, 100000, NULL, 0,
-     "validation batches (fixed, evenly spaced windows)"},
-    {"save_every", OPT_INT, GROUP_TRAIN, T(save_every), "500", 1, 100000000, NULL, 0, "steps between checkpoints"},
-    {"threads", OPT_INT, GROUP_TRAIN, T(threads), "0", 0, 1024, NULL, 0, "threads; 0 = all cores"},
+     "validation batches (fixed, evenly spaced windows)", NULL},
+    {"save_every", OPT_INT, GROUP_TRAIN, T(save_every), "500", 1, 100000000, NULL, 0, "steps between checkpoints", NULL},
+    {"threads", OPT_INT, GROUP_TRAIN, T(threads), "0", 0, 1024, NULL, 0, "threads; 0 = all cores", NULL},
     {"val_fraction", OPT_FLOAT, GROUP_TRAIN, T(val_fraction), "0.1", 1e-6, 0.9, NULL, 0,
-     "last part of the corpus held out"},
+     "last part of the corpus held out", NULL},
     {"log_every", OPT_INT, GROUP_TRAIN, T(log_every), "10", 1, 100000000, NULL, 0,
-     "steps between metrics lines"},
+     "steps between metrics lines", NULL},
     {"out", OPT_STRING, GROUP_TRAIN, T(out), "", 0, 0, NULL, sizeof(((TrainConfig *)0)->out),
-     "run folder; default runs/<attn>-<date>-<time>"},
+     "run folder; default runs/<attn>-<date>-<time>", NULL},
     /* sampling */
     {"prompt", OPT_STRING, GROUP_SAMPLE, S(prompt), "The ", 0, 0, NULL, sizeof(((SampleConfig *)0)->prompt),
-     "text the sample starts from"},
+     "text the sample starts from", NULL},
     {"temperature", OPT_FLOAT, GROUP_SAMPLE, S(temperature), "0.8", 0, 100, NULL, 0,
-     "sampling temperature; 0 = greedy"},
-    {"top_k", OPT_INT, GROUP_SAMPLE, S(top_k), "40", 0, 256, NULL, 0, "sample among the k likeliest; 0 = all"},
-    {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample"},
+     "sampling temperature; 0 = greedy", NULL},
+    {"top_k", OPT_INT, GROUP_SAMPLE, S(top_k), "40", 0, 256, NULL, 0, "sample among the k likeliest; 0 = all", NULL},
+    {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample", NULL},
 };
 const int n_options = (int)(sizeof options / sizeof options[0]);
+
+const char *const *option_choices(const OptDef *o) { return o->choices ? o->choices : o->choices_of(); }
 
 const OptDef *option_find(const char *name) {
     for (int i = 0; i < n_options; i++)
@@ -121,8 +122,9 @@ void config_defaults(Config *c) {
 static void choices_text(const OptDef *o, char *buf, size_t size) {
     size_t k = 0;
     buf[0] = '\0';
-    for (int i = 0; o->choices[i] && k < size; i++)
-        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", o->choices[i]);
+    const char *const *choices = option_choices(o);
+    for (int i = 0; choices[i] && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", choices[i]);
 }
 
 int option_set(Config *c, const char *name, const char *value, Err *e) {
@@ -150,8 +152,8 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
         }
         case OPT_CHOICE:
         case OPT_BOOL:
-            for (int i = 0; o->choices[i]; i++) {
-                if (strcmp(o->choices[i], value) == 0) {
+            for (int i = 0; option_choices(o)[i]; i++) {
+                if (strcmp(option_choices(o)[i], value) == 0) {
                     if (o->type == OPT_BOOL)
                         *(bool *)field = i;
                     else
@@ -183,7 +185,7 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
                 snprintf(buf, size, "%d", *(const int *)field);
             break;
         case OPT_FLOAT: snprintf(buf, size, "%.9g", (double)*(const float *)field); break;
-        case OPT_CHOICE: snprintf(buf, size, "%s", o->choices[*(const int *)field]); break;
+        case OPT_CHOICE: snprintf(buf, size, "%s", option_choices(o)[*(const int *)field]); break;
         case OPT_BOOL: snprintf(buf, size, "%s", *(const bool *)field ? "true" : "false"); break;
         case OPT_STRING: snprintf(buf, size, "%s", field); break;
     }
@@ -200,35 +202,39 @@ static bool changed(const Config *c, const char *name) {
     return strcmp(option_format(c, o, a, sizeof a), option_format(&d, o, b, sizeof b)) != 0;
 }
 
+/* changed() for a kernel's validate hook. */
+static bool changed_cb(const char *name, const void *ctx) { return changed(ctx, name); }
+
+/* "attn=softmax" or "attn=softmax or cosformer": the attn values whose kernel
+ * forms an explicit score matrix. */
+static const char *score_kernels(char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "attn=");
+    int n = 0;
+    for (int i = 0; i < n_attn_choices && k < size; i++)
+        if (attn_choices[i].kernel->scores)
+            k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", attn_choices[i].name);
+    return buf;
+}
+
 /* The position options: what each scheme needs of the kernel and objective. */
-static int validate_positions(Config *c, Err *e) {
+static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
     ModelConfig *m = &c->model;
-    const char *pos = pos_choices[m->pos], *attn = attn_choices[m->attn];
-    bool linear = m->attn == ATTN_LINEAR || m->attn == ATTN_COSFORMER, softmax = m->attn == ATTN_SOFTMAX;
+    const char *pos = pos_name(m->pos), *attn = attn_choice(m->attn)->name;
     bool bias = pos_has_bias(m->pos);
     bool rotary = m->pos == POS_ROPE || m->pos == POS_XPOS;
     bool clm = m->objective == OBJECTIVE_CLM;
-    if (bias && !softmax)
-        return err_set(e, "--pos %s adds a bias to every score, so it needs an explicit score matrix: attn=softmax, not %s",
-                       pos, attn),
-               err_hint(e, "linear kernels take --pos rope, sinusoidal or learned");
-    if (bias && m->talking_heads != TALKING_NONE)
-        return err_set(e, "--pos %s: score biases are added in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
-                       pos, talking_choices[m->talking_heads]),
-               err_hint(e, "use --pos rope, sinusoidal or learned with talking heads");
+    char scorers[128];
+    if (bias && !kern->scores)
+        return err_set(e, "--pos %s adds a bias to every score, so it needs an explicit score matrix: %s, not %s", pos,
+                       score_kernels(scorers, sizeof scorers), attn),
+               err_hint(e, "kernels without a score matrix take --pos rope, sinusoidal or learned");
     if (m->pos == POS_XPOS && !clm)
         return err_set(e, "--pos xpos: its decay is defined for causal attention only, not objective=mlm"),
                err_hint(e, "use --pos rope for a bidirectional model");
-    if (m->pos == POS_XPOS && !softmax)
-        return err_set(e, "--pos xpos scales q and k by a decay that grows along the sequence; it is defined for attn=softmax, not %s",
-                       attn),
-               err_hint(e, "linear kernels take --pos rope");
-    if (m->pos == POS_ROPE && m->attn == ATTN_COSFORMER)
-        return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
-               err_hint(e, "use --attn linear --phi relu --pos rope");
-    if (m->pos == POS_ROPE && linear && m->reweight == REWEIGHT_COS)
-        return err_set(e, "--pos rope: reweight=cos already encodes relative positions"),
-               err_hint(e, "drop --reweight cos");
+    if (m->pos == POS_XPOS && !kern->scores)
+        return err_set(e, "--pos xpos scales q and k by a decay that grows along the sequence; it is defined for %s, not %s",
+                       score_kernels(scorers, sizeof scorers), attn),
+               err_hint(e, "kernels without a score matrix take --pos rope");
     if (changed(c, "rope_dims")) {
         int dk = model_key_size(m);
         if (!rotary) return err_set(e, "--rope_dims applies to pos=rope or xpos, not pos=%s", pos);
@@ -238,14 +244,10 @@ static int validate_positions(Config *c, Err *e) {
     }
     if (changed(c, "sandwich_lambda") && m->pos != POS_SANDWICH)
         return err_set(e, "--sandwich_lambda applies to pos=sandwich, not pos=%s", pos);
-    if (m->window > 0 || m->bca == ON || m->logn == ON) {
-        const char *what = m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn";
-        if (!softmax)
-            return err_set(e, "--%s acts on the softmax scores, so it needs attn=softmax, not %s", what, attn);
-        if (m->talking_heads != TALKING_NONE)
-            return err_set(e, "--%s is done in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
-                           what, talking_choices[m->talking_heads]);
-    }
+    if ((m->window > 0 || m->bca == ON || m->logn == ON) && !kern->scores)
+        return err_set(e, "--%s acts on the softmax scores, so it needs %s, not %s",
+                       m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", score_kernels(scorers, sizeof scorers),
+                       attn);
     if (!clm && (m->window > 0 || m->bca == ON))
         return err_set(e, "--%s is a causal mask, and objective=mlm is bidirectional", m->window > 0 ? "window" : "bca");
     if (m->window > 0 && m->bca == ON)
@@ -255,45 +257,32 @@ static int validate_positions(Config *c, Err *e) {
 
 int config_validate(Config *c, Err *e) {
     ModelConfig *m = &c->model;
-    bool linear = m->attn == ATTN_LINEAR, cosformer = m->attn == ATTN_COSFORMER;
+    const AttnChoice *choice = attn_choice(m->attn);
+    const AttnKernel *kern = choice->kernel;
     if ((!m->key_size || !m->head_size) && m->d_model % m->heads != 0)
         return err_set(e, "--heads %d does not divide --d_model %d", m->heads, m->d_model),
                err_hint(e, "pick heads dividing d_model, or set --key_size and --head_size");
-    if (cosformer && (m->phi != PHI_RELU || changed(c, "leaky_slope")))
-        return err_set(e, "--phi: attn=cosformer fixes phi=relu"), err_hint(e, "use --attn linear --reweight cos to vary phi");
-    if (!linear && !cosformer) {
-        static const char *const linear_only[] = {"phi", "leaky_slope", "reweight", "chunk"};
-        for (int i = 0; i < 4; i++)
-            if (changed(c, linear_only[i]))
-                return err_set(e, "--%s applies to linear attention, not attn=%s", linear_only[i], attn_choices[m->attn]),
-                       err_hint(e, "add --attn linear");
+    /* a preset fixes some of its kernel's options */
+    ModelConfig eff = attn_effective(m);
+    for (int i = 0; choice->fixes && choice->fixes[i]; i++) {
+        const OptDef *o = option_find(choice->fixes[i]);
+        Config fixed = *c;
+        fixed.model = eff;
+        char given[320], wanted[320];
+        option_format(c, o, given, sizeof given);
+        option_format(&fixed, o, wanted, sizeof wanted);
+        if (changed(c, o->name) && strcmp(given, wanted) != 0)
+            return err_set(e, "--%s: attn=%s fixes %s=%s", o->name, choice->name, o->name, wanted),
+                   err_hint(e, "use --attn %s to vary it", kern->name);
     }
-    if (changed(c, "leaky_slope") && m->phi != PHI_LEAKYRELU)
-        return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_choices[m->phi]);
-    if ((linear || cosformer) && m->objective == OBJECTIVE_MLM && changed(c, "chunk"))
-        return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
-               err_hint(e, "drop --chunk, or use --objective clm");
-    if (m->talking_heads != TALKING_NONE && m->attn != ATTN_SOFTMAX)
-        return err_set(e, "--talking_heads %s: mixes softmax logits or probabilities, so it needs attn=softmax, not %s",
-                       talking_choices[m->talking_heads], attn_choices[m->attn]);
-    if (m->attn != ATTN_LINFORMER) {
-        static const char *const lf_only[] = {"linformer_k", "linformer_share", "linformer_proj"};
-        for (int i = 0; i < 3; i++)
-            if (changed(c, lf_only[i]))
-                return err_set(e, "--%s applies to attn=linformer, not attn=%s", lf_only[i], attn_choices[m->attn]);
-    } else {
-        if (m->objective == OBJECTIVE_CLM)
-            return err_set(e, "attn=linformer projects keys and values along the sequence, so it cannot be causal"),
-                   err_hint(e, "add --objective mlm");
-        if (m->linformer_k > m->context)
-            return err_set(e, "--linformer_k %d is longer than --context %d", m->linformer_k, m->context);
-        if (m->linformer_proj != LF_PROJ_LINEAR && m->context % m->linformer_k != 0)
-            return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
-                           lf_proj_choices[m->linformer_proj], m->linformer_k, m->context);
-        if ((m->linformer_proj == LF_PROJ_MEAN || m->linformer_proj == LF_PROJ_MAX) && m->linformer_share != LF_SHARE_NONE)
-            return err_set(e, "--linformer_share %s: linformer_proj=%s pools without parameters, so there is nothing to share",
-                           lf_share_choices[m->linformer_share], lf_proj_choices[m->linformer_proj]),
-                   err_hint(e, "sharing applies to linformer_proj linear or conv");
+    /* an option another kernel owns */
+    for (int k = 0; k < n_attn_kernels; k++) {
+        const AttnKernel *other = attn_kernels[k];
+        if (other == kern) continue;
+        for (int i = 0; other->options && other->options[i]; i++)
+            if (changed(c, other->options[i]))
+                return err_set(e, "--%s applies to %s, not attn=%s", other->options[i], other->title, choice->name),
+                       err_hint(e, "add --attn %s", other->name);
     }
     if (m->objective == OBJECTIVE_MLM) {
         /* samples.txt of an mlm run is a fill-in demo (experiments/sample.h):
@@ -305,7 +294,10 @@ int config_validate(Config *c, Err *e) {
                                clm_sampling[i]),
                        err_hint(e, "--sample_length sets how many bytes the demo shows");
     }
-    if (validate_positions(c, e) != 0) return -1;
+    if (kern->validate && kern->validate(&eff, changed_cb, c, e) != 0) return -1;
+    if (kern->bidirectional_only && m->objective == OBJECTIVE_CLM)
+        return err_set(e, "attn=%s has no causal form", choice->name), err_hint(e, "add --objective mlm");
+    if (validate_positions(c, kern, e) != 0) return -1;
     m->vocab = m->objective == OBJECTIVE_MLM ? VOCAB_BYTES + 1 : VOCAB_BYTES;
     if (c->train.min_lr > c->train.lr)
         return err_set(e, "--min_lr %g is above --lr %g", (double)c->train.min_lr, (double)c->train.lr);

@@ -58,12 +58,15 @@ typedef struct {
     const char *const *choices;  /* OPT_CHOICE: NULL-terminated, index = stored int */
     size_t size;                 /* OPT_STRING: buffer size */
     const char *help;
+    const char *const *(*choices_of)(void); /* OPT_CHOICE: the values from a registry, when choices is NULL */
 } OptDef;
 
 extern const OptDef options[];
 extern const int n_options;
 
 const OptDef *option_find(const char *name);
+/* An OPT_CHOICE or OPT_BOOL option's values, NULL-terminated. */
+const char *const *option_choices(const OptDef *o);
 /* Every option at its default. */
 void config_defaults(Config *c);
 /* Parses and range-checks one value. Errors name the option and what is allowed:

@@ -175,8 +175,9 @@ int main(int argc, char **argv) {
                 T, mc->context, mc->context);
         return 2;
     }
-    if (mc->attn == ATTN_LINFORMER && T != mc->context && mc->linformer_proj != LF_PROJ_LINEAR && T % (mc->context / mc->linformer_k)) {
-        fprintf(stderr, "error: --length %d: Linformer's pooling needs a multiple of %d\n", T, mc->context / mc->linformer_k);
+    const AttnKernel *kern = attn_kernel_for(mc->attn);
+    if (kern->check_length && kern->check_length(mc, T, &e) != 0) {
+        err_print(&e);
         return 2;
     }
     if (!corpus_path) {
@@ -192,8 +193,9 @@ int main(int argc, char **argv) {
     if (make_dirs(dir, &e) != 0) goto runtime_error;
     int threads = engine_set_threads(info.cfg.train.threads);
 
-    if (eigen && mc->attn == ATTN_LINFORMER) {
-        fprintf(stderr, "error: --eigen: Linformer's P is T x k, not square, so it has no eigenvalues\n");
+    if (eigen && kern->projected_probs) {
+        fprintf(stderr, "error: --eigen: attn=%s's P is T x k, not square, so it has no eigenvalues\n",
+                attn_choice(mc->attn)->name);
         return 2;
     }
     Arena arena;

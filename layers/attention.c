@@ -23,17 +23,17 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         DIE("attention kernel %s: forward_qkv needs rope_inside (the module rotates split heads only)", a->kernel->name);
     if (a->causal && a->kernel->bidirectional_only)
         DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
-    /* cosformer is a preset: linear attention with phi = relu and cos re-weighting */
-    bool cosformer = c->attn == ATTN_COSFORMER;
+    /* a preset (cosformer: linear attention with phi = relu and cos re-weighting) fixes some options */
+    ModelConfig eff = attn_effective(c);
     a->call = (AttnCall){
         .H = a->heads,
         .key_size = a->key_size,
         .head_size = a->head_size,
         .causal = a->causal,
         .scale = 1.0f / sqrtf((float)a->key_size),
-        .phi = cosformer ? PHI_RELU : c->phi,
+        .phi = eff.phi,
         .leaky_slope = c->leaky_slope,
-        .reweight = cosformer ? REWEIGHT_COS : c->reweight,
+        .reweight = eff.reweight,
         .chunk = c->chunk,
         .talking_heads = c->talking_heads,
         .linformer_k = c->linformer_k,

@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 
-/* Enum values are indices into the option table's choice lists. */
-typedef enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_COSFORMER, ATTN_LINFORMER } AttnKind;
+/* Enum values are indices into the option table's choice lists (the attn
+ * option's are the kernel registry's, layers/attention/kernel.h). */
 typedef enum { PHI_IDENTITY, PHI_RELU, PHI_LEAKYRELU, PHI_ELU } PhiKind;
 typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
 typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
@@ -44,7 +44,7 @@ typedef struct {
     int context;      /* training length T */
     int norm;         /* NormKind */
     bool tie_embeddings;
-    int attn;         /* AttnKind; cosformer is linear + relu + cos */
+    int attn;         /* index into attn_choices (layers/attention/kernel.h) */
     int phi;          /* PhiKind: the feature map of linear attention */
     float leaky_slope;/* phi = leakyrelu's slope */
     int reweight;     /* ReweightKind */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attention/kernel.h"
 #include "options.h"
 
 /* A config at the defaults with up to 8 key=value settings applied. */
@@ -44,11 +45,11 @@ static const Refusal refusals[] = {
     {{"phi", "leakyrelu", "leaky_slope", "0.2"}, "--phi applies to linear attention"},
     {{"attn", "cosformer", "phi", "elu"}, "attn=cosformer fixes phi=relu"},
     {{"attn", "cosformer", "phi", "identity"}, "attn=cosformer fixes phi=relu"},
-    {{"attn", "cosformer", "leaky_slope", "0.2"}, "attn=cosformer fixes phi=relu"},
-    {{"attn", "linear", "talking_heads", "pre"}, "--talking_heads pre: mixes softmax logits"},
-    {{"attn", "cosformer", "talking_heads", "post"}, "needs attn=softmax, not cosformer"},
-    {{"attn", "linear", "phi", "elu", "talking_heads", "both"}, "needs attn=softmax, not linear"},
-    {{"attn", "linformer", "objective", "mlm", "talking_heads", "pre", "linformer_k", "32"}, "needs attn=softmax, not linformer"},
+    {{"attn", "cosformer", "leaky_slope", "0.2"}, "--leaky_slope applies to phi=leakyrelu, not phi=relu"},
+    {{"attn", "linear", "talking_heads", "pre"}, "--talking_heads applies to attn=softmax, not attn=linear"},
+    {{"attn", "cosformer", "talking_heads", "post"}, "--talking_heads applies to attn=softmax, not attn=cosformer"},
+    {{"attn", "linear", "phi", "elu", "talking_heads", "both"}, "--talking_heads applies to attn=softmax, not attn=linear"},
+    {{"attn", "linformer", "objective", "mlm", "talking_heads", "pre", "linformer_k", "32"}, "--talking_heads applies to attn=softmax, not attn=linformer"},
     /* and the rest */
     {{"chunk", "32"}, "--chunk applies to linear attention, not attn=softmax"},
     {{"attn", "linear", "phi", "relu", "leaky_slope", "0.2"}, "--leaky_slope applies to phi=leakyrelu, not phi=relu"},

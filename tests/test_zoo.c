@@ -462,7 +462,7 @@ Suite *zoo_suite(void) {
     /* the corpus and the kernel probe once, outside the forked tests */
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
-    kinds = option_find("attn")->choices;
+    kinds = option_choices(option_find("attn"));
     for (n_kinds = 0; kinds[n_kinds]; n_kinds++)
         if (n_kinds == MAX_KINDS) DIE("test_zoo: more than %d attention kinds", MAX_KINDS);
     build_matrix();

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "layers.h"
 #include "tape.h"
+#include "util.h"
 
 /* Counters kernels may add to during forward, read by the trainer per step
  * (e.g. how many linear-attention denominators hit the clamp). */
@@ -87,17 +88,74 @@ typedef struct {
      * merging the heads; such a kernel must be rope_inside. probs still gets
      * [B, H, T, d]. */
     Tensor *(*forward_qkv)(const AttnCall *c, Tensor *qkv);
+
+    /* What the rest of the program asks of a kernel, so that nothing outside
+     * this folder names one. */
+    /* How errors name it: "linear attention", "attn=softmax". */
+    const char *title;
+    /* The option-table rows only this kernel reads (NULL-terminated; NULL:
+     * none): giving one with another kernel is refused. */
+    const char *const *options;
+    /* Refuses this kernel's combinations that cannot work, with the reason:
+     * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set
+     * away from its default. NULL: every combination works. */
+    int (*validate)(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                    Err *e);
+    /* The kernel's options in a few words, for labels (" phi=relu"); NULL:
+     * nothing beyond its name. */
+    void (*describe)(const ModelConfig *m, char *buf, size_t size);
+    /* Whether a length T other than the training context works (Linformer's
+     * pooling needs multiples of its stride): 0, or -1 with e set. NULL: any. */
+    int (*check_length)(const ModelConfig *m, int T, Err *e);
+    /* Bytes of the kernel's memory that grow faster than T at B 1, for a
+     * length cap (./bench --scaling); NULL: none. */
+    double (*quadratic_bytes)(const ModelConfig *m, int T, int threads);
+    /* The kernel forms an explicit score matrix: score biases (pos = alibi,
+     * kerple_*, sandwich, xpos) and the score masks (window, logn, bca) need it. */
+    bool scores;
+    /* probs is not T x T (Linformer's is T x k), so it has no eigenvalues. */
+    bool projected_probs;
 } AttnKernel;
 
 /* Query rows per block of the softmax kernel (64): tests lower it so that a
  * short sequence spans several blocks. */
 extern int attn_query_block;
 
-/* Every kernel once (layers/attention/kernels.c). */
+/* Every kernel once (layers/attention/kernels.c); the tests walk this list. */
 extern const AttnKernel *const attn_kernels[];
 extern const int n_attn_kernels;
 
-/* The kernel an AttnKind runs (cosformer runs the linear kernel). */
+/* A value of the `attn` option: a kernel, or a preset of one, which fixes
+ * some of the kernel's options (cosformer is linear with phi = relu and
+ * reweight = cos). The stored config holds the index into attn_choices;
+ * checkpoints and config.json hold the name. */
+typedef struct {
+    const char *name;
+    const AttnKernel *kernel;
+    /* Sets the options the preset fixes (NULL for a plain kernel)... */
+    void (*preset)(ModelConfig *m);
+    /* ...named here, NULL-terminated: setting one to another value is refused. */
+    const char *const *fixes;
+} AttnChoice;
+
+/* The `attn` option's values, in order (layers/attention/kernels.c). A new
+ * kernel is one file in layers/attention/ and its line there. */
+extern const AttnChoice attn_choices[];
+extern const int n_attn_choices;
+/* The names, NULL-terminated, for the option table. */
+const char *const *attn_choice_names(void);
+
+/* attn_choices[attn]; aborts out of range (a programming error). */
+const AttnChoice *attn_choice(int attn);
+/* The index of the named choice, or -1. */
+int attn_find(const char *name);
+/* The kernel that value `attn` runs. */
 const AttnKernel *attn_kernel_for(int attn);
+/* m with its attn choice's preset applied. */
+ModelConfig attn_effective(const ModelConfig *m);
+
+/* The built-in values' indices, for this folder and the tests; a new kernel
+ * needs none (it is found by name). A test holds them to attn_choices. */
+enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_COSFORMER, ATTN_LINFORMER };
 
 #endif

@@ -86,6 +86,7 @@
  * calling thread. */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attention.h"
@@ -927,6 +928,39 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return P;
 }
 
+/* ---- what the rest of the program asks of this kernel ------------------------ */
+
+static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu"};
+
+/* attn = cosformer: this kernel with phi = relu and cos re-weighting. */
+void attn_linear_cosformer(ModelConfig *m) {
+    m->phi = PHI_RELU;
+    m->reweight = REWEIGHT_COS;
+}
+const char *const attn_linear_cosformer_fixes[] = {"phi", "reweight", NULL};
+
+static const char *const linear_options[] = {"phi", "leaky_slope", "reweight", "chunk", NULL};
+
+/* m has its preset applied (attn_effective). */
+static int linear_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                           Err *e) {
+    if (changed("leaky_slope", ctx) && m->phi != PHI_LEAKYRELU)
+        return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_names[m->phi]);
+    if (m->objective == OBJECTIVE_MLM && changed("chunk", ctx))
+        return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
+               err_hint(e, "drop --chunk, or use --objective clm");
+    if (m->pos == POS_ROPE && m->attn == ATTN_COSFORMER)
+        return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
+               err_hint(e, "use --attn linear --phi relu --pos rope");
+    if (m->pos == POS_ROPE && m->reweight == REWEIGHT_COS)
+        return err_set(e, "--pos rope: reweight=cos already encodes relative positions"), err_hint(e, "drop --reweight cos");
+    return 0;
+}
+
+static void linear_describe(const ModelConfig *m, char *buf, size_t size) {
+    snprintf(buf, size, " phi=%s%s", phi_names[m->phi], m->reweight == REWEIGHT_COS ? " reweight=cos" : "");
+}
+
 const AttnKernel attn_kernel_linear = {
     .name = "linear",
     .forward = attn_linear,
@@ -934,4 +968,8 @@ const AttnKernel attn_kernel_linear = {
     .ops = {&attn_linear_op},
     .rope_inside = true,
     .forward_qkv = attn_linear_qkv,
+    .title = "linear attention",
+    .options = linear_options,
+    .validate = linear_validate,
+    .describe = linear_describe,
 };

@@ -409,6 +409,41 @@ static void lf_init(Attention *a, int layer, Rng *rng) {
     }
 }
 
+/* ---- what the rest of the program asks of this kernel ------------------------ */
+
+static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwise"};
+static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv"};
+static const char *const linformer_options[] = {"linformer_k", "linformer_share", "linformer_proj", NULL};
+
+static int linformer_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                              Err *e) {
+    (void)changed, (void)ctx;
+    if (m->objective == OBJECTIVE_CLM)
+        return err_set(e, "attn=linformer projects keys and values along the sequence, so it cannot be causal"),
+               err_hint(e, "add --objective mlm");
+    if (m->linformer_k > m->context)
+        return err_set(e, "--linformer_k %d is longer than --context %d", m->linformer_k, m->context);
+    if (m->linformer_proj != LF_PROJ_LINEAR && m->context % m->linformer_k != 0)
+        return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
+                       lf_proj_names[m->linformer_proj], m->linformer_k, m->context);
+    if ((m->linformer_proj == LF_PROJ_MEAN || m->linformer_proj == LF_PROJ_MAX) && m->linformer_share != LF_SHARE_NONE)
+        return err_set(e, "--linformer_share %s: linformer_proj=%s pools without parameters, so there is nothing to share",
+                       lf_share_names[m->linformer_share], lf_proj_names[m->linformer_proj]),
+               err_hint(e, "sharing applies to linformer_proj linear or conv");
+    return 0;
+}
+
+static void linformer_describe(const ModelConfig *m, char *buf, size_t size) {
+    snprintf(buf, size, " k=%d", m->linformer_k);
+}
+
+static int linformer_check_length(const ModelConfig *m, int T, Err *e) {
+    if (T < m->linformer_k) return err_set(e, "linformer_k %d is longer than T %d", m->linformer_k, T);
+    if (T != m->context && m->linformer_proj != LF_PROJ_LINEAR && T % (m->context / m->linformer_k))
+        return err_set(e, "--length %d: Linformer's pooling needs a multiple of %d", T, m->context / m->linformer_k);
+    return 0;
+}
+
 const AttnKernel attn_kernel_linformer = {
     .name = "linformer",
     .declare = lf_declare,
@@ -417,4 +452,10 @@ const AttnKernel attn_kernel_linformer = {
     .ops = {&lf_project_op, &lf_attend_op},
     .init = lf_init,
     .bidirectional_only = true,
+    .title = "attn=linformer",
+    .options = linformer_options,
+    .validate = linformer_validate,
+    .describe = linformer_describe,
+    .check_length = linformer_check_length,
+    .projected_probs = true,
 };

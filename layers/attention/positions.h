@@ -17,6 +17,9 @@ void sinusoidal_table(float *pe, int T, int d);
 /* x [B, T, d] + the table / sqrt(d), gradients passing to x. */
 Tensor *sinusoidal_add(Tensor *x);
 
+/* The pos option's value as text ("alibi"). */
+const char *pos_name(int pos);
+
 /* Score biases by distance for the softmax kernel (layers/attention/bias.c,
  * which gives the formulas): pos = alibi, kerple_power, kerple_log, sandwich. */
 bool pos_has_bias(int pos);

@@ -16,6 +16,7 @@
  * calling thread, so there is one pool. */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attention.h"
@@ -623,6 +624,38 @@ static void attn_softmax_init(Attention *a, int layer, Rng *rng) {
     }
 }
 
+/* ---- what the rest of the program asks of this kernel ------------------------ */
+
+static const char *const talking_names[] = {"none", "pre", "post", "both"};
+static const char *const softmax_options[] = {"talking_heads", NULL};
+
+static int softmax_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                            Err *e) {
+    (void)changed, (void)ctx;
+    if (m->talking_heads == TALKING_NONE) return 0;
+    if (pos_has_bias(m->pos))
+        return err_set(e, "--pos %s: score biases are added in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
+                       pos_name(m->pos), talking_names[m->talking_heads]),
+               err_hint(e, "use --pos rope, sinusoidal or learned with talking heads");
+    if (m->window > 0 || m->bca == ON || m->logn == ON)
+        return err_set(e, "--%s is done in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
+                       m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", talking_names[m->talking_heads]);
+    return 0;
+}
+
+/* P (H T^2 floats at B 1) kept for backward, and a T^2 scratch per thread in
+ * backward; with talking heads, an H T^2 one, twice, per thread. */
+static double softmax_quadratic_bytes(const ModelConfig *m, int T, int threads) {
+    double per_thread = m->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
+    return 4.0 * (double)T * T * (m->heads + per_thread * threads);
+}
+
+static void softmax_describe(const ModelConfig *m, char *buf, size_t size) {
+    if (m->talking_heads != TALKING_NONE) snprintf(buf, size, " talking_heads=%s", talking_names[m->talking_heads]);
+    else if (m->window > 0) snprintf(buf, size, " window=%d", m->window);
+    else buf[0] = '\0';
+}
+
 const AttnKernel attn_kernel_softmax = {
     .name = "softmax",
     .declare = attn_softmax_declare,
@@ -630,4 +663,10 @@ const AttnKernel attn_kernel_softmax = {
     .probs = attn_softmax_probs,
     .ops = {&attn_softmax_op, &attn_talking_op},
     .init = attn_softmax_init,
+    .title = "attn=softmax",
+    .options = softmax_options,
+    .validate = softmax_validate,
+    .describe = softmax_describe,
+    .quadratic_bytes = softmax_quadratic_bytes,
+    .scores = true,
 };
