@@ -230,7 +230,7 @@ static int write_outputs(const char *dir, const Axis *axes, int n_axes, Run *run
 /* The baseline: the default kernel (softmax), with every option that only
  * some kernel takes back at its default. */
 static void baseline_config(Config *c) {
-    for (int k = 0; k < n_attn_kernels; k++)
+    for (int k = 0; k < attn_kernel_count(); k++)
         for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
             option_set(c, attn_kernels[k]->options[i], option_find(attn_kernels[k]->options[i])->def, NULL);
     option_set(c, "attn", option_find("attn")->def, NULL);
@@ -238,7 +238,7 @@ static void baseline_config(Config *c) {
 
 /* The kernel that owns option `key` (attention/kernel.h), or NULL. */
 static const AttnKernel *owner_of(const char *key) {
-    for (int k = 0; k < n_attn_kernels; k++)
+    for (int k = 0; k < attn_kernel_count(); k++)
         for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
             if (!strcmp(attn_kernels[k]->options[i], key)) return attn_kernels[k];
     return NULL;

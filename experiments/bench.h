@@ -73,4 +73,8 @@ int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads);
  * their torch_* fields and printing the comparison; 0, or -1 (said). */
 int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows);
 
+/* A kernel's row label: its attn value, what its describe hook says, and
+ * causal or bidirectional ("linear phi=elu reweight=cos causal"). */
+const char *bench_kernel_label(const ModelConfig *m, char *buf, size_t size);
+
 #endif

@@ -26,8 +26,8 @@
  * by bench_scaling_vs_torch in bench_torch.c) and the table gains PyTorch's
  * time, the ratio and PyTorch's memory.
  *
- * The kernels are named here (kernel_label, layer_quadratic_bytes, the
- * defaults softmax and cosformer), not through a registry. */
+ * What it knows of a kernel comes from the registry (layers/attention/
+ * kernel.h); the one name, SCALING_LINEAR_ATTN, is bench.h's. */
 #include <cblas.h>
 #include <malloc.h>
 #include <math.h>
@@ -246,7 +246,7 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
 
 /* "cosformer causal", "linear phi=elu reweight=cos causal", "linformer k=64 bidirectional",
  * "softmax window=64 causal" ... */
-static const char *kernel_label(const ModelConfig *m, char *buf, size_t size) {
+const char *bench_kernel_label(const ModelConfig *m, char *buf, size_t size) {
     const AttnChoice *choice = attn_choice(m->attn);
     char extra[64] = ""; /* a preset's name says its options */
     if (!choice->preset && choice->kernel->describe) choice->kernel->describe(m, extra, sizeof extra);
@@ -331,7 +331,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         for (int k = 0; k < n_kernels; k++) {
             for (int i = 0; i < o->n_lengths; i++) {
                 int T = o->lengths[i];
-                kernel_label(&kernels[k], label, sizeof label);
+                bench_kernel_label(&kernels[k], label, sizeof label);
                 const AttnKernel *kern = attn_kernel_for(kernels[k].attn);
                 Err why;
                 if (kern->check_length && kern->check_length(&kernels[k], T, &why) != 0) {
@@ -360,7 +360,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
     free(by_round);
     if (o->rounds > 1) {
         printf("\n  the median of the %d rounds:\n", o->rounds);
-        for (int i = 0; i < n_rows; i++) print_row(kernel_label(&kernels[rows[i].kernel_i], label, sizeof label), &rows[i]);
+        for (int i = 0; i < n_rows; i++) print_row(bench_kernel_label(&kernels[rows[i].kernel_i], label, sizeof label), &rows[i]);
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
 
@@ -404,7 +404,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         if (!isnan(r->torch_ms))
             snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
         len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f,%s\n",
-                                kernel_label(&kernels[r->kernel_i], label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
+                                bench_kernel_label(&kernels[r->kernel_i], label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
                                 r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, r->rss_mib, torch);
     }
@@ -440,7 +440,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                 }
                 if (!n) continue;
                 static const char *const parts[] = {"layer", "kernel alone", "layer in PyTorch"};
-                snprintf(labels[n_series], sizeof labels[n_series], "%s, %s", kernel_label(&kernels[k], label, sizeof label),
+                snprintf(labels[n_series], sizeof labels[n_series], "%s, %s", bench_kernel_label(&kernels[k], label, sizeof label),
                          parts[part]);
                 series[n_series] = (PlotSeries){labels[n_series], xs[n_series], ys[n_series], n, 0};
                 n_series++;

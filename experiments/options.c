@@ -210,9 +210,9 @@ static bool changed_cb(const char *name, const void *ctx) { return changed(ctx, 
 static const char *score_kernels(char *buf, size_t size) {
     size_t k = (size_t)snprintf(buf, size, "attn=");
     int n = 0;
-    for (int i = 0; i < n_attn_choices && k < size; i++)
-        if (attn_choices[i].kernel->scores)
-            k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", attn_choices[i].name);
+    for (int i = 0; i < attn_choice_count() && k < size; i++)
+        if (attn_choice(i)->kernel->scores)
+            k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", attn_choice(i)->name);
     return buf;
 }
 
@@ -276,7 +276,7 @@ int config_validate(Config *c, Err *e) {
                    err_hint(e, "use --attn %s to vary it", kern->name);
     }
     /* an option another kernel owns */
-    for (int k = 0; k < n_attn_kernels; k++) {
+    for (int k = 0; k < attn_kernel_count(); k++) {
         const AttnKernel *other = attn_kernels[k];
         if (other == kern) continue;
         for (int i = 0; other->options && other->options[i]; i++)

@@ -44,7 +44,7 @@ typedef struct {
     int context;      /* training length T */
     int norm;         /* NormKind */
     bool tie_embeddings;
-    int attn;         /* index into attn_choices (layers/attention/kernel.h) */
+    int attn;         /* index of the attn value (attn_choice, layers/attention/kernel.h) */
     int phi;          /* PhiKind: the feature map of linear attention */
     float leaky_slope;/* phi = leakyrelu's slope */
     int reweight;     /* ReweightKind */

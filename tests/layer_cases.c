@@ -11,7 +11,7 @@
 #include "util.h"
 
 const AttnKernel *kernel_by_name(const char *name) {
-    for (int i = 0; i < n_attn_kernels; i++)
+    for (int i = 0; i < attn_kernel_count(); i++)
         if (attn_kernels[i] && strcmp(attn_kernels[i]->name, name) == 0) return attn_kernels[i];
     return NULL;
 }

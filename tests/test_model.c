@@ -613,8 +613,8 @@ static bool case_runs_op(const KernelCase *kc, const OpDef *op) {
  * fused ops, and a reference;
  * and every case and reference names a kernel that exists. */
 START_TEST(test_every_kernel_has_cases) {
-    ck_assert_int_gt(n_attn_kernels, 0);
-    for (int i = 0; i < n_attn_kernels; i++) {
+    ck_assert_int_gt(attn_kernel_count(), 0);
+    for (int i = 0; i < attn_kernel_count(); i++) {
         const AttnKernel *kern = attn_kernels[i];
         ck_assert_msg(kern != NULL, "attn_kernels[%d] is empty", i);
         ck_assert_msg(kern->name && kern->forward && kern->probs, "attn_kernels[%d] is incomplete", i);
@@ -651,7 +651,7 @@ END_TEST
 /* Each kernel's fused backward, 10% scaled or missing, fails every one of its
  * gradient-check cases. */
 START_TEST(test_kernel_gradcheck_catches_broken_backward) {
-    for (int i = 0; i < n_attn_kernels; i++) {
+    for (int i = 0; i < attn_kernel_count(); i++) {
         const AttnKernel *kern = attn_kernels[i];
         for (int o = 0; kern->ops[o]; o++) { /* primitive ops: tests/test_ops.c checks those */
             OpDef *op = kern->ops[o];

@@ -53,6 +53,15 @@ typedef struct {
 
 typedef struct Attention Attention;
 
+/* A preset of a kernel: another value of the `attn` option that runs the
+ * kernel with some of its options fixed (cosformer: linear attention with
+ * phi = relu and reweight = cos). */
+typedef struct {
+    const char *name;
+    void (*apply)(ModelConfig *m);  /* sets the options it fixes... */
+    const char *const *fixes;       /* ...named here, NULL-terminated: setting one otherwise is refused */
+} AttnPreset;
+
 typedef struct {
     const char *name;
     /* Declares the kernel's own parameters of layer `layer` (NULL when it has
@@ -91,6 +100,9 @@ typedef struct {
 
     /* What the rest of the program asks of a kernel, so that nothing outside
      * this folder names one. */
+    /* Its presets, each another value of the attn option (NULL-terminated
+     * by a NULL name; NULL: none). */
+    const AttnPreset *presets;
     /* How errors name it: "linear attention", "attn=softmax". */
     const char *title;
     /* The option-table rows only this kernel reads (NULL-terminated; NULL:
@@ -121,37 +133,40 @@ typedef struct {
  * short sequence spans several blocks. */
 extern int attn_query_block;
 
-/* Every kernel once (layers/attention/kernels.c); the tests walk this list. */
-extern const AttnKernel *const attn_kernels[];
-extern const int n_attn_kernels;
+/* Every kernel once (layers/attention/kernels.c: the built-in ones, then any
+ * added with attn_register); the tests walk this list. */
+#define ATTN_MAX_KERNELS 32
+extern const AttnKernel *attn_kernels[ATTN_MAX_KERNELS];
+/* How many there are. */
+int attn_kernel_count(void);
+/* Adds a kernel after the built-in ones (a kernel of one's own, or of a
+ * test), with its presets; its name must be new. */
+void attn_register(const AttnKernel *k);
+/* Takes k off the list again (it must be the last one added). */
+void attn_unregister(const AttnKernel *k);
 
-/* A value of the `attn` option: a kernel, or a preset of one, which fixes
- * some of the kernel's options (cosformer is linear with phi = relu and
- * reweight = cos). The stored config holds the index into attn_choices;
- * checkpoints and config.json hold the name. */
+/* A value of the `attn` option: a kernel, or one of its presets. The stored
+ * config holds the index of the value; checkpoints and config.json hold the
+ * name. The values are each kernel's name followed by its presets' names, in
+ * the order of attn_kernels. */
 typedef struct {
     const char *name;
     const AttnKernel *kernel;
-    /* Sets the options the preset fixes (NULL for a plain kernel)... */
-    void (*preset)(ModelConfig *m);
-    /* ...named here, NULL-terminated: setting one to another value is refused. */
+    void (*preset)(ModelConfig *m); /* NULL for the kernel itself */
     const char *const *fixes;
 } AttnChoice;
 
-/* The `attn` option's values, in order (layers/attention/kernels.c). A new
- * kernel is one file in layers/attention/ and its line there. */
-extern const AttnChoice attn_choices[];
-extern const int n_attn_choices;
+/* How many values there are, and value `attn` (aborts out of range: a
+ * programming error). */
+int attn_choice_count(void);
+const AttnChoice *attn_choice(int attn);
 /* The names, NULL-terminated, for the option table. */
 const char *const *attn_choice_names(void);
-
-/* attn_choices[attn]; aborts out of range (a programming error). */
-const AttnChoice *attn_choice(int attn);
-/* The index of the named choice, or -1. */
+/* The index of the named value, or -1. */
 int attn_find(const char *name);
 /* The kernel that value `attn` runs. */
 const AttnKernel *attn_kernel_for(int attn);
-/* m with its attn choice's preset applied. */
+/* m with its attn value's preset applied. */
 ModelConfig attn_effective(const ModelConfig *m);
 
 /* The built-in values' indices, for this folder and the tests; a new kernel

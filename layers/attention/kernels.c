@@ -1,47 +1,86 @@
-/* kernels.c: the attention kernels and the values of the `attn` option. A new
- * kernel is one file beside this one and its line in each list below. */
+/* kernels.c: the attention kernels. A new kernel is one file beside this one
+ * and its line in attn_kernels (or an attn_register call); its presets and
+ * options come with it. */
 #include <string.h>
 
 #include "attention/kernel.h"
 #include "util.h"
 
 extern const AttnKernel attn_kernel_softmax;
-extern const AttnKernel attn_kernel_linformer;
 extern const AttnKernel attn_kernel_linear;
-void attn_linear_cosformer(ModelConfig *m);
-extern const char *const attn_linear_cosformer_fixes[];
+extern const AttnKernel attn_kernel_linformer;
 
-/* Every kernel once; the tests walk this list. */
-const AttnKernel *const attn_kernels[] = {
+/* Every kernel once, in the order --help lists them. */
+const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {
     &attn_kernel_softmax,
-    &attn_kernel_linformer,
     &attn_kernel_linear,
+    &attn_kernel_linformer,
 };
-const int n_attn_kernels = (int)(sizeof attn_kernels / sizeof attn_kernels[0]);
+static int n_attn_kernels = -1; /* counted when first asked for */
 
-/* The `attn` option's values, in the order --help lists them. */
-const AttnChoice attn_choices[] = {
-    {"softmax", &attn_kernel_softmax, NULL, NULL},
-    {"linear", &attn_kernel_linear, NULL, NULL},
-    {"cosformer", &attn_kernel_linear, attn_linear_cosformer, attn_linear_cosformer_fixes},
-    {"linformer", &attn_kernel_linformer, NULL, NULL},
-};
-const int n_attn_choices = (int)(sizeof attn_choices / sizeof attn_choices[0]);
+int attn_kernel_count(void) {
+    if (n_attn_kernels < 0)
+        for (n_attn_kernels = 0; n_attn_kernels < ATTN_MAX_KERNELS && attn_kernels[n_attn_kernels];) n_attn_kernels++;
+    return n_attn_kernels;
+}
 
-const char *const *attn_choice_names(void) {
-    static const char *names[sizeof attn_choices / sizeof attn_choices[0] + 1];
-    for (int i = 0; i < n_attn_choices; i++) names[i] = attn_choices[i].name;
-    return names;
+/* The attn values, made from attn_kernels when first asked for. */
+static AttnChoice choices[2 * ATTN_MAX_KERNELS];
+static const char *names[2 * ATTN_MAX_KERNELS + 1];
+static int n_choices = -1;
+
+static void build_choices(void) {
+    if (n_choices >= 0) return;
+    n_choices = 0;
+    for (int k = 0; k < attn_kernel_count(); k++) {
+        const AttnKernel *kern = attn_kernels[k];
+        choices[n_choices++] = (AttnChoice){kern->name, kern, NULL, NULL};
+        for (const AttnPreset *p = kern->presets; p && p->name; p++) {
+            if (n_choices == 2 * ATTN_MAX_KERNELS) DIE("attention kernels: more than %d attn values", n_choices);
+            choices[n_choices++] = (AttnChoice){p->name, kern, p->apply, p->fixes};
+        }
+    }
+    for (int i = 0; i < n_choices; i++) {
+        for (int j = 0; j < i; j++)
+            if (!strcmp(choices[i].name, choices[j].name)) DIE("attention kernels: attn=%s twice", choices[i].name);
+        names[i] = choices[i].name;
+    }
+    names[n_choices] = NULL;
+}
+
+void attn_register(const AttnKernel *k) {
+    if (attn_kernel_count() == ATTN_MAX_KERNELS) DIE("attn_register: more than %d kernels", ATTN_MAX_KERNELS);
+    attn_kernels[n_attn_kernels++] = k;
+    n_choices = -1; /* made again when next asked for */
+}
+
+void attn_unregister(const AttnKernel *k) {
+    int n = attn_kernel_count();
+    if (!n || attn_kernels[n - 1] != k) DIE("attn_unregister: %s is not the last kernel added", k->name);
+    attn_kernels[--n_attn_kernels] = NULL;
+    n_choices = -1;
+}
+
+int attn_choice_count(void) {
+    build_choices();
+    return n_choices;
 }
 
 const AttnChoice *attn_choice(int attn) {
-    if (attn < 0 || attn >= n_attn_choices) DIE("attn value %d: there are %d", attn, n_attn_choices);
-    return &attn_choices[attn];
+    build_choices();
+    if (attn < 0 || attn >= n_choices) DIE("attn value %d: there are %d", attn, n_choices);
+    return &choices[attn];
+}
+
+const char *const *attn_choice_names(void) {
+    build_choices();
+    return names;
 }
 
 int attn_find(const char *name) {
-    for (int i = 0; i < n_attn_choices; i++)
-        if (strcmp(attn_choices[i].name, name) == 0) return i;
+    build_choices();
+    for (int i = 0; i < n_choices; i++)
+        if (strcmp(choices[i].name, name) == 0) return i;
     return -1;
 }
 

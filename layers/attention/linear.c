@@ -933,11 +933,12 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu"};
 
 /* attn = cosformer: this kernel with phi = relu and cos re-weighting. */
-void attn_linear_cosformer(ModelConfig *m) {
+static void cosformer_preset(ModelConfig *m) {
     m->phi = PHI_RELU;
     m->reweight = REWEIGHT_COS;
 }
-const char *const attn_linear_cosformer_fixes[] = {"phi", "reweight", NULL};
+static const char *const cosformer_fixes[] = {"phi", "reweight", NULL};
+static const AttnPreset linear_presets[] = {{"cosformer", cosformer_preset, cosformer_fixes}, {NULL, NULL, NULL}};
 
 static const char *const linear_options[] = {"phi", "leaky_slope", "reweight", "chunk", NULL};
 
@@ -968,6 +969,7 @@ const AttnKernel attn_kernel_linear = {
     .ops = {&attn_linear_op},
     .rope_inside = true,
     .forward_qkv = attn_linear_qkv,
+    .presets = linear_presets,
     .title = "linear attention",
     .options = linear_options,
     .validate = linear_validate,

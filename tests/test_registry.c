@@ -1,0 +1,179 @@
+/* test_registry.c: a new attention kernel is one file and one registration.
+ *
+ * A kernel that exists only here, "relu2" (Hua et al.'s squared-ReLU
+ * attention: P = relu(s q k^T)^2, causally masked, o = P v, made of primitive
+ * ops), is added with the one call a kernel of one's own needs,
+ * attn_register. Nothing else changes, and yet the option table's attn values
+ * and --help list it, validation knows what it can and cannot take, the
+ * model runs it, and ./bench's row label names it. The built-in values keep
+ * the indices their enum gives them. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "bench.h"
+#include "ops.h"
+#include "options.h"
+#include "test_util.h"
+
+/* ---- the kernel: all of its file --------------------------------------------- */
+
+static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+    Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale));
+    Tensor *p = op_mul(s, s);
+    if (!c->causal) return p;
+    Tensor *mask = tensor_2d(c->T, c->T);
+    for (int i = 0; i < c->T; i++)
+        for (int j = 0; j < c->T; j++) mask->data[i * c->T + j] = j <= i ? 1.0f : 0.0f;
+    return op_mul(p, mask);
+}
+
+static Tensor *relu2_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    return op_matmul(relu2_probs(c, q, k), v, false, false);
+}
+
+static void relu2_describe(const ModelConfig *m, char *buf, size_t size) {
+    (void)m;
+    snprintf(buf, size, " p=2");
+}
+
+static const AttnKernel attn_kernel_relu2 = {
+    .name = "relu2",
+    .forward = relu2_forward,
+    .probs = relu2_probs,
+    .title = "attn=relu2",
+    .describe = relu2_describe,
+};
+
+/* ---- what the registration gives it ------------------------------------------ */
+
+static bool listed(const char *const *names, const char *name) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(names[i], name)) return true;
+    return false;
+}
+
+static void config_for(Config *c, const char *const *kv) {
+    config_defaults(c);
+    Err e;
+    for (int i = 0; kv[i]; i += 2) ck_assert_msg(option_set(c, kv[i], kv[i + 1], &e) == 0, "%s", e.msg);
+}
+
+START_TEST(test_new_kernel_is_one_registration) {
+    ck_assert_int_eq(attn_find("relu2"), -1);
+    int kernels = attn_kernel_count();
+    attn_register(&attn_kernel_relu2);
+    ck_assert_int_eq(attn_kernel_count(), kernels + 1);
+    int id = attn_find("relu2");
+    ck_assert_int_ge(id, 0);
+    ck_assert_ptr_eq(attn_kernel_for(id), &attn_kernel_relu2);
+
+    /* the attn option's values, and --help */
+    ck_assert(listed(option_choices(option_find("attn")), "relu2"));
+    char *help = NULL;
+    size_t help_len = 0;
+    FILE *f = open_memstream(&help, &help_len);
+    ck_assert_ptr_nonnull(f);
+    options_print_help(f, 1);
+    fclose(f);
+    const char *line = strstr(help, "--attn");
+    ck_assert_ptr_nonnull(line);
+    const char *end = strchr(line, '\n');
+    ck_assert_msg(strstr(line, "relu2") && strstr(line, "relu2") < end, "--help's attn line: %.*s", (int)(end - line),
+                  line);
+    free(help);
+
+    /* validation: it takes what a kernel without a score matrix takes */
+    Config c;
+    Err e;
+    config_for(&c, (const char *[]){"attn", "relu2", NULL});
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "relu2", "pos", "rope", "objective", "mlm", NULL});
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "relu2", "phi", "elu", NULL});
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--phi applies to linear attention, not attn=relu2"), "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "relu2", "pos", "alibi", NULL});
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "needs an explicit score matrix: attn=softmax, not relu2"), "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "relu2", "window", "8", NULL});
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--window acts on the softmax scores"), "%s", e.msg);
+
+    /* ./bench's label */
+    char label[128];
+    config_for(&c, (const char *[]){"attn", "relu2", NULL});
+    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=2 causal");
+
+    /* the model runs it: a layer forward and backward, causal */
+    config_for(&c, (const char *[]){"attn", "relu2", "d_model", "8", "heads", "2", "context", "6", NULL});
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    ParamSet p;
+    params_init(&p);
+    Attention at;
+    attention_declare(&at, &p, "blocks.0.attn", 0, &c.model);
+    ck_assert_ptr_eq(at.kernel, &attn_kernel_relu2);
+    params_alloc(&p);
+    Rng rng;
+    rng_seed(&rng, 5);
+    rng_fill_normal(&rng, p.value, p.total, 0.0f, 0.3f);
+    params_zero_grad(&p);
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    Tensor *x = tensor_3d(1, 6, 8);
+    rng_fill_normal(&rng, x->data, x->n, 0.0f, 1.0f);
+    x->requires_grad = true;
+    Tensor *y = attention_forward(&at, x);
+    ck_assert_int_eq(y->n, x->n);
+    backward(op_sum(op_mul(y, y)));
+    for (long i = 0; i < x->n; i++) ck_assert(isfinite(x->grad[i]));
+    /* causal: the first position's output depends on the first input alone */
+    Tensor *y0 = tensor_3d(1, 6, 8);
+    memcpy(y0->data, y->data, (size_t)y->n * sizeof(float));
+    x->data[5 * 8] += 1.0f;
+    grad_set(false);
+    Tensor *y1 = attention_forward(&at, x);
+    for (int d = 0; d < 8; d++) ck_assert_float_eq(y1->data[d], y0->data[d]);
+    grad_set(was);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    params_free(&p);
+
+    attn_unregister(&attn_kernel_relu2);
+    ck_assert_int_eq(attn_find("relu2"), -1);
+    ck_assert_int_eq(attn_kernel_count(), kernels);
+}
+END_TEST
+
+/* The built-in values' enum (for the tests and layers/attention/) is the
+ * registry's order. */
+START_TEST(test_builtin_indices) {
+    ck_assert_int_eq(attn_find("softmax"), ATTN_SOFTMAX);
+    ck_assert_int_eq(attn_find("linear"), ATTN_LINEAR);
+    ck_assert_int_eq(attn_find("cosformer"), ATTN_COSFORMER);
+    ck_assert_int_eq(attn_find("linformer"), ATTN_LINFORMER);
+    ck_assert_str_eq(option_find("attn")->def, attn_choice(0)->name);
+    /* a preset runs its kernel with what it fixes */
+    ModelConfig m = {.attn = ATTN_COSFORMER, .phi = PHI_ELU, .reweight = REWEIGHT_NONE};
+    ModelConfig eff = attn_effective(&m);
+    ck_assert_ptr_eq(attn_kernel_for(ATTN_COSFORMER), attn_kernel_for(ATTN_LINEAR));
+    ck_assert_int_eq(eff.phi, PHI_RELU);
+    ck_assert_int_eq(eff.reweight, REWEIGHT_COS);
+}
+END_TEST
+
+Suite *registry_suite(void) {
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("registry");
+    tcase_add_test(tc, test_builtin_indices);
+    tcase_add_test(tc, test_new_kernel_is_one_registration);
+    suite_add_tcase(s, tc);
+    return s;
+}
