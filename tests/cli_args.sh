@@ -12,20 +12,9 @@
 # shellcheck disable=SC2086
 set -u
 
-for c in ./train ./ablate ./spectrum ./extrapolate ./bench; do
-    if [ ! -x "$c" ]; then
-        echo "cli_args.sh: $c is not built; run make first" >&2
-        exit 1
-    fi
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_args.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM
-START=$(date +%s)
-PASS=0
-FAIL=0
-
 . "$(dirname "$0")/cli_lib.sh"
+cli_begin cli_args ./train ./ablate ./spectrum ./extrapolate ./bench
+
 small_corpus "$T/small.txt"
 C=$T/small.txt
 B=$T/bad # every failing command points its outputs here
@@ -122,5 +111,4 @@ expect "extrapolate: --logn=maybe" 2 "'maybe' is not one of" ./extrapolate "$R" 
 expect "extrapolate: --heads=4" 2 "--heads is fixed by the checkpoint" ./extrapolate "$R" --heads=4 --out="$B"
 expect "bench: --lengths=64,x" 2 "--lengths: expected up to 32 comma-separated lengths" ./bench --scaling --lengths=64,x
 
-echo "cli_args.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
-[ "$FAIL" -eq 0 ]
+cli_end

@@ -9,20 +9,9 @@
 # shellcheck disable=SC2086
 set -u
 
-for c in ./ablate ./spectrum; do
-    if [ ! -x "$c" ]; then
-        echo "cli_experiments.sh: $c is not built; run make first" >&2
-        exit 1
-    fi
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_exp.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM
-START=$(date +%s)
-PASS=0
-FAIL=0
-
 . "$(dirname "$0")/cli_lib.sh"
+cli_begin cli_experiments ./ablate ./spectrum
+
 small_corpus "$T/small.txt"
 printf 'not a checkpoint at all' >"$T/bogus.safetensors"
 
@@ -93,5 +82,4 @@ expect "spectrum: T longer than the model allows" 2 "learned positions up to 32"
 expect "spectrum: bad --samples" 2 "--samples: expected an integer" ./spectrum "$S" --samples x
 expect "spectrum: unknown option" 2 "unknown option '--bogus'" ./spectrum "$S" --bogus
 
-echo "cli_experiments.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
-[ "$FAIL" -eq 0 ]
+cli_end

@@ -12,21 +12,10 @@
 # shellcheck disable=SC2086
 set -u
 
-for c in ./train ./extrapolate; do
-    if [ ! -x "$c" ]; then
-        echo "cli_extrapolate.sh: $c is not built; run make first" >&2
-        exit 1
-    fi
-done
-X=$(pwd)/extrapolate
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_extrap.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM
-START=$(date +%s)
-PASS=0
-FAIL=0
-
 . "$(dirname "$0")/cli_lib.sh"
+cli_begin cli_extrapolate ./train ./extrapolate
+X=$(pwd)/extrapolate
+
 small_corpus "$T/small.txt"
 printf 'not a checkpoint at all' >"$T/bogus.safetensors"
 : >"$T/empty.safetensors"
@@ -225,5 +214,4 @@ expect "objective=mlm" 2 "objective=mlm" ./extrapolate "$T/mlm" --out "$B"
 expect "--label count" 2 "--label: 1 label for 2 checkpoints" ./extrapolate "$S" "$L" --label a --out "$B"
 expect "no checkpoint" 2 "no checkpoint given" ./extrapolate --lengths 32
 
-echo "cli_extrapolate.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
-[ "$FAIL" -eq 0 ]
+cli_end

@@ -1,5 +1,33 @@
-# tests/cli_lib.sh: what the command-line test scripts share (sourced, with
-# $T a scratch folder and PASS, FAIL counters set by the script).
+# tests/cli_lib.sh: what the command-line test scripts share (sourced).
+#
+# A script starts with cli_begin, which makes $T (a scratch folder removed on
+# exit, with the script's own `cleanup` run first if it defines one) and the
+# PASS and FAIL counters, and ends with cli_end, its summary and exit status.
+
+# cli_begin NAME COMMAND...: NAME is the script's (for messages and $T's
+# name); every COMMAND must be built.
+cli_begin() {
+    CLI_NAME=$1
+    shift
+    for c in "$@"; do
+        if [ ! -x "$c" ]; then
+            echo "$CLI_NAME.sh: $c is not built; run make first" >&2
+            exit 1
+        fi
+    done
+    T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_$CLI_NAME.XXXXXX") || exit 1
+    trap 'if command -v cleanup >/dev/null 2>&1; then cleanup; fi; rm -rf "$T"' EXIT
+    trap 'exit 1' INT TERM
+    START=$(date +%s)
+    PASS=0
+    FAIL=0
+}
+
+# cli_end: the summary line; the exit status says whether every case passed.
+cli_end() {
+    echo "$CLI_NAME.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
+    [ "$FAIL" -eq 0 ]
+}
 
 # A pseudo-English corpus of about 60 KB from a fixed seed, into $1.
 small_corpus() {

@@ -11,25 +11,12 @@
 # shellcheck disable=SC2086
 set -u
 
-for c in ./train ./ablate ./spectrum ./extrapolate ./bench; do
-    if [ ! -x "$c" ]; then
-        echo "cli_startup.sh: $c is not built; run make first" >&2
-        exit 1
-    fi
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_startup.XXXXXX") || exit 1
+. "$(dirname "$0")/cli_lib.sh"
+cli_begin cli_startup ./train ./ablate ./spectrum ./extrapolate ./bench
 BG=""
 cleanup() {
     if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi
-    rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-START=$(date +%s)
-PASS=0
-FAIL=0
-
-. "$(dirname "$0")/cli_lib.sh"
 small_corpus "$T/small.txt"
 
 AVX512=no
@@ -135,5 +122,4 @@ else
     fail "a user's GOMP_SPINCOUNT is kept" "environment changed"
 fi
 
-echo "cli_startup.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
-[ "$FAIL" -eq 0 ]
+cli_end
