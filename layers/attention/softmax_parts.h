@@ -1,0 +1,23 @@
+/* softmax_parts.h: what softmax.c (plain attention with positions) and
+ * talking.c (Talking-Heads attention) share; private to layers/attention/. */
+#ifndef ATTNLAB_SOFTMAX_PARTS_H
+#define ATTNLAB_SOFTMAX_PARTS_H
+
+#include "attention/kernel.h"
+
+/* Softmax of row s [T] in place over keys [0, n); keys [n, T) get 0. */
+void attn_softmax_prefix(float *s, int n, int T);
+/* P for one head: [T, T] from q, k [T, dk]. */
+void attn_head_probs(const float *q, const float *k, float *P, int T, int dk, float scale, bool causal);
+/* The softmax's backward on `rows` rows of length T, in place: dP into dS. */
+void attn_softmax_rows_backward(const float *P, float *dP, long rows, int T);
+/* Aborts unless q, k [B, H, T, dk] and v [B, H, T, dv] agree (the op `name`). */
+void attn_check_qkv(const char *name, const Tensor *q, const Tensor *k, const Tensor *v);
+
+/* Talking-Heads attention (talking.c): the kernel's output and P' under
+ * talking_heads = pre, post or both, and its fused op. */
+Tensor *attn_talking(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
+Tensor *attn_talking_probs(const AttnCall *c, Tensor *q, Tensor *k);
+extern OpDef attn_talking_op;
+
+#endif
