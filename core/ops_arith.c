@@ -75,9 +75,14 @@ void op_mul_backward(Node *n) {
     }
 }
 
+typedef struct {
+    float s;
+} ScaleAttrs;
+NODE_ATTRS_DECLARE(ScaleAttrs);
+
 Tensor *op_scale(Tensor *a, float s) {
     Node *n = node_with(OP_SCALE, 1, a, NULL, NULL);
-    n->f[0] = s;
+    NODE_ATTRS(n, ScaleAttrs)->s = s;
     n->out = tensor_new(a->ndim, a->shape);
     return node_run(n);
 }
@@ -85,7 +90,7 @@ Tensor *op_scale(Tensor *a, float s) {
 /* out = s * a */
 void op_scale_forward(Node *n) {
     const Tensor *a = n->in[0];
-    float s = n->f[0], *o = n->out->data;
+    float s = NODE_ATTRS(n, ScaleAttrs)->s, *o = n->out->data;
     #pragma omp parallel for if (a->n > PAR_MIN)
     for (long i = 0; i < a->n; i++) o[i] = s * a->data[i];
 }
@@ -93,7 +98,7 @@ void op_scale_forward(Node *n) {
 void op_scale_backward(Node *n) {
     Tensor *a = n->in[0];
     if (!a->requires_grad) return;
-    float s = n->f[0], *da = tensor_grad(a);
+    float s = NODE_ATTRS(n, ScaleAttrs)->s, *da = tensor_grad(a);
     const float *g = n->out->grad;
     #pragma omp parallel for if (a->n > PAR_MIN)
     for (long i = 0; i < a->n; i++) da[i] += s * g[i];

@@ -5,6 +5,12 @@
 
 #include "ops_impl.h"
 
+/* Whether A and B enter transposed. */
+typedef struct {
+    bool ta, tb;
+} MatmulAttrs;
+NODE_ATTRS_DECLARE(MatmulAttrs);
+
 /* Sizes of one product: op(A) is M x K, op(B) is K x N; `batch` products. */
 typedef struct {
     int ta, tb;
@@ -15,7 +21,8 @@ typedef struct {
 
 static MatmulDims matmul_dims(const Node *n) {
     const Tensor *a = n->in[0], *b = n->in[1];
-    MatmulDims d = {.ta = n->i[0], .tb = n->i[1], .batch = 1};
+    const MatmulAttrs *at = NODE_ATTRS(n, MatmulAttrs);
+    MatmulDims d = {.ta = at->ta, .tb = at->tb, .batch = 1};
     int ar = a->shape[a->ndim - 2], ac = a->shape[a->ndim - 1]; /* A's last two dims as stored */
     int br = b->shape[b->ndim - 2], bc = b->shape[b->ndim - 1];
     if (b->ndim == 2 && !d.ta) {
@@ -59,8 +66,7 @@ Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb) {
     out_shape[out_ndim - 1] = tb ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
 
     Node *n = node_with(OP_MATMUL, 2, a, b, NULL);
-    n->i[0] = ta;
-    n->i[1] = tb;
+    *NODE_ATTRS(n, MatmulAttrs) = (MatmulAttrs){.ta = ta, .tb = tb};
     n->out = tensor_new(out_ndim, out_shape);
     return node_run(n);
 }

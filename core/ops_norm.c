@@ -3,6 +3,12 @@
 
 #include "ops_impl.h"
 
+/* layernorm's and rmsnorm's: 1 / sqrt(var + eps) */
+typedef struct {
+    float eps;
+} NormAttrs;
+NODE_ATTRS_DECLARE(NormAttrs);
+
 static void check_norm(const char *op, const Tensor *x, const Tensor *w) {
     SHAPE_CHECK(x->ndim >= 1, op, "needs at least 1 dim", x, w);
     SHAPE_CHECK(w->ndim == 1 && w->shape[0] == x->shape[x->ndim - 1], op, "weight must be [D], D = last dim", x, w);
@@ -12,7 +18,7 @@ Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps) {
     check_norm("layernorm", x, w);
     check_norm("layernorm", x, b);
     Node *n = node_with(OP_LAYERNORM, 3, x, w, b);
-    n->f[0] = eps;
+    NODE_ATTRS(n, NormAttrs)->eps = eps;
     n->out = tensor_new(x->ndim, x->shape);
     long rows = x->n / x->shape[x->ndim - 1];
     n->saved = arena_alloc(engine_arena(), 2 * (size_t)rows * sizeof(float)); /* mean, then rstd */
@@ -42,7 +48,7 @@ void op_layernorm_forward(Node *n) {
     const float *w = n->in[1]->data, *b = n->in[2]->data;
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;
-    float eps = n->f[0], *mean = n->saved, *rstd = n->saved + rows;
+    float eps = NODE_ATTRS(n, NormAttrs)->eps, *mean = n->saved, *rstd = n->saved + rows;
     #pragma omp parallel for if (x->n > PAR_MIN)
     for (long r = 0; r < rows; r++)
         layernorm_row(x->data + r * D, w, b, n->out->data + r * D, D, eps, mean + r, rstd + r);
@@ -103,7 +109,7 @@ void op_layernorm_backward(Node *n) {
 Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps) {
     check_norm("rmsnorm", x, w);
     Node *n = node_with(OP_RMSNORM, 2, x, w, NULL);
-    n->f[0] = eps;
+    NODE_ATTRS(n, NormAttrs)->eps = eps;
     n->out = tensor_new(x->ndim, x->shape);
     n->saved = arena_alloc(engine_arena(), (size_t)(x->n / x->shape[x->ndim - 1]) * sizeof(float)); /* rstd */
     return node_run(n);
@@ -125,9 +131,10 @@ void op_rmsnorm_forward(Node *n) {
     const Tensor *x = n->in[0];
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;
+    float eps = NODE_ATTRS(n, NormAttrs)->eps;
     #pragma omp parallel for if (x->n > PAR_MIN)
     for (long r = 0; r < rows; r++)
-        rmsnorm_row(x->data + r * D, n->in[1]->data, n->out->data + r * D, D, n->f[0], n->saved + r);
+        rmsnorm_row(x->data + r * D, n->in[1]->data, n->out->data + r * D, D, eps, n->saved + r);
 }
 
 /* With xhat = x * rstd and g = dy * w:  dx = rstd * (g - xhat * mean(g * xhat)). */

@@ -9,10 +9,16 @@
 #include "fastmath.h"
 #include "ops_impl.h"
 
+/* leakyrelu's slope (relu: 0), elu's alpha and shift; gelu has none. */
+typedef struct {
+    float slope, alpha, shift;
+} PointwiseAttrs;
+NODE_ATTRS_DECLARE(PointwiseAttrs);
+
 typedef struct {
     const float *x, *g; /* input, and dout (backward) */
     float *o;           /* output (forward) or dx (backward) */
-    float f0, f1;       /* the op's attributes */
+    PointwiseAttrs a;
 } Pointwise;
 
 typedef void (*RangeFn)(const Pointwise *p, long lo, long hi);
@@ -26,28 +32,29 @@ static void run(const Pointwise *p, long n, RangeFn fn) {
     }
 }
 
-static Tensor *pointwise(OpId id, Tensor *x, float f0, float f1) {
+static Tensor *pointwise(OpId id, Tensor *x, PointwiseAttrs a) {
     Node *n = node_with(id, 1, x, NULL, NULL);
-    n->f[0] = f0;
-    n->f[1] = f1;
+    *NODE_ATTRS(n, PointwiseAttrs) = a;
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);
 }
 
-Tensor *op_gelu(Tensor *x) { return pointwise(OP_GELU, x, 0, 0); }
-Tensor *op_relu(Tensor *x) { return pointwise(OP_RELU, x, 0, 0); }
-Tensor *op_leakyrelu(Tensor *x, float slope) { return pointwise(OP_LEAKYRELU, x, slope, 0); }
-Tensor *op_elu(Tensor *x, float alpha, float shift) { return pointwise(OP_ELU, x, alpha, shift); }
+Tensor *op_gelu(Tensor *x) { return pointwise(OP_GELU, x, (PointwiseAttrs){0}); }
+Tensor *op_relu(Tensor *x) { return pointwise(OP_RELU, x, (PointwiseAttrs){.slope = 0.0f}); }
+Tensor *op_leakyrelu(Tensor *x, float slope) { return pointwise(OP_LEAKYRELU, x, (PointwiseAttrs){.slope = slope}); }
+Tensor *op_elu(Tensor *x, float alpha, float shift) {
+    return pointwise(OP_ELU, x, (PointwiseAttrs){.alpha = alpha, .shift = shift});
+}
 
 static void run_forward(Node *n, RangeFn fn) {
-    Pointwise p = {n->in[0]->data, NULL, n->out->data, n->f[0], n->f[1]};
+    Pointwise p = {n->in[0]->data, NULL, n->out->data, *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, n->out->n, fn);
 }
 
 static void run_backward(Node *n, RangeFn fn) {
     Tensor *x = n->in[0];
     if (!x->requires_grad) return;
-    Pointwise p = {x->data, n->out->grad, tensor_grad(x), n->f[0], n->f[1]};
+    Pointwise p = {x->data, n->out->grad, tensor_grad(x), *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, x->n, fn);
 }
 
@@ -82,7 +89,7 @@ void op_gelu_backward(Node *n) { run_backward(n, gelu_bwd); }
 static void leaky_fwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x;
     float *restrict o = p->o;
-    float slope = p->f0;
+    float slope = p->a.slope;
     #pragma omp simd
     for (long i = lo; i < hi; i++) o[i] = x[i] > 0.0f ? x[i] : slope * x[i];
 }
@@ -90,12 +97,12 @@ static void leaky_fwd(const Pointwise *p, long lo, long hi) {
 static void leaky_bwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x, *restrict g = p->g;
     float *restrict dx = p->o;
-    float slope = p->f0;
+    float slope = p->a.slope;
     #pragma omp simd
     for (long i = lo; i < hi; i++) dx[i] += x[i] > 0.0f ? g[i] : slope * g[i];
 }
 
-/* relu is leakyrelu with slope 0, which op_relu stores in f[0]. */
+/* relu is leakyrelu with slope 0, which op_relu stores in its attributes. */
 void op_relu_forward(Node *n) { run_forward(n, leaky_fwd); }
 void op_relu_backward(Node *n) { run_backward(n, leaky_bwd); }
 void op_leakyrelu_forward(Node *n) { run_forward(n, leaky_fwd); }
@@ -106,7 +113,7 @@ void op_leakyrelu_backward(Node *n) { run_backward(n, leaky_bwd); }
 static void elu_fwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x;
     float *restrict o = p->o;
-    float alpha = p->f0, shift = p->f1;
+    float alpha = p->a.alpha, shift = p->a.shift;
     #pragma omp simd
     for (long i = lo; i < hi; i++) o[i] = (x[i] > 0.0f ? x[i] : alpha * (fm_expf(x[i]) - 1.0f)) + shift;
 }
@@ -114,7 +121,7 @@ static void elu_fwd(const Pointwise *p, long lo, long hi) {
 static void elu_bwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x, *restrict g = p->g;
     float *restrict dx = p->o;
-    float alpha = p->f0;
+    float alpha = p->a.alpha;
     #pragma omp simd
     for (long i = lo; i < hi; i++) dx[i] += x[i] > 0.0f ? g[i] : g[i] * alpha * fm_expf(x[i]);
 }

@@ -83,11 +83,17 @@ void op_softmax_backward(Node *n) {
     }
 }
 
+typedef struct {
+    int ignore_index;
+    int counted; /* rows whose target is not ignore_index: set by forward, for backward */
+} CrossEntropyAttrs;
+NODE_ATTRS_DECLARE(CrossEntropyAttrs);
+
 Tensor *op_cross_entropy(Tensor *logits, const int *targets, int ignore_index) {
     SHAPE_CHECK(logits->ndim >= 1 && logits->shape[logits->ndim - 1] > 0, "cross_entropy", "needs [..., V]", logits, NULL);
     Node *n = node_with(OP_CROSS_ENTROPY, 1, logits, NULL, NULL);
     n->ids = targets;
-    n->i[0] = ignore_index;
+    NODE_ATTRS(n, CrossEntropyAttrs)->ignore_index = ignore_index;
     long rows = logits->n / logits->shape[logits->ndim - 1];
     n->saved = arena_alloc(engine_arena(), (size_t)rows * sizeof(float)); /* log-sum-exp per row */
     n->out = tensor_new(0, NULL);
@@ -98,15 +104,16 @@ Tensor *op_cross_entropy(Tensor *logits, const int *targets, int ignore_index) {
  * parallel; the mean is summed in row order, so it does not depend on threads. */
 void op_cross_entropy_forward(Node *n) {
     const Tensor *z = n->in[0];
-    int V = z->shape[z->ndim - 1];
+    CrossEntropyAttrs *a = NODE_ATTRS(n, CrossEntropyAttrs);
+    int V = z->shape[z->ndim - 1], ignore = a->ignore_index;
     long rows = z->n / V;
     for (long r = 0; r < rows; r++) {
         int t = n->ids[r];
-        if (t != n->i[0] && (t < 0 || t >= V)) DIE("cross_entropy: target %d at row %ld is outside [0, %d)", t, r, V);
+        if (t != ignore && (t < 0 || t >= V)) DIE("cross_entropy: target %d at row %ld is outside [0, %d)", t, r, V);
     }
     #pragma omp parallel for if (z->n > PAR_MIN)
     for (long r = 0; r < rows; r++) {
-        if (n->ids[r] == n->i[0]) continue;
+        if (n->ids[r] == ignore) continue;
         const float *restrict zr = z->data + r * V;
         float mx = -INFINITY, sum = 0.0f;
         #pragma omp simd reduction(max : mx)
@@ -119,25 +126,26 @@ void op_cross_entropy_forward(Node *n) {
     double total = 0.0;
     for (long r = 0; r < rows; r++) {
         int t = n->ids[r];
-        if (t == n->i[0]) continue;
+        if (t == ignore) continue;
         total += n->saved[r] - z->data[r * V + t];
         count++;
     }
-    n->i[1] = (int)count;
+    a->counted = (int)count;
     n->out->data[0] = count ? (float)(total / (double)count) : 0.0f;
 }
 
 /* dz_r = dloss / count * (softmax(z_r) - onehot(t_r)) on counted rows. */
 void op_cross_entropy_backward(Node *n) {
     Tensor *z = n->in[0];
-    if (!z->requires_grad || n->i[1] == 0) return;
-    int V = z->shape[z->ndim - 1];
+    const CrossEntropyAttrs *a = NODE_ATTRS(n, CrossEntropyAttrs);
+    if (!z->requires_grad || a->counted == 0) return;
+    int V = z->shape[z->ndim - 1], ignore = a->ignore_index;
     long rows = z->n / V;
-    float scale = n->out->grad[0] / (float)n->i[1], *dz = tensor_grad(z);
+    float scale = n->out->grad[0] / (float)a->counted, *dz = tensor_grad(z);
     #pragma omp parallel for if (z->n > PAR_MIN)
     for (long r = 0; r < rows; r++) {
         int t = n->ids[r];
-        if (t == n->i[0]) continue;
+        if (t == ignore) continue;
         const float *restrict zr = z->data + r * V;
         float *restrict dzr = dz + r * V;
         float lse = n->saved[r];

@@ -5,14 +5,25 @@
  * gradients are on and some input requires one, running an op appends its
  * node to the tape; backward() walks the tape from the newest node to the
  * oldest. Because every backward accumulates, a tensor used twice gets both
- * contributions. */
+ * contributions.
+ *
+ * An op's attributes (a scale, an eps, flags ...) are a struct of its own, in
+ * the op's .c file, kept in the node's attrs bytes as ggml keeps op_params:
+ *   typedef struct { float eps; } NormAttrs;
+ *   NODE_ATTRS_DECLARE(NormAttrs);              (checks that it fits)
+ *   NODE_ATTRS(n, NormAttrs)->eps = eps;        (the constructor)
+ *   float eps = NODE_ATTRS(n, NormAttrs)->eps;  (forward, backward) */
 #ifndef ATTNLAB_TAPE_H
 #define ATTNLAB_TAPE_H
+
+#include <stddef.h>
 
 #include "tensor.h"
 
 /* q, k, v and both Talking-Heads mixing matrices (layers/attention/softmax.c) */
 #define NODE_MAX_IN 5
+/* Room for an op's attribute struct (ggml's op_params are 64 bytes too). */
+#define NODE_ATTR_BYTES 64
 
 typedef struct Node Node;
 
@@ -27,12 +38,24 @@ struct Node {
     Tensor *out;
     Tensor *in[NODE_MAX_IN];
     int n_in;
-    float f[4];      /* scalar attributes (scale, slope, eps ...) */
-    int i[4];        /* integer attributes (heads, ignore index ...) */
+    /* the op's attribute struct, zeroed by node_new (NODE_ATTRS) */
+    _Alignas(max_align_t) unsigned char attrs[NODE_ATTR_BYTES];
     const int *ids;  /* token ids or targets; must outlive backward */
     float *saved;    /* what forward keeps for backward (arena memory) */
     Node *prev;      /* the node recorded before this one */
 };
+
+/* Asserts at compile time that the attribute struct Type fits in a node's
+ * attrs, and defines the name NODE_ATTRS uses, so that NODE_ATTRS does not
+ * compile for a type that has not been checked. At file scope. */
+#define NODE_ATTRS_DECLARE(Type)                                                                    \
+    _Static_assert(sizeof(Type) <= NODE_ATTR_BYTES, #Type " does not fit in Node.attrs");             \
+    _Static_assert(_Alignof(Type) <= _Alignof(max_align_t), #Type " is over-aligned for Node.attrs"); \
+    typedef Type Type##_NodeAttrs
+
+/* Node n's attributes as a Type * (a const Type * for a const Node *). */
+#define NODE_ATTRS(n, Type) \
+    _Generic((n), const Node *: (const Type##_NodeAttrs *)(n)->attrs, default: (Type##_NodeAttrs *)(n)->attrs)
 
 /* Gradient mode. grad_set returns the previous mode, for save/restore. */
 bool grad_enabled(void);

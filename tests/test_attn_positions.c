@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/softmax_parts.h"
 #include "blas_stub.h"
 #include "cases_positions.h"
 #include "model.h"
@@ -65,10 +66,11 @@ static void bias_grad_scaled_backward(Node *n) {
 
 /* Backward as if there were no window (full causal attention). */
 static void window_ignored_backward(Node *n) {
-    int w = n->i[2];
-    n->i[2] = 0;
+    SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    int w = a->window;
+    a->window = 0;
     real_backward(n);
-    n->i[2] = w;
+    a->window = w;
 }
 
 typedef enum { BREAK_NONE, BREAK_SCALE, BREAK_DROP, BREAK_BIAS_GRAD, BREAK_WINDOW } Break;

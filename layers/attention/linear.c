@@ -420,22 +420,34 @@ static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch 
     return clamped;
 }
 
+typedef struct {
+    bool causal;
+    int phi;        /* PhiKind */
+    float slope;    /* phi = leakyrelu's */
+    int reweight;   /* ReweightKind */
+    int chunk;
+    int rope_pairs; /* pos = rope's rotated pairs (0 without) */
+    int heads, dk;  /* what the packed and fused layouts do not show */
+} LinearAttrs;
+NODE_ATTRS_DECLARE(LinearAttrs);
+
 /* The call's shared parameters from a node; the cos tables from its saved
  * memory: [den: B H T][sin t: T][cos t: T][w: C]. */
 static Lin lin_of(const Node *n) {
     const Tensor *q = n->in[0], *v = n->in[n->n_in - 1];
-    Lin L = {.phi = n->i[1], .slope = n->f[0], .causal = n->i[0], .B = q->shape[0]};
+    const LinearAttrs *a = NODE_ATTRS(n, LinearAttrs);
+    Lin L = {.phi = a->phi, .slope = a->slope, .causal = a->causal, .B = q->shape[0]};
     L.fused = n->n_in == 1;
     L.packed = q->ndim == 3;
     if (L.fused) { /* [B, T, H dk | H dk | H dv] */
-        L.H = (int)n->f[2];
+        L.H = a->heads;
         L.T = q->shape[1];
-        L.dk = (int)n->f[3];
+        L.dk = a->dk;
         L.dv = (q->shape[2] - 2 * L.H * L.dk) / L.H;
         L.ldq = L.ldv = q->shape[2];
         L.ldo = L.H * L.dv;
     } else if (L.packed) { /* [B, T, H d] */
-        L.H = (int)n->f[2];
+        L.H = a->heads;
         L.T = q->shape[1];
         L.dk = q->shape[2] / L.H;
         L.dv = v->shape[2] / L.H;
@@ -447,11 +459,11 @@ static Lin lin_of(const Node *n) {
         L.dk = L.ldq = q->shape[3];
         L.dv = L.ldv = L.ldo = v->shape[3];
     }
-    bool cos = n->i[2] == REWEIGHT_COS;
+    bool cos = a->reweight == REWEIGHT_COS;
     L.F = cos ? 2 * L.dk : L.dk;
-    L.rp = (int)n->f[1];
+    L.rp = a->rope_pairs;
     L.dv1 = L.rp ? L.dv : L.dv + 1;
-    L.C = n->i[3] < L.T ? n->i[3] : L.T;
+    L.C = a->chunk < L.T ? a->chunk : L.T;
     if (cos) {
         const float *table = n->saved + (long)L.B * L.H * L.T;
         L.sn = table;
@@ -833,14 +845,9 @@ static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int 
     Node *n = node_new(&attn_linear_op);
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    n->f[0] = c->leaky_slope;
-    n->f[1] = (float)rp; /* RoPE's pairs, the heads and dk: the four int attributes are taken */
-    n->f[2] = (float)H;
-    n->f[3] = (float)dk;
-    n->i[0] = c->causal;
-    n->i[1] = c->phi;
-    n->i[2] = c->reweight;
-    n->i[3] = c->chunk;
+    *NODE_ATTRS(n, LinearAttrs) = (LinearAttrs){.causal = c->causal, .phi = c->phi, .slope = c->leaky_slope,
+                                                 .reweight = c->reweight, .chunk = c->chunk, .rope_pairs = rp,
+                                                 .heads = H, .dk = dk};
     int C = c->chunk < T ? c->chunk : T;
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
     long saved = (long)B * H * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;

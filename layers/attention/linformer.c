@@ -56,8 +56,13 @@
 /* ---- linformer_project ------------------------------------------------------ */
 
 /* node: in[0] = x [B, H, T, d], in[1] = E or the conv kernel (absent for mean
- * and max); i[0] = LinformerProj, i[1] = the pooling stride s, i[2] = whether
- * in[1] has a leading head dimension. Output [B, H, k', d]. */
+ * and max). Output [B, H, k', d]. */
+typedef struct {
+    int proj;      /* LinformerProj */
+    int stride;    /* the pooling stride s */
+    bool per_head; /* in[1] has a leading head dimension */
+} LfProjectAttrs;
+NODE_ATTRS_DECLARE(LfProjectAttrs);
 
 typedef struct {
     int B, H, T, d, kp; /* kp = k', the projected length */
@@ -68,10 +73,11 @@ typedef struct {
 
 static Proj proj_of(const Node *nd) {
     const Tensor *x = nd->in[0], *w = nd->n_in > 1 ? nd->in[1] : NULL;
-    Proj p = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], nd->out->shape[2], nd->i[0], nd->i[1], 0, 0};
+    const LfProjectAttrs *a = NODE_ATTRS(nd, LfProjectAttrs);
+    Proj p = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], nd->out->shape[2], a->proj, a->stride, 0, 0};
     if (w) {
         p.n = w->shape[w->ndim - 1];
-        p.w_head = nd->i[2] ? w->n / w->shape[0] : 0;
+        p.w_head = a->per_head ? w->n / w->shape[0] : 0;
     }
     return p;
 }
@@ -244,9 +250,7 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
     nd->n_in = w ? 2 : 1;
     nd->in[0] = x;
     nd->in[1] = w;
-    nd->i[0] = proj;
-    nd->i[1] = s;
-    nd->i[2] = per_head;
+    *NODE_ATTRS(nd, LfProjectAttrs) = (LfProjectAttrs){.proj = proj, .stride = s, .per_head = per_head};
     nd->out = tensor_4d(x->shape[0], H, kp, x->shape[3]);
     return node_run(nd);
 }
@@ -271,15 +275,21 @@ static void head_probs(const float *q, const float *kp_, float *P, int T, int kp
     }
 }
 
-/* node: in = q [B, H, T, dk], k' [B, H, kp, dk], v' [B, H, kp, dv]; f[0] =
- * scale; saved = P [B, H, T, kp]. */
+/* node: in = q [B, H, T, dk], k' [B, H, kp, dk], v' [B, H, kp, dv];
+ * saved = P [B, H, T, kp]. */
+typedef struct {
+    float scale;
+} LfAttendAttrs;
+NODE_ATTRS_DECLARE(LfAttendAttrs);
+
 static void lf_attend_forward(Node *nd) {
     const Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], kp = k->shape[2], dv = v->shape[3];
+    float scale = NODE_ATTRS(nd, LfAttendAttrs)->scale;
     #pragma omp parallel for
     for (int h = 0; h < BH; h++) {
         float *P = nd->saved + (long)h * T * kp;
-        head_probs(q->data + (long)h * T * dk, k->data + (long)h * kp * dk, P, T, kp, dk, nd->f[0]);
+        head_probs(q->data + (long)h * T * dk, k->data + (long)h * kp * dk, P, T, kp, dk, scale);
         /* O = P V' */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, kp, 1.0f, P, kp, v->data + (long)h * kp * dv,
                     dv, 0.0f, nd->out->data + (long)h * T * dv, dv);
@@ -291,7 +301,7 @@ static void lf_attend_forward(Node *nd) {
 static void lf_attend_backward(Node *nd) {
     Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], kp = k->shape[2], dv = v->shape[3];
-    float scale = nd->f[0];
+    float scale = NODE_ATTRS(nd, LfAttendAttrs)->scale;
     const float *dO = nd->out->grad;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
@@ -340,7 +350,7 @@ static Tensor *lf_attend(Tensor *q, Tensor *k, Tensor *v, float scale) {
     nd->in[0] = q;
     nd->in[1] = k;
     nd->in[2] = v;
-    nd->f[0] = scale;
+    NODE_ATTRS(nd, LfAttendAttrs)->scale = scale;
     int B = q->shape[0], H = q->shape[1], T = q->shape[2];
     nd->saved = arena_alloc(engine_arena(), (size_t)B * H * T * k->shape[2] * sizeof(float));
     nd->out = tensor_4d(B, H, T, v->shape[3]);

@@ -56,13 +56,20 @@ void rope_tables(int T, int P, int pos, bool key, float *cs, float *sn) {
     }
 }
 
-/* node: in[0] = x [B, H, T, d]; i[0] = pairs P, i[1] = pos, i[2] = key;
- * saved = [cs: T P][sn: T P]. */
+/* node: in[0] = x [B, H, T, d]; saved = [cs: T P][sn: T P]. */
+typedef struct {
+    int pairs; /* P, the rotated pairs */
+    int pos;   /* POS_ROPE or POS_XPOS */
+    bool key;  /* x is k (XPOS's decay inverted), not q */
+} RopeAttrs;
+NODE_ATTRS_DECLARE(RopeAttrs);
+
 static void attn_rope_forward(Node *n) {
     const Tensor *x = n->in[0];
-    int T = x->shape[2], d = x->shape[3], P = n->i[0];
+    const RopeAttrs *a = NODE_ATTRS(n, RopeAttrs);
+    int T = x->shape[2], d = x->shape[3], P = a->pairs;
     float *cs = n->saved, *sn = cs + (long)T * P;
-    rope_tables(T, P, n->i[1], n->i[2], cs, sn);
+    rope_tables(T, P, a->pos, a->key, cs, sn);
     long rows = x->n / d;
     #pragma omp parallel for if (x->n >= PAR_MIN)
     for (long r = 0; r < rows; r++) {
@@ -82,7 +89,7 @@ static void attn_rope_forward(Node *n) {
 static void attn_rope_backward(Node *n) {
     Tensor *x = n->in[0];
     if (!x->requires_grad) return;
-    int T = x->shape[2], d = x->shape[3], P = n->i[0];
+    int T = x->shape[2], d = x->shape[3], P = NODE_ATTRS(n, RopeAttrs)->pairs;
     const float *cs = n->saved, *sn = cs + (long)T * P;
     float *dx = tensor_grad(x);
     long rows = x->n / d;
@@ -115,9 +122,7 @@ Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     Node *n = node_new(&attn_rope_op);
     n->n_in = 1;
     n->in[0] = x;
-    n->i[0] = P;
-    n->i[1] = c->pos;
-    n->i[2] = key;
+    *NODE_ATTRS(n, RopeAttrs) = (RopeAttrs){.pairs = P, .pos = c->pos, .key = key};
     n->saved = arena_alloc(engine_arena(), (2 * (size_t)T * P + 1) * sizeof(float));
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);

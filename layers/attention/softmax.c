@@ -82,10 +82,6 @@ void attn_softmax_rows_backward(const float *P, float *dP, long rows, int T) {
 
 int attn_query_block = 64;
 
-/* n->i[0]: these flags, then the rows per block from bit 16 (fixed when the
- * node is made, so that backward cuts the blocks as forward did) */
-enum { FLAG_CAUSAL = 1, FLAG_LOGN = 2, FLAG_BCA = 4, FLAG_KEEP = 8, QB_SHIFT = 16 };
-
 typedef struct {
     int r0, r1; /* query rows [r0, r1) */
     int k0, w;  /* keys [k0, k0 + w) */
@@ -103,8 +99,9 @@ typedef struct {
 
 /* The plan of the node's call, in the arena. */
 static Plan plan_make(const Node *n, int T) {
-    int flags = n->i[0], window = n->i[2], context = n->i[3], qb = flags >> QB_SHIFT;
-    bool causal = flags & FLAG_CAUSAL;
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    int window = a->window, context = a->context, qb = a->qb;
+    bool causal = a->causal;
     Arena *ar = engine_arena();
     Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
     p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
@@ -116,10 +113,10 @@ static Plan plan_make(const Node *n, int T) {
     for (int i = 0; i < T; i++) {
         int lo = 0, hi = causal ? i : T - 1;
         if (causal && window > 0) lo = i - window + 1 > 0 ? i - window + 1 : 0;
-        if (causal && (flags & FLAG_BCA)) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+        if (causal && a->bca) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
         p.lo[i] = lo;
         p.hi[i] = hi;
-        double l = (flags & FLAG_LOGN) && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
+        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
         p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
     }
     long off = 0;
@@ -174,10 +171,11 @@ static void block_probs(const Plan *p, const QBlock *b, const float *q, const fl
 /* The bias table [H, T] of the node's call into the saved buffer's head;
  * NULL without a bias. */
 static float *node_bias(const Node *n, int H, int T, int dk) {
-    int pos = n->i[1];
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    int pos = a->pos;
     if (!pos_has_bias(pos)) return NULL;
     const float *p0 = pos_bias_n_params(pos) ? n->in[3]->data : NULL, *p1 = p0 ? n->in[4]->data : NULL;
-    pos_bias_table(pos, H, T, dk, n->f[1], p0, p1, n->saved);
+    pos_bias_table(pos, H, T, dk, a->sandwich_lambda, p0, p1, n->saved);
     return n->saved;
 }
 
@@ -186,11 +184,12 @@ static long bias_floats(int pos, int H, int T) { return pos_has_bias(pos) ? (lon
 static void attn_softmax_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
-    float scale = n->f[0];
-    bool causal = n->i[0] & FLAG_CAUSAL, keep = n->i[0] & FLAG_KEEP;
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    float scale = a->scale;
+    bool causal = a->causal, keep = a->keep;
     Plan p = plan_make(n, T);
     const float *bias = node_bias(n, H, T, dk);
-    float *P = n->saved + bias_floats(n->i[1], H, T), *scratch = NULL;
+    float *P = n->saved + bias_floats(a->pos, H, T), *scratch = NULL;
     if (!keep) scratch = block_scratch(&p);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
@@ -212,9 +211,10 @@ static void attn_softmax_forward(Node *n) {
 static void attn_softmax_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
-    float scale = n->f[0];
-    int pos = n->i[1];
-    bool causal = n->i[0] & FLAG_CAUSAL;
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    float scale = a->scale;
+    int pos = a->pos;
+    bool causal = a->causal;
     Plan p = plan_make(n, T);
     const float *P = n->saved + bias_floats(pos, H, T), *dO = n->out->grad;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
@@ -299,14 +299,17 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
         }
     }
     bool causal = c->causal;
-    n->f[0] = c->scale;
-    n->f[1] = c->sandwich_lambda;
-    int qb = attn_query_block > 0 && attn_query_block < 1 << 14 ? attn_query_block : 64;
-    n->i[0] = (causal ? FLAG_CAUSAL : 0) | (c->logn ? FLAG_LOGN : 0) | (causal && c->bca ? FLAG_BCA : 0) |
-              qb << QB_SHIFT;
-    n->i[1] = c->pos;
-    n->i[2] = causal ? c->window : 0;
-    n->i[3] = c->context;
+    *NODE_ATTRS(n, SoftmaxAttrs) = (SoftmaxAttrs){
+        .scale = c->scale,
+        .sandwich_lambda = c->sandwich_lambda,
+        .pos = c->pos,
+        .causal = causal,
+        .window = causal ? c->window : 0,
+        .bca = causal && c->bca,
+        .logn = c->logn,
+        .context = c->context,
+        .qb = attn_query_block > 0 && attn_query_block < 1 << 14 ? attn_query_block : 64,
+    };
     return n;
 }
 
@@ -315,7 +318,7 @@ static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     bool keep = false;
     for (int i = 0; i < n->n_in; i++) keep |= n->in[i]->requires_grad;
     keep = keep && grad_enabled();
-    if (keep) n->i[0] |= FLAG_KEEP; /* forward keeps P for backward */
+    NODE_ATTRS(n, SoftmaxAttrs)->keep = keep; /* forward keeps P for backward */
     int H = q->shape[1], T = q->shape[2];
     long per_head = plan_make(n, T).per_head;
     long floats = bias_floats(c->pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);

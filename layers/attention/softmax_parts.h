@@ -14,6 +14,23 @@ void attn_softmax_rows_backward(const float *P, float *dP, long rows, int T);
 /* Aborts unless q, k [B, H, T, dk] and v [B, H, T, dv] agree (the op `name`). */
 void attn_check_qkv(const char *name, const Tensor *q, const Tensor *k, const Tensor *v);
 
+/* The plain op's attributes (softmax.c; here so that tests/test_attn_positions.c
+ * can break the window). */
+typedef struct {
+    float scale;
+    float sandwich_lambda;
+    int pos;     /* PosKind: the score bias, if any */
+    bool causal;
+    int window;  /* 0: all keys (always 0 when bidirectional) */
+    bool bca;    /* only when causal */
+    bool logn;
+    int context; /* the training length, for log-n and BCA */
+    int qb;      /* query rows per block, fixed when the node is made so that
+                    backward cuts the blocks as forward did */
+    bool keep;   /* forward keeps P for backward */
+} SoftmaxAttrs;
+NODE_ATTRS_DECLARE(SoftmaxAttrs);
+
 /* Talking-Heads attention (talking.c): the kernel's output and P' under
  * talking_heads = pre, post or both, and its fused op. */
 Tensor *attn_talking(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);

@@ -67,9 +67,19 @@ static void talking_probs(const float *q, const float *k, const float *wpre, flo
     for (long r = 0; r < (long)H * T; r++) attn_softmax_prefix(P + r * T, causal ? (int)(r % T) + 1 : T, T);
 }
 
-/* Node layout: in = {q, k, v, then Wpre when i[1], then Wpost when i[2]}. */
-static Tensor *node_wpre(const Node *n) { return n->i[1] ? n->in[3] : NULL; }
-static Tensor *node_wpost(const Node *n) { return n->i[2] ? n->in[3 + n->i[1]] : NULL; }
+typedef struct {
+    float scale;
+    bool causal;
+    bool pre, post; /* which mixing matrices the node has */
+} TalkingAttrs;
+NODE_ATTRS_DECLARE(TalkingAttrs);
+
+/* Node layout: in = {q, k, v, then Wpre when pre, then Wpost when post}. */
+static Tensor *node_wpre(const Node *n) { return NODE_ATTRS(n, TalkingAttrs)->pre ? n->in[3] : NULL; }
+static Tensor *node_wpost(const Node *n) {
+    const TalkingAttrs *a = NODE_ATTRS(n, TalkingAttrs);
+    return a->post ? n->in[3 + a->pre] : NULL;
+}
 
 /* Threads for a loop over B batch elements: no more than there are elements. */
 static int batch_threads(int B) {
@@ -81,13 +91,14 @@ static void attn_talking_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *wpre = node_wpre(n), *wpost = node_wpost(n);
     int B = q->shape[0], H = q->shape[1], T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     long TT = (long)T * T, HTT = H * TT;
+    const TalkingAttrs *a = NODE_ATTRS(n, TalkingAttrs);
     int nt = batch_threads(B);
     float *scratch = arena_alloc(engine_arena(), (size_t)nt * HTT * sizeof(float));
     #pragma omp parallel for num_threads(nt) schedule(static)
     for (int b = 0; b < B; b++) {
         float *X = scratch + omp_get_thread_num() * HTT, *P = n->saved + b * HTT;
         talking_probs(q->data + (long)b * H * T * dk, k->data + (long)b * H * T * dk, wpre ? wpre->data : NULL, P, X,
-                      H, T, dk, n->f[0], n->i[0]);
+                      H, T, dk, a->scale, a->causal);
         const float *Pm = P; /* P', the matrix that multiplies V */
         if (wpost) {
             mix_heads(wpost->data, false, P, X, H, T);
@@ -105,7 +116,7 @@ static void attn_talking_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2], *wpre = node_wpre(n), *wpost = node_wpost(n);
     int B = q->shape[0], H = q->shape[1], T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     long TT = (long)T * T, HTT = H * TT, HH = (long)H * H;
-    float scale = n->f[0];
+    float scale = NODE_ATTRS(n, TalkingAttrs)->scale;
     const float *dO = n->out->grad;
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
@@ -208,10 +219,8 @@ Tensor *attn_talking(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     n->in[2] = v;
     if (pre) n->in[n->n_in++] = pre;
     if (post) n->in[n->n_in++] = post;
-    n->f[0] = c->scale;
-    n->i[0] = c->causal;
-    n->i[1] = pre != NULL;
-    n->i[2] = post != NULL;
+    *NODE_ATTRS(n, TalkingAttrs) =
+        (TalkingAttrs){.scale = c->scale, .causal = c->causal, .pre = pre != NULL, .post = post != NULL};
     int T = q->shape[2];
     n->saved = arena_alloc(engine_arena(), (size_t)q->shape[0] * q->shape[1] * T * T * sizeof(float));
     n->out = tensor_4d(q->shape[0], q->shape[1], T, v->shape[3]);
