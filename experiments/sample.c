@@ -10,7 +10,7 @@
 #include "tape.h"
 
 /* Draws a byte from logits z[256] at temperature t (0 = argmax) among the top k (0 = all). */
-static int draw(const float *z, int V, float t, int k, Rng *rng) {
+int sample_draw(const float *z, int V, float t, int k, Rng *rng) {
     int best = 0;
     for (int i = 1; i < V; i++)
         if (z[i] > z[best]) best = i;
@@ -21,8 +21,10 @@ static int draw(const float *z, int V, float t, int k, Rng *rng) {
         float top[256];
         int n = 0;
         for (int i = 0; i < V; i++) {
-            int j = n < k ? n++ : k - 1;
-            if (j == k - 1 && n == k && z[i] <= top[k - 1]) continue;
+            /* top[0, n) holds the largest so far, in descending order */
+            bool full = n == k;
+            int j = full ? k - 1 : n++;
+            if (full && z[i] <= top[k - 1]) continue;
             while (j > 0 && top[j - 1] < z[i]) {
                 top[j] = top[j - 1];
                 j--;
@@ -61,7 +63,7 @@ char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
         arena_reset(&arena);
         int T = n < (size_t)T_max ? (int)n : T_max;
         Tensor *logits = model_forward(m, ids + n - T, 1, T);
-        int next = draw(logits->data + (long)(T - 1) * logits->shape[2], V < 256 ? V : 256, s->temperature, s->top_k, rng);
+        int next = sample_draw(logits->data + (long)(T - 1) * logits->shape[2], V < 256 ? V : 256, s->temperature, s->top_k, rng);
         ids[n++] = next;
     }
     /* the bytes after the prompt */

@@ -12,6 +12,11 @@
  * the model sees at most its context. */
 char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len);
 
+/* One byte from logits z [V] (V <= 256): the argmax at temperature t <= 0,
+ * otherwise a draw from softmax(z / t) over the k largest (all when k is 0
+ * or >= V). */
+int sample_draw(const float *z, int V, float t, int k, Rng *rng);
+
 /* The samples of an objective = mlm model, which cannot be sampled left to
  * right: a fill-in demo. k = ceil(s->length / context) validation windows,
  * evenly spaced over the validation split (corpus_val_window with max_windows

@@ -26,6 +26,7 @@
 #include "mlm.h"
 #include "run.h"
 #include "safetensors.h"
+#include "sample.h"
 #include "trainer.h"
 #include "test_util.h"
 
@@ -601,6 +602,48 @@ START_TEST(test_bad_corpus_makes_no_folder) {
 }
 END_TEST
 
+/* Fills a stretch of the stack with huge floats, where the next call's locals
+ * will be, so that a read of a slot before it is written shows. */
+__attribute__((noinline)) static float poison_stack(void) {
+    volatile float junk[1024];
+    for (int i = 0; i < 1024; i++) junk[i] = 1e30f;
+    return junk[7];
+}
+
+/* Top-k sampling draws from the k largest logits only, and from each of them;
+ * k = 0 and k = V draw from all; temperature 0 is the argmax. (The k-th
+ * insertion once compared against a slot not yet written: with huge values
+ * on the stack the cut went to infinity and only the argmax came out.) */
+START_TEST(test_sample_draw_top_k) {
+    enum { V = 256, DRAWS = 4000 };
+    float z[V];
+    Rng rng;
+    rng_seed(&rng, 12);
+    for (int i = 0; i < V; i++) z[i] = 0.01f * (float)(i % 17) - 0.3f;
+    z[40] = 2.0f, z[7] = 1.9f, z[200] = 1.8f; /* the top 3 */
+    for (int k = 1; k <= 3; k++) {
+        int seen[V] = {0};
+        for (int d = 0; d < DRAWS; d++) {
+            poison_stack();
+            seen[sample_draw(z, V, 1.0f, k, &rng)]++;
+        }
+        int outside = 0;
+        for (int i = 0; i < V; i++) outside += (i != 40 && i != 7 && i != 200) ? seen[i] : 0;
+        ck_assert_msg(outside == 0, "top_k %d drew %d bytes outside the top %d", k, outside, k);
+        ck_assert_msg(seen[40] > 0 && (k < 2 || seen[7] > 0) && (k < 3 || seen[200] > 0),
+                      "top_k %d: drew 40 %d, 7 %d, 200 %d times", k, seen[40], seen[7], seen[200]);
+    }
+    int others = 0;
+    for (int d = 0; d < DRAWS; d++) {
+        int b = sample_draw(z, V, 1.0f, 0, &rng);
+        others += b != 40 && b != 7 && b != 200;
+        ck_assert_int_eq(sample_draw(z, V, 1.0f, V, &rng) >= 0, 1);
+    }
+    ck_assert_msg(others > 0, "top_k 0 never drew beyond the top 3");
+    ck_assert_int_eq(sample_draw(z, V, 0.0f, 5, &rng), 40);
+}
+END_TEST
+
 Suite *train_suite(void) {
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("train_run");
@@ -617,6 +660,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_eval_more_often_than_log);
     tcase_add_test(tc, test_diverged_keeps_last_good_checkpoint);
     tcase_add_test(tc, test_bad_corpus_makes_no_folder);
+    tcase_add_test(tc, test_sample_draw_top_k);
     suite_add_tcase(s, tc);
     return s;
 }
