@@ -231,23 +231,22 @@ static int write_outputs(const char *dir, const Axis *axes, int n_axes, Run *run
  * some kernel takes back at its default. */
 static void baseline_config(Config *c) {
     for (int k = 0; k < attn_kernel_count(); k++)
-        for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
-            option_set(c, attn_kernels[k]->options[i], option_find(attn_kernels[k]->options[i])->def, NULL);
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) option_set(c, r->name, r->def, NULL);
     option_set(c, "attn", option_find("attn")->def, NULL);
 }
 
 /* The kernel that owns option `key` (attention/kernel.h), or NULL. */
 static const AttnKernel *owner_of(const char *key) {
     for (int k = 0; k < attn_kernel_count(); k++)
-        for (int i = 0; attn_kernels[k]->options && attn_kernels[k]->options[i]; i++)
-            if (!strcmp(attn_kernels[k]->options[i], key)) return attn_kernels[k];
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++)
+            if (!strcmp(r->name, key)) return attn_kernels[k];
     return NULL;
 }
 
 static bool same_config(const Config *a, const Config *b) {
-    for (int i = 0; i < n_options; i++) {
+    for (int i = 0; i < option_count(); i++) {
         char x[320], y[320];
-        if (strcmp(option_format(a, &options[i], x, sizeof x), option_format(b, &options[i], y, sizeof y)) != 0)
+        if (strcmp(option_format(a, option_at(i), x, sizeof x), option_format(b, option_at(i), y, sizeof y)) != 0)
             return false;
     }
     return true;

@@ -9,11 +9,6 @@
 
 #include "attention.h"
 
-static const char *const phi_choices[] = {"identity", "relu", "leakyrelu", "elu", NULL};
-static const char *const reweight_choices[] = {"none", "cos", NULL};
-static const char *const talking_choices[] = {"none", "pre", "post", "both", NULL};
-static const char *const lf_share_choices[] = {"none", "headwise", "kv", "layerwise", NULL};
-static const char *const lf_proj_choices[] = {"linear", "mean", "max", "conv", NULL};
 static const char *const pos_choices[] = {"none",         "learned",    "sinusoidal", "rope", "alibi",
                                            "kerple_power", "kerple_log", "sandwich",   "xpos", NULL};
 static const char *const on_off_choices[] = {"off", "on", NULL};
@@ -26,24 +21,10 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 #define T(field) offsetof(Config, train.field)
 #define S(field) offsetof(Config, sample.field)
 
-const OptDef options[] = {
+static const OptDef table_rows[] = {
     /* model */
     {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, NULL, 0,
      "attention kernel; cosformer = linear + phi relu + reweight cos", attn_choice_names},
-    {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_choices, 0,
-     "linear attention's feature map (elu means elu + 1)", NULL},
-    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu", NULL},
-    {"reweight", OPT_CHOICE, GROUP_MODEL, M(reweight), "none", 0, 0, reweight_choices, 0,
-     "cosFormer's cos re-weighting of linear attention", NULL},
-    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention", NULL},
-    {"talking_heads", OPT_CHOICE, GROUP_MODEL, M(talking_heads), "none", 0, 0, talking_choices, 0,
-     "mix heads before and/or after the softmax", NULL},
-    {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0,
-     "Linformer's projected length", NULL},
-    {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_choices, 0,
-     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers", NULL},
-    {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_choices, 0,
-     "Linformer's projection along the sequence", NULL},
     {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme", NULL},
     {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
      "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all", NULL},
@@ -102,20 +83,53 @@ const OptDef options[] = {
     {"top_k", OPT_INT, GROUP_SAMPLE, S(top_k), "40", 0, 256, NULL, 0, "sample among the k likeliest; 0 = all", NULL},
     {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample", NULL},
 };
-const int n_options = (int)(sizeof options / sizeof options[0]);
+
+/* The whole table: table_rows with the kernels' rows after attn, made when
+ * first asked for (and again after a kernel is registered). */
+static OptDef table[sizeof table_rows / sizeof table_rows[0] + ATTN_MAX_KERNELS * 8];
+static int n_table = -1, table_kernels = -1;
+
+static void build_table(void) {
+    if (n_table >= 0 && table_kernels == attn_kernel_count()) return;
+    n_table = 0;
+    table_kernels = attn_kernel_count();
+    for (size_t i = 0; i < sizeof table_rows / sizeof table_rows[0]; i++) {
+        table[n_table++] = table_rows[i];
+        if (strcmp(table_rows[i].name, "attn") != 0) continue;
+        for (int k = 0; k < table_kernels; k++)
+            for (const OptDef *r = attn_kernel_rows(k); r->name; r++) {
+                if (n_table == (int)(sizeof table / sizeof table[0])) DIE("option table: too many kernel rows");
+                OptDef row = *r;
+                row.offset += offsetof(Config, model);
+                table[n_table++] = row;
+            }
+    }
+}
+
+int option_count(void) {
+    build_table();
+    return n_table;
+}
+
+const OptDef *option_at(int i) {
+    build_table();
+    if (i < 0 || i >= n_table) DIE("option_at(%d): there are %d", i, n_table);
+    return &table[i];
+}
 
 const char *const *option_choices(const OptDef *o) { return o->choices ? o->choices : o->choices_of(); }
 
 const OptDef *option_find(const char *name) {
-    for (int i = 0; i < n_options; i++)
-        if (strcmp(options[i].name, name) == 0) return &options[i];
+    for (int i = 0; i < option_count(); i++)
+        if (strcmp(option_at(i)->name, name) == 0) return option_at(i);
     return NULL;
 }
 
 void config_defaults(Config *c) {
     memset(c, 0, sizeof *c);
-    for (int i = 0; i < n_options; i++)
-        if (option_set(c, options[i].name, options[i].def, NULL) != 0) DIE("bad default for option %s", options[i].name);
+    for (int i = 0; i < option_count(); i++)
+        if (option_set(c, option_at(i)->name, option_at(i)->def, NULL) != 0)
+            DIE("bad default for option %s", option_at(i)->name);
     c->model.vocab = VOCAB_BYTES;
 }
 
@@ -279,9 +293,9 @@ int config_validate(Config *c, Err *e) {
     for (int k = 0; k < attn_kernel_count(); k++) {
         const AttnKernel *other = attn_kernels[k];
         if (other == kern) continue;
-        for (int i = 0; other->options && other->options[i]; i++)
-            if (changed(c, other->options[i]))
-                return err_set(e, "--%s applies to %s, not attn=%s", other->options[i], other->title, choice->name),
+        for (const OptDef *r = other->option_rows; r && r->name; r++)
+            if (changed(c, r->name))
+                return err_set(e, "--%s applies to %s, not attn=%s", r->name, other->title, choice->name),
                        err_hint(e, "add --attn %s", other->name);
     }
     if (m->objective == OBJECTIVE_MLM) {
@@ -309,8 +323,8 @@ void options_print_help(FILE *f, int group_mask) {
     for (int g = 0; g < 3; g++) {
         if (!(group_mask & (1 << g))) continue;
         fprintf(f, "\n%s options:\n", titles[g]);
-        for (int i = 0; i < n_options; i++) {
-            const OptDef *o = &options[i];
+        for (int i = 0; i < option_count(); i++) {
+            const OptDef *o = option_at(i);
             if ((int)o->group != g) continue;
             char allowed[256] = "";
             if (o->type == OPT_CHOICE || o->type == OPT_BOOL)
@@ -328,8 +342,8 @@ void options_print_help(FILE *f, int group_mask) {
 
 cJSON *config_to_json(const Config *c) {
     cJSON *j = cJSON_CreateObject();
-    for (int i = 0; i < n_options; i++) {
-        const OptDef *o = &options[i];
+    for (int i = 0; i < option_count(); i++) {
+        const OptDef *o = option_at(i);
         const char *field = (const char *)c + o->offset;
         char buf[320];
         switch (o->type) {

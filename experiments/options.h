@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "option.h"
 #include "optim.h"
 #include "util.h"
 
@@ -45,24 +46,10 @@ typedef struct {
     SampleConfig sample;
 } Config;
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_CHOICE, OPT_BOOL, OPT_STRING } OptType;
-typedef enum { GROUP_MODEL, GROUP_TRAIN, GROUP_SAMPLE } OptGroup;
 
-typedef struct {
-    const char *name;
-    OptType type;
-    OptGroup group;
-    size_t offset; /* into Config */
-    const char *def;
-    double min, max;             /* OPT_INT and OPT_FLOAT */
-    const char *const *choices;  /* OPT_CHOICE: NULL-terminated, index = stored int */
-    size_t size;                 /* OPT_STRING: buffer size */
-    const char *help;
-    const char *const *(*choices_of)(void); /* OPT_CHOICE: the values from a registry, when choices is NULL */
-} OptDef;
-
-extern const OptDef options[];
-extern const int n_options;
+/* The table: row i of option_count(), this file's rows and the kernels'. */
+int option_count(void);
+const OptDef *option_at(int i);
 
 const OptDef *option_find(const char *name);
 /* An OPT_CHOICE or OPT_BOOL option's values, NULL-terminated. */

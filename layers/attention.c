@@ -18,6 +18,7 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
     a->key_size = model_key_size(c);
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
+    a->cfg = *c;
     a->kernel = attn_kernel_for(c->attn);
     if (a->kernel->forward_qkv && !a->kernel->rope_inside)
         DIE("attention kernel %s: forward_qkv needs rope_inside (the module rotates split heads only)", a->kernel->name);
@@ -65,6 +66,7 @@ static AttnCall call_for(const Attention *a, const Tensor *x) {
     c.B = x->shape[0];
     c.T = x->shape[1];
     for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
+    c.model = &a->cfg;
     return c;
 }
 

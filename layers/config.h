@@ -33,6 +33,8 @@ typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
 #define VOCAB_BYTES 256
 #define MASK_ID 256
 
+#define MODEL_OPTION_SLOTS 16
+
 typedef struct {
     int vocab;        /* 256 bytes (plus a mask id under MLM) */
     int layers;
@@ -60,6 +62,14 @@ typedef struct {
     int logn;         /* OnOff: logits scaled by max(1, log n_i / log context) */
     int bca;          /* OnOff: xpos's blockwise causal attention (inference only) */
     int objective;    /* Objective */
+    /* The values of options that kernels registered outside this list
+     * declare (AttnKernel.option_rows with offset ATTN_OPTION_SLOT): the
+     * registry gives each such row a slot; the kernel reads it with
+     * attn_option_int / attn_option_float (layers/attention/kernel.h). */
+    union {
+        int i;
+        float f;
+    } slots[MODEL_OPTION_SLOTS];
 } ModelConfig;
 
 /* key_size / head_size with the 0 = d_model / heads default applied. */

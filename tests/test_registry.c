@@ -1,12 +1,14 @@
 /* test_registry.c: a new attention kernel is one file and one registration.
  *
- * A kernel that exists only here, "relu2" (Hua et al.'s squared-ReLU
- * attention: P = relu(s q k^T)^2, causally masked, o = P v, made of primitive
- * ops), is added with the one call a kernel of one's own needs,
- * attn_register. Nothing else changes, and yet the option table's attn values
- * and --help list it, validation knows what it can and cannot take, the
- * model runs it, and ./bench's row label names it. The built-in values keep
- * the indices their enum gives them. */
+ * A kernel that exists only here, "relu2" (squared-ReLU attention, with a
+ * power option of its own: P = relu(s q k^T)^p, causally masked, o = P v,
+ * made of primitive ops), is added with the one call a kernel of one's own
+ * needs, attn_register. Nothing else changes, and yet the option table's attn
+ * values and --help list it and its option, validation knows what it can and
+ * cannot take (by the generic rules and by its own hook), the config and the
+ * model carry its option, and ./bench's row label names it. The built-in
+ * values keep the indices their enum gives them. */
+#include <cJSON.h>
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,9 +23,18 @@
 
 /* ---- the kernel: all of its file --------------------------------------------- */
 
+/* Its own option, kept by the registry in a slot of ModelConfig. */
+static const OptDef relu2_options[] = {
+    {"relu2_power", OPT_INT, GROUP_MODEL, ATTN_OPTION_SLOT, "2", 1, 4, NULL, 0, "relu2 attention's power p", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
+static const AttnKernel attn_kernel_relu2;
+
+static int relu2_power(const ModelConfig *m) { return m ? attn_option_int(m, &attn_kernel_relu2, "relu2_power") : 2; }
+
 static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
-    Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale));
-    Tensor *p = op_mul(s, s);
+    Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale)), *p = s;
+    for (int i = 1; i < relu2_power(c->model); i++) p = op_mul(p, s);
     if (!c->causal) return p;
     Tensor *mask = tensor_2d(c->T, c->T);
     for (int i = 0; i < c->T; i++)
@@ -35,9 +46,16 @@ static Tensor *relu2_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v)
     return op_matmul(relu2_probs(c, q, k), v, false, false);
 }
 
+static int relu2_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                          Err *e) {
+    (void)changed, (void)ctx;
+    if (relu2_power(m) > 2 && m->context > 512)
+        return err_set(e, "--relu2_power %d: scores grow as their p-th power; at most 2 past context 512", relu2_power(m));
+    return 0;
+}
+
 static void relu2_describe(const ModelConfig *m, char *buf, size_t size) {
-    (void)m;
-    snprintf(buf, size, " p=2");
+    snprintf(buf, size, " p=%d", relu2_power(m));
 }
 
 static const AttnKernel attn_kernel_relu2 = {
@@ -45,6 +63,8 @@ static const AttnKernel attn_kernel_relu2 = {
     .forward = relu2_forward,
     .probs = relu2_probs,
     .title = "attn=relu2",
+    .option_rows = relu2_options,
+    .validate = relu2_validate,
     .describe = relu2_describe,
 };
 
@@ -84,6 +104,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     const char *end = strchr(line, '\n');
     ck_assert_msg(strstr(line, "relu2") && strstr(line, "relu2") < end, "--help's attn line: %.*s", (int)(end - line),
                   line);
+    ck_assert_msg(strstr(help, "--relu2_power"), "--help lacks relu2's own option");
     free(help);
 
     /* validation: it takes what a kernel without a score matrix takes */
@@ -102,11 +123,36 @@ START_TEST(test_new_kernel_is_one_registration) {
     config_for(&c, (const char *[]){"attn", "relu2", "window", "8", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
     ck_assert_msg(strstr(e.msg, "--window acts on the softmax scores"), "%s", e.msg);
+    /* its own option: for it alone, within its range, through its own rule */
+    config_for(&c, (const char *[]){"relu2_power", "3", NULL});
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--relu2_power applies to attn=relu2, not attn=softmax"), "%s", e.msg);
+    config_defaults(&c);
+    ck_assert_int_ne(option_set(&c, "relu2_power", "5", &e), 0);
+    ck_assert_msg(strstr(e.msg, "--relu2_power: expected an integer in [1, 4]"), "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", "context", "1024", NULL});
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--relu2_power 3: scores grow"), "%s", e.msg);
+    /* and through config.json, as checkpoints keep it */
+    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", NULL});
+    cJSON *json = config_to_json(&c);
+    char *text = cJSON_PrintUnformatted(json);
+    cJSON_Delete(json);
+    ck_assert_msg(strstr(text, "\"relu2_power\":3"), "%s", text);
+    json = cJSON_Parse(text);
+    free(text);
+    Config back;
+    config_defaults(&back);
+    ck_assert_msg(config_from_json(&back, json, &e) == 0, "%s", e.msg);
+    cJSON_Delete(json);
+    ck_assert_int_eq(attn_option_int(&back.model, &attn_kernel_relu2, "relu2_power"), 3);
 
     /* ./bench's label */
     char label[128];
     config_for(&c, (const char *[]){"attn", "relu2", NULL});
     ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=2 causal");
+    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", NULL});
+    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=3 causal");
 
     /* the model runs it: a layer forward and backward, causal */
     config_for(&c, (const char *[]){"attn", "relu2", "d_model", "8", "heads", "2", "context", "6", NULL});
@@ -140,6 +186,14 @@ START_TEST(test_new_kernel_is_one_registration) {
     grad_set(false);
     Tensor *y1 = attention_forward(&at, x);
     for (int d = 0; d < 8; d++) ck_assert_float_eq(y1->data[d], y0->data[d]);
+    /* the kernel reads its own option from the layer's config */
+    Config c3 = c;
+    ck_assert_msg(option_set(&c3, "relu2_power", "3", &e) == 0, "%s", e.msg);
+    at.cfg = c3.model;
+    Tensor *y3 = attention_forward(&at, x);
+    bool differs = false;
+    for (long i = 0; i < y3->n; i++) differs |= y3->data[i] != y1->data[i];
+    ck_assert_msg(differs, "relu2_power 3 gives the output of relu2_power 2");
     grad_set(was);
     tape_reset();
     engine_set_arena(NULL);

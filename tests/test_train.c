@@ -371,7 +371,8 @@ START_TEST(test_run_folder) {
     char *text = slurp(tpath(path, sizeof path, "folder", "config.json"), NULL);
     cJSON *j = cJSON_Parse(text);
     ck_assert_msg(cJSON_IsObject(j), "config.json does not parse as a JSON object");
-    for (int i = 0; i < n_options; i++) ck_assert_msg(cJSON_GetObjectItem(j, options[i].name) != NULL, "config.json lacks %s", options[i].name);
+    for (int i = 0; i < option_count(); i++)
+        ck_assert_msg(cJSON_GetObjectItem(j, option_at(i)->name) != NULL, "config.json lacks %s", option_at(i)->name);
     ck_assert_int_eq(cJSON_GetObjectItem(j, "steps")->valueint, 40);
     cJSON_Delete(j);
     free(text);

@@ -9,6 +9,7 @@
 #define ATTNLAB_ATTENTION_KERNEL_H
 
 #include "config.h"
+#include "option.h"
 #include "layers.h"
 #include "tape.h"
 #include "util.h"
@@ -49,6 +50,9 @@ typedef struct {
     bool bca;     /* query i sees its block of context / 2 and the one before */
     /* the kernel's own parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
+    /* the layer's config (the module's copy; NULL when a test calls a kernel
+     * directly), for options the kernel keeps in slots */
+    const ModelConfig *model;
 } AttnCall;
 
 typedef struct Attention Attention;
@@ -105,9 +109,14 @@ typedef struct {
     const AttnPreset *presets;
     /* How errors name it: "linear attention", "attn=softmax". */
     const char *title;
-    /* The option-table rows only this kernel reads (NULL-terminated; NULL:
-     * none): giving one with another kernel is refused. */
-    const char *const *options;
+    /* The option-table rows only this kernel reads, declared in its file
+     * (ended by a row with a NULL name; NULL: none): --help lists them, and
+     * giving one with another kernel is refused. A row's offset is its
+     * ModelConfig field's, or ATTN_OPTION_SLOT for a kernel with no field of
+     * its own: the registry then keeps the value in ModelConfig.slots, and
+     * the kernel reads it with attn_option_int / attn_option_float (it gets
+     * the config as AttnCall.model). */
+    const OptDef *option_rows;
     /* Refuses this kernel's combinations that cannot work, with the reason:
      * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set
      * away from its default. NULL: every combination works. */
@@ -155,6 +164,16 @@ typedef struct {
     void (*preset)(ModelConfig *m); /* NULL for the kernel itself */
     const char *const *fixes;
 } AttnChoice;
+
+/* A row offset meaning "a slot of ModelConfig.slots, given by the registry". */
+#define ATTN_OPTION_SLOT ((size_t)-1)
+/* Kernel k's rows (attn_kernels[k]) with their slots given: offsets into
+ * ModelConfig. */
+const OptDef *attn_kernel_rows(int k);
+/* The value of kernel kern's option `name` in m (an OPT_INT or OPT_CHOICE
+ * row, or an OPT_FLOAT one); aborts when kern declares no such row. */
+int attn_option_int(const ModelConfig *m, const AttnKernel *kern, const char *name);
+float attn_option_float(const ModelConfig *m, const AttnKernel *kern, const char *name);
 
 /* How many values there are, and value `attn` (aborts out of range: a
  * programming error). */

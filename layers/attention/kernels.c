@@ -1,6 +1,7 @@
 /* kernels.c: the attention kernels. A new kernel is one file beside this one
  * and its line in attn_kernels (or an attn_register call); its presets and
  * options come with it. */
+#include <stddef.h>
 #include <string.h>
 
 #include "attention/kernel.h"
@@ -24,6 +25,10 @@ int attn_kernel_count(void) {
     return n_attn_kernels;
 }
 
+/* Each kernel's rows with their slots given, made with the attn values. */
+enum { MAX_ROWS = 8 };
+static OptDef rows[ATTN_MAX_KERNELS][MAX_ROWS + 1];
+
 /* The attn values, made from attn_kernels when first asked for. */
 static AttnChoice choices[2 * ATTN_MAX_KERNELS];
 static const char *names[2 * ATTN_MAX_KERNELS + 1];
@@ -39,6 +44,20 @@ static void build_choices(void) {
             if (n_choices == 2 * ATTN_MAX_KERNELS) DIE("attention kernels: more than %d attn values", n_choices);
             choices[n_choices++] = (AttnChoice){p->name, kern, p->apply, p->fixes};
         }
+    }
+    int slot = 0;
+    for (int k = 0; k < attn_kernel_count(); k++) {
+        int n = 0;
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) {
+            if (n == MAX_ROWS) DIE("attention kernel %s: more than %d options", attn_kernels[k]->name, MAX_ROWS);
+            rows[k][n] = *r;
+            if (r->offset == ATTN_OPTION_SLOT) {
+                if (slot == MODEL_OPTION_SLOTS) DIE("attention kernels: more than %d options in slots", slot);
+                rows[k][n].offset = offsetof(ModelConfig, slots) + (size_t)slot++ * sizeof(((ModelConfig *)0)->slots[0]);
+            }
+            n++;
+        }
+        rows[k][n] = (OptDef){0};
     }
     for (int i = 0; i < n_choices; i++) {
         for (int j = 0; j < i; j++)
@@ -59,6 +78,33 @@ void attn_unregister(const AttnKernel *k) {
     if (!n || attn_kernels[n - 1] != k) DIE("attn_unregister: %s is not the last kernel added", k->name);
     attn_kernels[--n_attn_kernels] = NULL;
     n_choices = -1;
+}
+
+const OptDef *attn_kernel_rows(int k) {
+    build_choices();
+    if (k < 0 || k >= attn_kernel_count()) DIE("attn_kernel_rows(%d): there are %d kernels", k, attn_kernel_count());
+    return rows[k];
+}
+
+static const OptDef *row_of(const AttnKernel *kern, const char *name) {
+    build_choices();
+    for (int k = 0; k < attn_kernel_count(); k++)
+        if (attn_kernels[k] == kern)
+            for (const OptDef *r = rows[k]; r->name; r++)
+                if (!strcmp(r->name, name)) return r;
+    DIE("attention kernel %s has no option %s", kern->name, name);
+}
+
+int attn_option_int(const ModelConfig *m, const AttnKernel *kern, const char *name) {
+    int v;
+    memcpy(&v, (const char *)m + row_of(kern, name)->offset, sizeof v);
+    return v;
+}
+
+float attn_option_float(const ModelConfig *m, const AttnKernel *kern, const char *name) {
+    float v;
+    memcpy(&v, (const char *)m + row_of(kern, name)->offset, sizeof v);
+    return v;
 }
 
 int attn_choice_count(void) {

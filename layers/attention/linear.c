@@ -86,6 +86,7 @@
  * calling thread. */
 #include <cblas.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -937,7 +938,8 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 
 /* ---- what the rest of the program asks of this kernel ------------------------ */
 
-static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu"};
+static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu", NULL};
+static const char *const reweight_names[] = {"none", "cos", NULL};
 
 /* attn = cosformer: this kernel with phi = relu and cos re-weighting. */
 static void cosformer_preset(ModelConfig *m) {
@@ -947,7 +949,17 @@ static void cosformer_preset(ModelConfig *m) {
 static const char *const cosformer_fixes[] = {"phi", "reweight", NULL};
 static const AttnPreset linear_presets[] = {{"cosformer", cosformer_preset, cosformer_fixes}, {NULL, NULL, NULL}};
 
-static const char *const linear_options[] = {"phi", "leaky_slope", "reweight", "chunk", NULL};
+#define M(field) offsetof(ModelConfig, field)
+static const OptDef linear_options[] = {
+    {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_names, 0,
+     "linear attention's feature map (elu means elu + 1)", NULL},
+    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu", NULL},
+    {"reweight", OPT_CHOICE, GROUP_MODEL, M(reweight), "none", 0, 0, reweight_names, 0,
+     "cosFormer's cos re-weighting of linear attention", NULL},
+    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
+#undef M
 
 /* m has its preset applied (attn_effective). */
 static int linear_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
@@ -978,7 +990,7 @@ const AttnKernel attn_kernel_linear = {
     .forward_qkv = attn_linear_qkv,
     .presets = linear_presets,
     .title = "linear attention",
-    .options = linear_options,
+    .option_rows = linear_options,
     .validate = linear_validate,
     .describe = linear_describe,
 };

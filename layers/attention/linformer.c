@@ -421,9 +421,18 @@ static void lf_init(Attention *a, int layer, Rng *rng) {
 
 /* ---- what the rest of the program asks of this kernel ------------------------ */
 
-static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwise"};
-static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv"};
-static const char *const linformer_options[] = {"linformer_k", "linformer_share", "linformer_proj", NULL};
+static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwise", NULL};
+static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv", NULL};
+#define M(field) offsetof(ModelConfig, field)
+static const OptDef linformer_options[] = {
+    {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0, "Linformer's projected length", NULL},
+    {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_names, 0,
+     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers", NULL},
+    {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_names, 0,
+     "Linformer's projection along the sequence", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
+#undef M
 
 static int linformer_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                               Err *e) {
@@ -463,7 +472,7 @@ const AttnKernel attn_kernel_linformer = {
     .init = lf_init,
     .bidirectional_only = true,
     .title = "attn=linformer",
-    .options = linformer_options,
+    .option_rows = linformer_options,
     .validate = linformer_validate,
     .describe = linformer_describe,
     .check_length = linformer_check_length,

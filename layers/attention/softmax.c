@@ -17,6 +17,7 @@
  * calling thread, so there is one pool. */
 #include <cblas.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -369,8 +370,12 @@ static void attn_softmax_init(Attention *a, int layer, Rng *rng) {
 
 /* ---- what the rest of the program asks of this kernel ------------------------ */
 
-static const char *const talking_names[] = {"none", "pre", "post", "both"};
-static const char *const softmax_options[] = {"talking_heads", NULL};
+static const char *const talking_names[] = {"none", "pre", "post", "both", NULL};
+static const OptDef softmax_options[] = {
+    {"talking_heads", OPT_CHOICE, GROUP_MODEL, offsetof(ModelConfig, talking_heads), "none", 0, 0, talking_names, 0,
+     "mix heads before and/or after the softmax", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
 
 static int softmax_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                             Err *e) {
@@ -407,7 +412,7 @@ const AttnKernel attn_kernel_softmax = {
     .ops = {&attn_softmax_op, &attn_talking_op},
     .init = attn_softmax_init,
     .title = "attn=softmax",
-    .options = softmax_options,
+    .option_rows = softmax_options,
     .validate = softmax_validate,
     .describe = softmax_describe,
     .quadratic_bytes = softmax_quadratic_bytes,

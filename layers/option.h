@@ -1,0 +1,29 @@
+/* option.h: a row of the one option table (experiments/options.c).
+ *
+ * The table is the rows experiments/options.c declares, with the rows each
+ * attention kernel declares for the options only it reads
+ * (AttnKernel.option_rows), in its own file. A kernel's row stores into the
+ * ModelConfig (offset from offsetof(ModelConfig, field)); the table's own rows
+ * into the whole Config. */
+#ifndef ATTNLAB_OPTION_H
+#define ATTNLAB_OPTION_H
+
+#include <stddef.h>
+
+typedef enum { OPT_INT, OPT_FLOAT, OPT_CHOICE, OPT_BOOL, OPT_STRING } OptType;
+typedef enum { GROUP_MODEL, GROUP_TRAIN, GROUP_SAMPLE } OptGroup;
+
+typedef struct {
+    const char *name;
+    OptType type;
+    OptGroup group;
+    size_t offset; /* into Config; a kernel's rows: into ModelConfig */
+    const char *def;
+    double min, max;             /* OPT_INT and OPT_FLOAT */
+    const char *const *choices;  /* OPT_CHOICE: NULL-terminated, index = stored int */
+    size_t size;                 /* OPT_STRING: buffer size */
+    const char *help;
+    const char *const *(*choices_of)(void); /* OPT_CHOICE: the values from a registry, when choices is NULL */
+} OptDef;
+
+#endif
