@@ -8,11 +8,6 @@
 
 /* Enum values are indices into the option table's choice lists (the attn
  * option's are the kernel registry's, layers/attention/kernel.h). */
-typedef enum { PHI_IDENTITY, PHI_RELU, PHI_LEAKYRELU, PHI_ELU } PhiKind;
-typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
-typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
-typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
-typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
 typedef enum {
     POS_NONE,
     POS_LEARNED,      /* pos_emb.weight added to the token embeddings, up to context */

@@ -14,6 +14,13 @@
 #include "tape.h"
 #include "util.h"
 
+/* The built-in kernels' own option values (their rows' choices, in order). */
+typedef enum { PHI_IDENTITY, PHI_RELU, PHI_LEAKYRELU, PHI_ELU } PhiKind;
+typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
+typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
+typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
+typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
+
 /* Counters kernels may add to during forward, read by the trainer per step
  * (e.g. how many linear-attention denominators hit the clamp). */
 typedef struct {
