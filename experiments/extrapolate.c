@@ -439,7 +439,7 @@ int main(int argc, char **argv) {
                         T, v->corpus_path, held, T, T + 1, held > 1 ? held - 1 : 0);
                 return 1;
             }
-            if (mc->pos == POS_LEARNED && T > mc->context) {
+            if (pos_scheme(mc->pos)->bounded && T > mc->context) {
                 blen += (size_t)snprintf(beyond + blen, blen < sizeof v->beyond ? sizeof v->beyond - blen : 0, "%s%d",
                                          blen ? ", " : "", T);
                 continue;

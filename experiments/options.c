@@ -9,8 +9,6 @@
 
 #include "attention.h"
 
-static const char *const pos_choices[] = {"none",         "learned",    "sinusoidal", "rope", "alibi",
-                                           "kerple_power", "kerple_log", "sandwich",   "xpos", NULL};
 static const char *const on_off_choices[] = {"off", "on", NULL};
 static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
 static const char *const objective_choices[] = {"clm", "mlm", NULL};
@@ -25,11 +23,7 @@ static const OptDef table_rows[] = {
     /* model */
     {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, NULL, 0,
      "attention kernel; cosformer = linear + phi relu + reweight cos", attn_choice_names},
-    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, pos_choices, 0, "position scheme", NULL},
-    {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
-     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all", NULL},
-    {"sandwich_lambda", OPT_FLOAT, GROUP_MODEL, M(sandwich_lambda), "1", 0, 1000, NULL, 0,
-     "pos=sandwich: scale of the p_i . p_j bias", NULL},
+    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, NULL, 0, "position scheme", pos_scheme_names},
     {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
      "sliding causal window: each query sees the last W keys; 0 = all (also at inference)", NULL},
     {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
@@ -95,6 +89,16 @@ static void build_table(void) {
     table_kernels = attn_kernel_count();
     for (size_t i = 0; i < sizeof table_rows / sizeof table_rows[0]; i++) {
         table[n_table++] = table_rows[i];
+        if (!strcmp(table_rows[i].name, "pos")) /* the schemes' rows, each once */
+            for (int k = 0; k < n_pos_schemes; k++)
+                for (const OptDef *r = pos_schemes[k].option_rows; r && r->name; r++) {
+                    bool seen = false;
+                    for (int j = 0; j < n_table; j++) seen |= !strcmp(table[j].name, r->name);
+                    if (seen) continue;
+                    OptDef row = *r;
+                    row.offset += offsetof(Config, model);
+                    table[n_table++] = row;
+                }
         if (strcmp(table_rows[i].name, "attn") != 0) continue;
         for (int k = 0; k < table_kernels; k++)
             for (const OptDef *r = attn_kernel_rows(k); r->name; r++) {
@@ -231,33 +235,38 @@ static const char *score_kernels(char *buf, size_t size) {
 }
 
 /* The position options: what each scheme needs of the kernel and objective. */
+/* "pos=rope or xpos": the schemes that own option `name`. */
+static const char *owners_of(const char *name, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "pos=");
+    int n = 0;
+    for (int i = 0; i < n_pos_schemes && k < size; i++)
+        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++)
+            if (!strcmp(r->name, name)) k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", pos_schemes[i].name);
+    return buf;
+}
+
+/* The position options: what each scheme needs of the kernel and objective
+ * (flags and hooks of layers/attention/positions.h). */
 static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
     ModelConfig *m = &c->model;
-    const char *pos = pos_name(m->pos), *attn = attn_choice(m->attn)->name;
-    bool bias = pos_has_bias(m->pos);
-    bool rotary = m->pos == POS_ROPE || m->pos == POS_XPOS;
+    const PosScheme *scheme = pos_scheme(m->pos);
+    const char *pos = scheme->name, *attn = attn_choice(m->attn)->name;
     bool clm = m->objective == OBJECTIVE_CLM;
-    char scorers[128];
-    if (bias && !kern->scores)
+    char scorers[128], owners[128];
+    if (scheme->bias && !kern->scores)
         return err_set(e, "--pos %s adds a bias to every score, so it needs an explicit score matrix: %s, not %s", pos,
                        score_kernels(scorers, sizeof scorers), attn),
                err_hint(e, "kernels without a score matrix take --pos rope, sinusoidal or learned");
-    if (m->pos == POS_XPOS && !clm)
-        return err_set(e, "--pos xpos: its decay is defined for causal attention only, not objective=mlm"),
-               err_hint(e, "use --pos rope for a bidirectional model");
-    if (m->pos == POS_XPOS && !kern->scores)
-        return err_set(e, "--pos xpos scales q and k by a decay that grows along the sequence; it is defined for %s, not %s",
-                       score_kernels(scorers, sizeof scorers), attn),
-               err_hint(e, "kernels without a score matrix take --pos rope");
-    if (changed(c, "rope_dims")) {
-        int dk = model_key_size(m);
-        if (!rotary) return err_set(e, "--rope_dims applies to pos=rope or xpos, not pos=%s", pos);
-        if (m->rope_dims % 2 != 0 || m->rope_dims > dk)
-            return err_set(e, "--rope_dims %d: rotations act on pairs, so it must be even and at most key_size %d",
-                           m->rope_dims, dk);
-    }
-    if (changed(c, "sandwich_lambda") && m->pos != POS_SANDWICH)
-        return err_set(e, "--sandwich_lambda applies to pos=sandwich, not pos=%s", pos);
+    /* an option another scheme owns */
+    for (int i = 0; i < n_pos_schemes; i++)
+        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++) {
+            bool mine = false;
+            for (const OptDef *o = scheme->option_rows; o && o->name; o++) mine |= !strcmp(o->name, r->name);
+            if (!mine && changed(c, r->name))
+                return err_set(e, "--%s applies to %s, not pos=%s", r->name, owners_of(r->name, owners, sizeof owners),
+                               pos);
+        }
+    if (scheme->validate && scheme->validate(m, kern->scores, e) != 0) return -1;
     if ((m->window > 0 || m->bca == ON || m->logn == ON) && !kern->scores)
         return err_set(e, "--%s acts on the softmax scores, so it needs %s, not %s",
                        m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", score_kernels(scorers, sizeof scorers),

@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
     if (rc != 0) goto runtime_error;
     const ModelConfig *mc = &info.cfg.model;
     int T = length ? length : mc->context;
-    if (mc->pos == POS_LEARNED && T > mc->context) {
+    if (pos_scheme(mc->pos)->bounded && T > mc->context) {
         fprintf(stderr, "error: --length %d: the model learned positions up to %d only\nhint: use --length %d or less\n",
                 T, mc->context, mc->context);
         return 2;

@@ -72,7 +72,7 @@ static AttnCall call_for(const Attention *a, const Tensor *x) {
 
 /* q or k with pos = rope | xpos applied, unless the kernel applies it itself. */
 static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool key) {
-    bool rotary = c->pos == POS_ROPE || c->pos == POS_XPOS;
+    bool rotary = pos_scheme(c->pos)->rotary;
     return rotary && !a->kernel->rope_inside ? attn_rope(c, x, key) : x;
 }
 

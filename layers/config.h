@@ -8,17 +8,6 @@
 
 /* Enum values are indices into the option table's choice lists (the attn
  * option's are the kernel registry's, layers/attention/kernel.h). */
-typedef enum {
-    POS_NONE,
-    POS_LEARNED,      /* pos_emb.weight added to the token embeddings, up to context */
-    POS_SINUSOIDAL,   /* the fixed sin/cos table added to the embeddings */
-    POS_ROPE,         /* q and k rotated by position */
-    POS_ALIBI,        /* -m_h |i - j| added to the scores */
-    POS_KERPLE_POWER, /* -a_h |i - j|^p_h, learned */
-    POS_KERPLE_LOG,   /* -r1_h log(1 + r2_h |i - j|), learned */
-    POS_SANDWICH,     /* lambda p_i . p_j with sinusoidal p */
-    POS_XPOS          /* RoPE times a per-dimension decay, causal only */
-} PosKind;
 typedef enum { OFF, ON } OnOff;
 typedef enum { NORM_LAYERNORM, NORM_RMSNORM } NormKind;
 typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
@@ -50,7 +39,7 @@ typedef struct {
     int linformer_k;  /* Linformer's projected length */
     int linformer_share; /* LinformerShare */
     int linformer_proj;  /* LinformerProj */
-    int pos;          /* PosKind */
+    int pos;          /* index of the pos value (pos_scheme, layers/attention/positions.h) */
     int rope_dims;    /* pos = rope | xpos: rotated dimensions of q and k; 0 = key_size */
     float sandwich_lambda; /* pos = sandwich: the bias scale lambda */
     int window;       /* 0 = full; otherwise each query sees the last `window` keys */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attention/kernel.h"
+#include "attention/positions.h"
 #include "options.h"
 
 /* A config at the defaults with up to 8 key=value settings applied. */
@@ -81,7 +82,7 @@ static const Refusal refusals[] = {
     {{"pos", "sandwich", "attn", "linear", "phi", "elu"}, "--pos sandwich adds a bias"},
     {{"pos", "alibi", "talking_heads", "pre"}, "talking_heads=pre mixes whole score matrices"},
     {{"pos", "xpos", "objective", "mlm"}, "--pos xpos: its decay is defined for causal attention only"},
-    {{"pos", "xpos", "attn", "linear"}, "it is defined for attn=softmax, not linear"},
+    {{"pos", "xpos", "attn", "linear"}, "it needs a kernel with an explicit score matrix"},
     {{"pos", "rope", "attn", "cosformer"}, "attn=cosformer already encodes relative positions"},
     {{"pos", "rope", "attn", "linear", "reweight", "cos"}, "reweight=cos already encodes relative positions"},
     {{"rope_dims", "8"}, "--rope_dims applies to pos=rope or xpos, not pos=learned"},

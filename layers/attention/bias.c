@@ -127,9 +127,3 @@ void pos_bias_init(int pos, Tensor *p0, Tensor *p1, Rng *rng) {
         p1->data[h] = pos == POS_KERPLE_POWER ? clamp_p(x) : clamp_lo(x);
     }
 }
-
-const char *pos_name(int pos) {
-    static const char *const names[] = {"none",       "learned",    "sinusoidal", "rope",    "alibi",
-                                        "kerple_power", "kerple_log", "sandwich",   "xpos"};
-    return pos >= 0 && pos < (int)(sizeof names / sizeof names[0]) ? names[pos] : "?";
-}

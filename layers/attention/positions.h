@@ -17,6 +17,43 @@ void sinusoidal_table(float *pe, int T, int d);
 /* x [B, T, d] + the table / sqrt(d), gradients passing to x. */
 Tensor *sinusoidal_add(Tensor *x);
 
+/* The built-in schemes' indices, in the order of pos_schemes. */
+typedef enum {
+    POS_NONE,
+    POS_LEARNED,      /* pos_emb.weight added to the token embeddings, up to context */
+    POS_SINUSOIDAL,   /* the fixed sin/cos table added to the embeddings */
+    POS_ROPE,         /* q and k rotated by position */
+    POS_ALIBI,        /* -m_h |i - j| added to the scores */
+    POS_KERPLE_POWER, /* -a_h |i - j|^p_h, learned */
+    POS_KERPLE_LOG,   /* -r1_h log(1 + r2_h |i - j|), learned */
+    POS_SANDWICH,     /* lambda p_i . p_j with sinusoidal p */
+    POS_XPOS          /* RoPE times a per-dimension decay, causal only */
+} PosKind;
+
+/* A value of the `pos` option: what the rest of the program asks of a
+ * position scheme, so that nothing outside this folder names one. The code of
+ * each lives in its own file here (sinusoidal.c, rope.c, bias.c; learned
+ * positions in layers/model.c). */
+typedef struct {
+    const char *name;
+    const char *help;
+    bool bias;    /* adds a bias to every score: needs a kernel with a score matrix (bias.c) */
+    bool rotary;  /* rotates q and k (rope.c); rope_dims applies */
+    bool bounded; /* defined up to the training context only */
+    /* The option-table rows only this scheme reads (ended by a NULL name; NULL: none). */
+    const OptDef *option_rows;
+    /* Refuses combinations the scheme cannot run, with the reason (0 or -1);
+     * `scores` says whether the kernel forms a score matrix. NULL: none. */
+    int (*validate)(const ModelConfig *m, bool scores, Err *e);
+} PosScheme;
+
+/* The pos values, in order (layers/attention/positions.c). */
+extern const PosScheme pos_schemes[];
+extern const int n_pos_schemes;
+/* pos_schemes[pos]; aborts out of range. */
+const PosScheme *pos_scheme(int pos);
+/* The names, NULL-terminated, for the option table. */
+const char *const *pos_scheme_names(void);
 /* The pos option's value as text ("alibi"). */
 const char *pos_name(int pos);
 

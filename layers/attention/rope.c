@@ -127,3 +127,28 @@ Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);
 }
+
+/* ---- what the option table asks of rope and xpos ------------------------------ */
+
+int rope_validate(const ModelConfig *m, bool scores, Err *e);
+int xpos_validate(const ModelConfig *m, bool scores, Err *e);
+
+int rope_validate(const ModelConfig *m, bool scores, Err *e) {
+    (void)scores;
+    int dk = m->key_size ? m->key_size : m->d_model / m->heads;
+    if (m->rope_dims % 2 != 0 || m->rope_dims > dk)
+        return err_set(e, "--rope_dims %d: rotations act on pairs, so it must be even and at most key_size %d",
+                       m->rope_dims, dk);
+    return 0;
+}
+
+int xpos_validate(const ModelConfig *m, bool scores, Err *e) {
+    if (m->objective != OBJECTIVE_CLM)
+        return err_set(e, "--pos xpos: its decay is defined for causal attention only, not objective=mlm"),
+               err_hint(e, "use --pos rope for a bidirectional model");
+    if (!scores)
+        return err_set(e, "--pos xpos scales q and k by a decay that grows along the sequence; it needs a kernel with "
+                          "an explicit score matrix"),
+               err_hint(e, "kernels without a score matrix take --pos rope");
+    return rope_validate(m, scores, e);
+}

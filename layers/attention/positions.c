@@ -1,0 +1,51 @@
+/* positions.c: the position schemes, the values of the `pos` option. Each
+ * scheme's code is in its own file (sinusoidal.c, rope.c, bias.c; learned
+ * positions are layers/model.c's table); a new scheme is its file and its
+ * line below. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "attention/positions.h"
+#include "util.h"
+
+#define M(field) offsetof(ModelConfig, field)
+static const OptDef rotary_options[] = {
+    {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
+     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
+static const OptDef sandwich_options[] = {
+    {"sandwich_lambda", OPT_FLOAT, GROUP_MODEL, M(sandwich_lambda), "1", 0, 1000, NULL, 0,
+     "pos=sandwich: scale of the p_i . p_j bias", NULL},
+    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+};
+#undef M
+
+int rope_validate(const ModelConfig *m, bool scores, Err *e);
+int xpos_validate(const ModelConfig *m, bool scores, Err *e);
+
+const PosScheme pos_schemes[] = {
+    [POS_NONE] = {"none", "no positions", false, false, false, NULL, NULL},
+    [POS_LEARNED] = {"learned", "a learned table added to the embeddings", false, false, true, NULL, NULL},
+    [POS_SINUSOIDAL] = {"sinusoidal", "the fixed sin/cos table added to the embeddings", false, false, false, NULL, NULL},
+    [POS_ROPE] = {"rope", "q and k rotated by position", false, true, false, rotary_options, rope_validate},
+    [POS_ALIBI] = {"alibi", "-m_h |i - j| added to the scores", true, false, false, NULL, NULL},
+    [POS_KERPLE_POWER] = {"kerple_power", "-a_h |i - j|^p_h, learned", true, false, false, NULL, NULL},
+    [POS_KERPLE_LOG] = {"kerple_log", "-r1_h log(1 + r2_h |i - j|), learned", true, false, false, NULL, NULL},
+    [POS_SANDWICH] = {"sandwich", "lambda p_i . p_j with sinusoidal p", true, false, false, sandwich_options, NULL},
+    [POS_XPOS] = {"xpos", "RoPE times a decay, causal only", false, true, false, rotary_options, xpos_validate},
+};
+const int n_pos_schemes = (int)(sizeof pos_schemes / sizeof pos_schemes[0]);
+
+const PosScheme *pos_scheme(int pos) {
+    if (pos < 0 || pos >= n_pos_schemes) DIE("pos value %d: there are %d", pos, n_pos_schemes);
+    return &pos_schemes[pos];
+}
+
+const char *const *pos_scheme_names(void) {
+    static const char *names[sizeof pos_schemes / sizeof pos_schemes[0] + 1];
+    for (int i = 0; i < n_pos_schemes; i++) names[i] = pos_schemes[i].name;
+    return names;
+}
+
+const char *pos_name(int pos) { return pos >= 0 && pos < n_pos_schemes ? pos_schemes[pos].name : "?"; }
