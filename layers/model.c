@@ -15,7 +15,7 @@ void model_init(Model *m, const ModelConfig *c) {
     params_init(p);
     int d = c->d_model;
     m->tok_emb = params_add(p, "tok_emb.weight", 2, (int[]){c->vocab, d});
-    if (c->pos == POS_LEARNED) m->pos_emb = params_add(p, "pos_emb.weight", 2, (int[]){c->context, d});
+    if (pos_scheme(c->pos)->table) m->pos_emb = params_add(p, "pos_emb.weight", 2, (int[]){c->context, d});
     m->positions = xmalloc((size_t)c->context * sizeof(int));
     for (int t = 0; t < c->context; t++) m->positions[t] = t;
     m->blocks = xcalloc((size_t)c->layers, sizeof *m->blocks);
@@ -68,7 +68,7 @@ static Tensor *embed(Model *m, const int *ids, int B, int T) {
     Tensor *x = op_embedding(m->tok_emb, ids, 2, (int[]){B, T});
     if (m->pos_emb) /* rows 0..T-1 of the position table, added to every batch row */
         x = op_add(x, op_embedding(m->pos_emb, m->positions, 1, (int[]){T}));
-    if (m->cfg.pos == POS_SINUSOIDAL) x = sinusoidal_add(x);
+    if (pos_scheme(m->cfg.pos)->embed) x = pos_scheme(m->cfg.pos)->embed(x);
     return x;
 }
 

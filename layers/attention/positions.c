@@ -25,15 +25,20 @@ int rope_validate(const ModelConfig *m, bool scores, Err *e);
 int xpos_validate(const ModelConfig *m, bool scores, Err *e);
 
 const PosScheme pos_schemes[] = {
-    [POS_NONE] = {"none", "no positions", false, false, false, NULL, NULL},
-    [POS_LEARNED] = {"learned", "a learned table added to the embeddings", false, false, true, NULL, NULL},
-    [POS_SINUSOIDAL] = {"sinusoidal", "the fixed sin/cos table added to the embeddings", false, false, false, NULL, NULL},
-    [POS_ROPE] = {"rope", "q and k rotated by position", false, true, false, rotary_options, rope_validate},
-    [POS_ALIBI] = {"alibi", "-m_h |i - j| added to the scores", true, false, false, NULL, NULL},
-    [POS_KERPLE_POWER] = {"kerple_power", "-a_h |i - j|^p_h, learned", true, false, false, NULL, NULL},
-    [POS_KERPLE_LOG] = {"kerple_log", "-r1_h log(1 + r2_h |i - j|), learned", true, false, false, NULL, NULL},
-    [POS_SANDWICH] = {"sandwich", "lambda p_i . p_j with sinusoidal p", true, false, false, sandwich_options, NULL},
-    [POS_XPOS] = {"xpos", "RoPE times a decay, causal only", false, true, false, rotary_options, xpos_validate},
+    [POS_NONE] = {.name = "none", .help = "no positions"},
+    [POS_LEARNED] = {.name = "learned", .help = "a learned table added to the embeddings", .bounded = true,
+                     .table = true},
+    [POS_SINUSOIDAL] = {.name = "sinusoidal", .help = "the fixed sin/cos table added to the embeddings",
+                        .embed = sinusoidal_add},
+    [POS_ROPE] = {.name = "rope", .help = "q and k rotated by position", .rotary = true, .option_rows = rotary_options,
+                  .validate = rope_validate},
+    [POS_ALIBI] = {.name = "alibi", .help = "-m_h |i - j| added to the scores", .bias = true},
+    [POS_KERPLE_POWER] = {.name = "kerple_power", .help = "-a_h |i - j|^p_h, learned", .bias = true},
+    [POS_KERPLE_LOG] = {.name = "kerple_log", .help = "-r1_h log(1 + r2_h |i - j|), learned", .bias = true},
+    [POS_SANDWICH] = {.name = "sandwich", .help = "lambda p_i . p_j with sinusoidal p", .bias = true,
+                      .option_rows = sandwich_options},
+    [POS_XPOS] = {.name = "xpos", .help = "RoPE times a decay, causal only", .rotary = true,
+                  .option_rows = rotary_options, .validate = xpos_validate},
 };
 const int n_pos_schemes = (int)(sizeof pos_schemes / sizeof pos_schemes[0]);
 

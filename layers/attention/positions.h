@@ -40,6 +40,9 @@ typedef struct {
     bool bias;    /* adds a bias to every score: needs a kernel with a score matrix (bias.c) */
     bool rotary;  /* rotates q and k (rope.c); rope_dims applies */
     bool bounded; /* defined up to the training context only */
+    bool table;   /* a learned [context, d_model] table, pos_emb.weight, added to the embeddings */
+    /* A fixed function of position added to the embeddings x [B, T, d] (NULL: none). */
+    Tensor *(*embed)(Tensor *x);
     /* The option-table rows only this scheme reads (ended by a NULL name; NULL: none). */
     const OptDef *option_rows;
     /* Refuses combinations the scheme cannot run, with the reason (0 or -1);
