@@ -21,9 +21,10 @@ static const char *const bool_choices[] = {"false", "true", NULL};
 
 static const OptDef table_rows[] = {
     /* model */
-    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), "softmax", 0, 0, NULL, 0,
-     "attention kernel; cosformer = linear + phi relu + reweight cos", attn_choice_names},
-    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), "learned", 0, 0, NULL, 0, "position scheme", pos_scheme_names},
+    /* the defaults of these two come from their registries (build_table) */
+    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), NULL, 0, 0, NULL, 0,
+     "attention kernel (layers/attention/); a preset fixes some of its kernel's options", attn_choice_names},
+    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), NULL, 0, 0, NULL, 0, "position scheme", pos_scheme_names},
     {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
      "sliding causal window: each query sees the last W keys; 0 = all (also at inference)", NULL},
     {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
@@ -89,6 +90,8 @@ static void build_table(void) {
     table_kernels = attn_kernel_count();
     for (size_t i = 0; i < sizeof table_rows / sizeof table_rows[0]; i++) {
         table[n_table++] = table_rows[i];
+        if (!strcmp(table_rows[i].name, "attn")) table[n_table - 1].def = attn_choice(0)->name;
+        if (!strcmp(table_rows[i].name, "pos")) table[n_table - 1].def = pos_name(pos_default);
         if (!strcmp(table_rows[i].name, "pos")) /* the schemes' rows, each once */
             for (int k = 0; k < n_pos_schemes; k++)
                 for (const OptDef *r = pos_schemes[k].option_rows; r && r->name; r++) {

@@ -11,7 +11,8 @@ extern const AttnKernel attn_kernel_softmax;
 extern const AttnKernel attn_kernel_linear;
 extern const AttnKernel attn_kernel_linformer;
 
-/* Every kernel once, in the order --help lists them. */
+/* Every kernel once, in the order --help lists them; the first is the
+ * default. */
 const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {
     &attn_kernel_softmax,
     &attn_kernel_linear,

@@ -41,6 +41,8 @@ const PosScheme pos_schemes[] = {
                   .option_rows = rotary_options, .validate = xpos_validate},
 };
 const int n_pos_schemes = (int)(sizeof pos_schemes / sizeof pos_schemes[0]);
+/* GPT-2's learned positions */
+const int pos_default = POS_LEARNED;
 
 const PosScheme *pos_scheme(int pos) {
     if (pos < 0 || pos >= n_pos_schemes) DIE("pos value %d: there are %d", pos, n_pos_schemes);

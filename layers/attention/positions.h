@@ -53,6 +53,8 @@ typedef struct {
 /* The pos values, in order (layers/attention/positions.c). */
 extern const PosScheme pos_schemes[];
 extern const int n_pos_schemes;
+/* The default value's index. */
+extern const int pos_default;
 /* pos_schemes[pos]; aborts out of range. */
 const PosScheme *pos_scheme(int pos);
 /* The names, NULL-terminated, for the option table. */
