@@ -66,9 +66,6 @@ static int run_python_script(const char *script, const char *args, bool quiet, v
     return -1;
 }
 
-static int run_torch_script(const char *script, const char *args, void (*line)(const char *, void *), void *ctx) {
-    return run_python_script(script, args, false, line, ctx);
-}
 
 /* ---- --scaling --vs-torch: the cosformer layer in PyTorch ---------------- */
 
@@ -94,35 +91,6 @@ static void torch_scaling_line(const char *line, void *ctx) {
         }
 }
 
-/* --vs-torch: the causal cosformer layer in PyTorch (experiments/torch_scaling.py)
- * at the same lengths, sizes, chunk, reps and threads, and the ratios. */
-int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows) {
-    char lengths[256] = "";
-    size_t n = 0;
-    for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths)
-            n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
-    if (!n) return 0;
-    char args[512];
-    snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --rounds %d --threads %d",
-             lengths, m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, o->rounds, threads);
-    printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked cosformer with autograd), same sizes,\n"
-           "chunk, reps, rounds and threads:\n");
-    fflush(stdout);
-    TorchRows tr = {rows, n_rows};
-    if (run_torch_script("torch_scaling.py", args, torch_scaling_line, &tr) != 0) return -1;
-    printf("\n  %6s | %12s %12s %9s | %18s %18s\n", "T", "attnlab ms", "torch ms", "ratio", "attnlab arena MiB",
-           "torch growth MiB");
-    for (int i = 0; i < n_rows; i++) {
-        const ScalingRow *r = &rows[i];
-        if (r->attn != attn_find(SCALING_LINEAR_ATTN) || isnan(r->torch_ms)) continue;
-        printf("  %6d | %12.1f %12.1f %8.2fx | %18.1f %18.1f\n", r->T, r->layer.step_s * 1e3, r->torch_ms,
-               r->torch_ms / (r->layer.step_s * 1e3), r->layer.arena_mib, r->torch_growth_mib);
-    }
-    printf("  (ratio: PyTorch's median step time over attnlab's. Memory: the layer's arena peak against\n"
-           "  PyTorch's peak RSS above its RSS at the length's start)\n");
-    return 0;
-}
 
 /* ---- --vs-torch: the reference configuration in PyTorch, at its best ---- */
 
@@ -352,5 +320,67 @@ int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads) {
     printf("\nattnlab / PyTorch throughput: %.2fx, the median of %d paired round%s (medians %.0f vs %.0f tok/s; "
            "PyTorch's fastest setting: %s; %s)\n",
            m_ratio, o->rounds, o->rounds == 1 ? "" : "s", m_ours, m_theirs, label, blas_note);
+    return 0;
+}
+
+/* --scaling --vs-torch: the causal cosformer layer in PyTorch
+ * (experiments/torch_scaling.py) at its fastest setting here (probed as
+ * --vs-torch probes the training step), at the same lengths, sizes, chunk,
+ * reps and rounds, and the ratios. */
+int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows) {
+    char lengths[256] = "";
+    size_t n = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths)
+            n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
+    if (!n) return 0;
+    /* PyTorch's fastest setting here, by a probe of each at one length (the
+     * middle of the table's), as --vs-torch does for the training step */
+    int probe_T = 0, n_T = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN)) n_T++;
+    for (int i = 0, seen = 0; i < n_rows; i++)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && seen++ == n_T / 2) probe_T = rows[i].T;
+    char openblas[1024], label[256], args[512];
+    our_openblas(openblas, sizeof openblas);
+    TorchSetting c[8];
+    int n_c = torch_candidates(threads, c), best = 0;
+    double best_ms = INFINITY;
+    printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked cosformer with autograd): a probe of "
+           "each setting at T %d:\n", probe_T);
+    for (int i = 0; i < n_c; i++) {
+        snprintf(args, sizeof args, "--lengths %d --d_model %d --heads %d --chunk %d --reps 3 --rounds 1 --threads %d",
+                 probe_T, m->d_model, m->heads, m->chunk, c[i].threads);
+        ScalingRow probe = {.attn = attn_find(SCALING_LINEAR_ATTN), .T = probe_T, .torch_ms = NAN};
+        TorchRows one = {&probe, 1};
+        char *saved[N_TORCH_ENV];
+        torch_env_set(&c[i], openblas, saved);
+        int rc = run_python_script("torch_scaling.py", args, true, torch_scaling_line, &one);
+        torch_env_restore(saved);
+        if (rc != 0) return -1;
+        printf("  %9.1f ms  %s\n", probe.torch_ms, torch_setting_label(&c[i], label, sizeof label));
+        if (probe.torch_ms < best_ms) best_ms = probe.torch_ms, best = i;
+    }
+    printf("  fastest: %s\n", torch_setting_label(&c[best], label, sizeof label));
+    snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --rounds %d --threads %d",
+             lengths, m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, o->rounds, c[best].threads);
+    printf("\nPyTorch under that setting, same sizes, chunk, reps and rounds:\n");
+    fflush(stdout);
+    TorchRows tr = {rows, n_rows};
+    char *saved[N_TORCH_ENV];
+    torch_env_set(&c[best], openblas, saved);
+    int rc = run_python_script("torch_scaling.py", args, false, torch_scaling_line, &tr);
+    torch_env_restore(saved);
+    if (rc != 0) return -1;
+    printf("\n  %6s | %12s %12s %9s | %18s %18s\n", "T", "attnlab ms", "torch ms", "ratio", "attnlab arena MiB",
+           "torch growth MiB");
+    for (int i = 0; i < n_rows; i++) {
+        const ScalingRow *r = &rows[i];
+        if (r->attn != attn_find(SCALING_LINEAR_ATTN) || isnan(r->torch_ms)) continue;
+        printf("  %6d | %12.1f %12.1f %8.2fx | %18.1f %18.1f\n", r->T, r->layer.step_s * 1e3, r->torch_ms,
+               r->torch_ms / (r->layer.step_s * 1e3), r->layer.arena_mib, r->torch_growth_mib);
+    }
+    printf("  (ratio: PyTorch's median step time over attnlab's. Memory: the layer's arena peak against\n"
+           "  PyTorch's peak RSS above its RSS at the length's start)\n");
     return 0;
 }
