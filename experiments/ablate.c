@@ -235,14 +235,6 @@ static void baseline_config(Config *c) {
     option_set(c, "attn", option_find("attn")->def, NULL);
 }
 
-/* The kernel that owns option `key` (attention/kernel.h), or NULL. */
-static const AttnKernel *owner_of(const char *key) {
-    for (int k = 0; k < attn_kernel_count(); k++)
-        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++)
-            if (!strcmp(r->name, key)) return attn_kernels[k];
-    return NULL;
-}
-
 static bool same_config(const Config *a, const Config *b) {
     for (int i = 0; i < option_count(); i++) {
         char x[320], y[320];
@@ -305,7 +297,7 @@ int main(int argc, char **argv) {
             }
             attn_given |= !strcmp(key, "attn");
             eval_given |= !strcmp(key, "eval_every");
-            if (!implied) implied = owner_of(key);
+            if (!implied) implied = attn_option_owner(key);
             if (!strchr(vals, '/')) { /* key=v: fixed for every run */
                 if (!*vals) {
                     fprintf(stderr, "error: %s=: no value\n", key);

@@ -218,6 +218,17 @@ static void torch_env_restore(char *saved[N_TORCH_ENV]) {
     }
 }
 
+/* run_python_script under setting s: its variables set in the child's
+ * environment for the run, then put back. */
+static int run_under(const TorchSetting *s, const char *openblas, const char *script, const char *args, bool quiet,
+                     void (*line)(const char *, void *), void *ctx) {
+    char *saved[N_TORCH_ENV];
+    torch_env_set(s, openblas, saved);
+    int rc = run_python_script(script, args, quiet, line, ctx);
+    torch_env_restore(saved);
+    return rc;
+}
+
 /* torch_reference.py's lines: "  torch 1.13.0: 2 threads (interop 1), ATen CPU
  * capability AVX2", "  BLAS: <libraries>; OpenBLAS kernel Haswell",
  * "  throughput 5106 tok/s". */
@@ -243,11 +254,7 @@ static int bench_torch(const Config *cfg, const TorchSetting *s, int warmup, int
              cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context, cfg->train.batch, warmup,
              steps, s->threads);
     memset(r, 0, sizeof *r);
-    char *saved[N_TORCH_ENV];
-    torch_env_set(s, openblas, saved);
-    int rc = run_python_script("torch_reference.py", args, quiet, torch_run_line, r);
-    torch_env_restore(saved);
-    if (rc != 0) return -1;
+    if (run_under(s, openblas, "torch_reference.py", args, quiet, torch_run_line, r) != 0) return -1;
     if (r->tok_s <= 0) {
         fprintf(stderr, "error: --vs-torch: experiments/torch_reference.py printed no throughput\n"
                         "hint: run it by hand to see why: python3 experiments/torch_reference.py --steps 1\n");
@@ -330,17 +337,16 @@ int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads) {
 int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int threads, ScalingRow *rows, int n_rows) {
     char lengths[256] = "";
     size_t n = 0;
+    int Ts[BENCH_MAX_LENGTHS], n_T = 0;
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths)
+        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths && n_T < BENCH_MAX_LENGTHS) {
             n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
-    if (!n) return 0;
+            Ts[n_T++] = rows[i].T;
+        }
+    if (!n_T) return 0;
     /* PyTorch's fastest setting here, by a probe of each at one length (the
      * middle of the table's), as --vs-torch does for the training step */
-    int probe_T = 0, n_T = 0;
-    for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN)) n_T++;
-    for (int i = 0, seen = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && seen++ == n_T / 2) probe_T = rows[i].T;
+    int probe_T = Ts[n_T / 2];
     char openblas[1024], label[256], args[512];
     our_openblas(openblas, sizeof openblas);
     TorchSetting c[8];
@@ -353,11 +359,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
                  probe_T, m->d_model, m->heads, m->chunk, c[i].threads);
         ScalingRow probe = {.attn = attn_find(SCALING_LINEAR_ATTN), .T = probe_T, .torch_ms = NAN};
         TorchRows one = {&probe, 1};
-        char *saved[N_TORCH_ENV];
-        torch_env_set(&c[i], openblas, saved);
-        int rc = run_python_script("torch_scaling.py", args, true, torch_scaling_line, &one);
-        torch_env_restore(saved);
-        if (rc != 0) return -1;
+        if (run_under(&c[i], openblas, "torch_scaling.py", args, true, torch_scaling_line, &one) != 0) return -1;
         printf("  %9.1f ms  %s\n", probe.torch_ms, torch_setting_label(&c[i], label, sizeof label));
         if (probe.torch_ms < best_ms) best_ms = probe.torch_ms, best = i;
     }
@@ -367,11 +369,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
     printf("\nPyTorch under that setting, same sizes, chunk, reps and rounds:\n");
     fflush(stdout);
     TorchRows tr = {rows, n_rows};
-    char *saved[N_TORCH_ENV];
-    torch_env_set(&c[best], openblas, saved);
-    int rc = run_python_script("torch_scaling.py", args, false, torch_scaling_line, &tr);
-    torch_env_restore(saved);
-    if (rc != 0) return -1;
+    if (run_under(&c[best], openblas, "torch_scaling.py", args, false, torch_scaling_line, &tr) != 0) return -1;
     printf("\n  %6s | %12s %12s %9s | %18s %18s\n", "T", "attnlab ms", "torch ms", "ratio", "attnlab arena MiB",
            "torch growth MiB");
     for (int i = 0; i < n_rows; i++) {

@@ -79,37 +79,40 @@ static const OptDef table_rows[] = {
     {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample", NULL},
 };
 
-/* The whole table: table_rows with the kernels' rows after attn, made when
- * first asked for (and again after a kernel is registered). */
-static OptDef table[sizeof table_rows / sizeof table_rows[0] + ATTN_MAX_KERNELS * 8];
+/* The whole table: table_rows with the position schemes' rows after pos and
+ * the kernels' after attn, made when first asked for (and again after a
+ * kernel is registered). */
+enum { MAX_REGISTRY_ROWS = 8 * ATTN_MAX_KERNELS + 16 };
+static OptDef table[sizeof table_rows / sizeof table_rows[0] + MAX_REGISTRY_ROWS];
 static int n_table = -1, table_kernels = -1;
+
+/* Appends a registry's rows (offsets into ModelConfig); a row two schemes
+ * share (rope_dims: rope and xpos) once. */
+static void append_rows(const OptDef *rows) {
+    for (const OptDef *r = rows; r && r->name; r++) {
+        bool seen = false;
+        for (int j = 0; j < n_table && !seen; j++) seen = !strcmp(table[j].name, r->name);
+        if (seen) continue;
+        if (n_table == (int)(sizeof table / sizeof table[0])) DIE("option table: more than %d rows", n_table);
+        table[n_table] = *r;
+        table[n_table++].offset += offsetof(Config, model);
+    }
+}
 
 static void build_table(void) {
     if (n_table >= 0 && table_kernels == attn_kernel_count()) return;
     n_table = 0;
     table_kernels = attn_kernel_count();
     for (size_t i = 0; i < sizeof table_rows / sizeof table_rows[0]; i++) {
-        table[n_table++] = table_rows[i];
-        if (!strcmp(table_rows[i].name, "attn")) table[n_table - 1].def = attn_choice(0)->name;
-        if (!strcmp(table_rows[i].name, "pos")) table[n_table - 1].def = pos_name(pos_default);
-        if (!strcmp(table_rows[i].name, "pos")) /* the schemes' rows, each once */
-            for (int k = 0; k < n_pos_schemes; k++)
-                for (const OptDef *r = pos_schemes[k].option_rows; r && r->name; r++) {
-                    bool seen = false;
-                    for (int j = 0; j < n_table; j++) seen |= !strcmp(table[j].name, r->name);
-                    if (seen) continue;
-                    OptDef row = *r;
-                    row.offset += offsetof(Config, model);
-                    table[n_table++] = row;
-                }
-        if (strcmp(table_rows[i].name, "attn") != 0) continue;
-        for (int k = 0; k < table_kernels; k++)
-            for (const OptDef *r = attn_kernel_rows(k); r->name; r++) {
-                if (n_table == (int)(sizeof table / sizeof table[0])) DIE("option table: too many kernel rows");
-                OptDef row = *r;
-                row.offset += offsetof(Config, model);
-                table[n_table++] = row;
-            }
+        OptDef *row = &table[n_table++];
+        *row = table_rows[i];
+        if (!strcmp(row->name, "attn")) {
+            row->def = attn_choice(0)->name;
+            for (int k = 0; k < table_kernels; k++) append_rows(attn_kernel_rows(k));
+        } else if (!strcmp(row->name, "pos")) {
+            row->def = pos_name(pos_default);
+            for (int k = 0; k < n_pos_schemes; k++) append_rows(pos_schemes[k].option_rows);
+        }
     }
 }
 
@@ -237,7 +240,6 @@ static const char *score_kernels(char *buf, size_t size) {
     return buf;
 }
 
-/* The position options: what each scheme needs of the kernel and objective. */
 /* "pos=rope or xpos": the schemes that own option `name`. */
 static const char *owners_of(const char *name, char *buf, size_t size) {
     size_t k = (size_t)snprintf(buf, size, "pos=");
@@ -302,13 +304,12 @@ int config_validate(Config *c, Err *e) {
                    err_hint(e, "use --attn %s to vary it", kern->name);
     }
     /* an option another kernel owns */
-    for (int k = 0; k < attn_kernel_count(); k++) {
-        const AttnKernel *other = attn_kernels[k];
-        if (other == kern) continue;
-        for (const OptDef *r = other->option_rows; r && r->name; r++)
-            if (changed(c, r->name))
-                return err_set(e, "--%s applies to %s, not attn=%s", r->name, other->title, choice->name),
-                       err_hint(e, "add --attn %s", other->name);
+    for (int i = 0; i < option_count(); i++) {
+        const char *name = option_at(i)->name;
+        const AttnKernel *owner = attn_option_owner(name);
+        if (owner && owner != kern && changed(c, name))
+            return err_set(e, "--%s applies to %s, not attn=%s", name, owner->title, choice->name),
+                   err_hint(e, "add --attn %s", owner->name);
     }
     if (m->objective == OBJECTIVE_MLM) {
         /* samples.txt of an mlm run is a fill-in demo (experiments/sample.h):

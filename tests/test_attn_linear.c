@@ -166,7 +166,7 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     if (!fixture_read(sf, fc->name, "R", out, R, msg, size)) goto done;
     rounding_move_input(R, out->n);
     stage = FX_OUT;
-    if (!fixture_compare(sf, fc->name, "out", out, out->data, ATOL, RTOL, msg, size)) goto done;
+    if (!fixture_compare(sf, fc->name, "out", out, out->data, msg, size)) goto done;
     stage = FX_CLAMPED;
     if (!rounding_moving() && (st.den_clamped != clamped || st.den_rows != (long)FX_B * FX_H * fc->T)) {
         snprintf(msg, (size_t)size, "%s: attn_stats counts %ld of %ld rows clamped, PyTorch %d of %d", fc->name,
@@ -177,14 +177,14 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     grad_set(false);
     Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
     grad_set(true);
-    if (!fixture_compare(sf, fc->name, "probs", P, P->data, ATOL, RTOL, msg, size)) goto done;
+    if (!fixture_compare(sf, fc->name, "probs", P, P->data, msg, size)) goto done;
     stage = FX_GRADS;
     backward_seeded(out, R);
     for (int l = 0; l < 3; l++) {
         char what[16];
         snprintf(what, sizeof what, "grad_%s", names[l]);
         const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
-        if (!fixture_compare(sf, fc->name, what, in[l], g, ATOL, RTOL, msg, size)) goto done;
+        if (!fixture_compare(sf, fc->name, what, in[l], g, msg, size)) goto done;
     }
     stage = FX_OK;
 done:
@@ -408,11 +408,11 @@ START_TEST(test_linear_chunk_sizes_agree) {
                     c.chunk = chunks[ci];
                     run_chunk(&c, cases[k].kind, 5 + k, out, g);
                     char detail[256];
-                    ck_assert_msg(rounded_close("output", out, ref_out, nv, ATOL, RTOL, detail, sizeof detail),
+                    ck_assert_msg(rounded_close("output", out, ref_out, nv, detail, sizeof detail),
                                   "phi %s %s chunk %d against chunk %d: output %s", phi_names[cases[k].phi],
                                   causal ? "causal" : "bidirectional", chunks[ci], T, detail);
                     for (int l = 0; l < 3; l++)
-                        ck_assert_msg(rounded_close("gradient", g[l], ref[l], n[l], ATOL, RTOL, detail, sizeof detail),
+                        ck_assert_msg(rounded_close("gradient", g[l], ref[l], n[l], detail, sizeof detail),
                                       "phi %s %s chunk %d against chunk %d: gradient of input %d: %s",
                                       phi_names[cases[k].phi], causal ? "causal" : "bidirectional", chunks[ci], T, l,
                                       detail);

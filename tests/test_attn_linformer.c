@@ -166,19 +166,19 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     if (!fixture_read(sf, fc.name, "R", out, R, msg, size)) goto done;
     rounding_move_input(R, out->n);
     stage = FX_OUT;
-    if (!fixture_compare(sf, fc.name, "out", out, out->data, ATOL, RTOL, msg, size)) goto done;
+    if (!fixture_compare(sf, fc.name, "out", out, out->data, msg, size)) goto done;
     stage = FX_PROBS;
     grad_set(false);
     Tensor *P = linformer()->probs(&c, leaves[0], leaves[1]);
     grad_set(true);
-    if (!fixture_compare(sf, fc.name, "probs", P, P->data, ATOL, RTOL, msg, size)) goto done;
+    if (!fixture_compare(sf, fc.name, "probs", P, P->data, msg, size)) goto done;
     stage = FX_GRADS;
     backward_seeded(out, R);
     for (int l = 0; l < n_leaves; l++) {
         char what[16];
         snprintf(what, sizeof what, "grad_%s", names[l]);
         const float *g = leaves[l]->grad ? leaves[l]->grad : arena_calloc(&a, (size_t)leaves[l]->n * sizeof(float));
-        if (!fixture_compare(sf, fc.name, what, leaves[l], g, ATOL, RTOL, msg, size)) goto done;
+        if (!fixture_compare(sf, fc.name, what, leaves[l], g, msg, size)) goto done;
     }
     stage = FX_OK;
 done:

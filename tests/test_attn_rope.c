@@ -450,13 +450,13 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     if (!fixture_read(sf, name, "R", out, R, msg, size)) goto done;
     rounding_move_input(R, out->n);
     stage = FX_OUT;
-    if (!fixture_compare(sf, name, "out", out, out->data, ATOL, RTOL, msg, size)) goto done;
+    if (!fixture_compare(sf, name, "out", out, out->data, msg, size)) goto done;
     stage = FX_PROBS;
     if (i >= N_ROPE) {
         grad_set(false);
         Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
         grad_set(true);
-        if (!fixture_compare(sf, name, "probs", P, P->data, ATOL, RTOL, msg, size)) goto done;
+        if (!fixture_compare(sf, name, "probs", P, P->data, msg, size)) goto done;
     }
     stage = FX_GRADS;
     backward_seeded(out, R);
@@ -464,7 +464,7 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
         char what[16];
         snprintf(what, sizeof what, "grad_%s", in_names[l]);
         const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
-        if (!fixture_compare(sf, name, what, in[l], g, ATOL, RTOL, msg, size)) goto done;
+        if (!fixture_compare(sf, name, what, in[l], g, msg, size)) goto done;
     }
     stage = FX_OK;
 done:

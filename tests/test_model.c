@@ -169,7 +169,7 @@ static bool compare_params(StFile *sf, int k, const char *section, const ParamSe
         snprintf(name, sizeof name, "cfg%d/%s/%s", k, section, t->name);
         if (!fx_read(sf, name, t->ndim, t->shape, want, msg, size)) return false;
         const float *got = grads ? p->grad + p->offset[i] : p->value + p->offset[i];
-        if (!rounded_close(name, got, want, t->n, ATOL, RTOL, detail, sizeof detail)) {
+        if (!rounded_close(name, got, want, t->n, detail, sizeof detail)) {
             snprintf(msg, (size_t)size, "%s", detail);
             return false;
         }
@@ -252,7 +252,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     Tensor *logits = model_forward(&m, ids, B, T);
     snprintf(name, sizeof name, "cfg%d/logits", k);
     if (!fx_read(sf, name, 3, (int[]){B, T, V}, want, msg, size)) goto done;
-    if (!rounded_close(name, logits->data, want, logits->n, ATOL, RTOL, detail, sizeof detail)) {
+    if (!rounded_close(name, logits->data, want, logits->n, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
         goto done;
     }
@@ -266,7 +266,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     Tensor *loss = model_loss(&m, ids, targets, B, T);
     snprintf(name, sizeof name, "cfg%d/loss", k);
     if (!fx_read(sf, name, 1, (int[]){1}, want, msg, size)) goto done;
-    if (loss->n != 1 || !rounded_close(name, loss->data, want, 1, ATOL, RTOL, detail, sizeof detail)) {
+    if (loss->n != 1 || !rounded_close(name, loss->data, want, 1, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
         goto done;
     }
@@ -285,7 +285,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     float norm = clip_grad_norm(p, GOLDEN_MAX_NORM);
     snprintf(name, sizeof name, "cfg%d/grad_norm", k);
     if (!fx_read(sf, name, 1, (int[]){1}, want, msg, size)) goto done;
-    if (!rounded_close("gradient norm", &norm, want, 1, 0.0f, RTOL, detail, sizeof detail)) {
+    if (!rounded_close("gradient norm", &norm, want, 1, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
         goto done;
     }
@@ -525,11 +525,11 @@ START_TEST(test_kernel_matches_composition) {
 
         char detail[256];
         ck_assert(tensor_same_shape(out, want));
-        ck_assert_msg(rounded_close("output", out->data, want->data, out->n, ATOL, RTOL, detail, sizeof detail), "%s %s",
+        ck_assert_msg(rounded_close("output", out->data, want->data, out->n, detail, sizeof detail), "%s %s",
                       ref->name, detail);
         for (int i = 0; i < n_leaves; i++) {
             ck_assert_msg(leaves[i]->grad != NULL, "%s: the composition gives leaf %d no gradient", ref->name, i);
-            ck_assert_msg(rounded_close("gradient", grads[i], leaves[i]->grad, leaves[i]->n, ATOL, RTOL, detail, sizeof detail),
+            ck_assert_msg(rounded_close("gradient", grads[i], leaves[i]->grad, leaves[i]->n, detail, sizeof detail),
                           "%s gradient of leaf %d (q, k, v, then parameters): %s", ref->name, i, detail);
         }
         tape_reset();
@@ -566,7 +566,7 @@ START_TEST(test_kernel_probs) {
         char detail[256], s1[64], s2[64];
         ck_assert_msg(tensor_same_shape(P, P_ref), "%s probs: shape %s, want %s", ref->name,
                       tensor_shape_str(P, s1, sizeof s1), tensor_shape_str(P_ref, s2, sizeof s2));
-        ck_assert_msg(rounded_close("probs", P->data, P_ref->data, P->n, ATOL, RTOL, detail, sizeof detail), "%s %s",
+        ck_assert_msg(rounded_close("probs", P->data, P_ref->data, P->n, detail, sizeof detail), "%s %s",
                       ref->name, detail);
         if (c.causal && P->shape[3] == KC_T)
             for (long h = 0; h < (long)KC_B * KC_H; h++)
@@ -576,7 +576,7 @@ START_TEST(test_kernel_probs) {
                                       i, j);
         if (ref->probs_times_v) {
             Tensor *pv = op_matmul(P, v, false, false);
-            ck_assert_msg(rounded_close("output", out->data, pv->data, out->n, ATOL, RTOL, detail, sizeof detail),
+            ck_assert_msg(rounded_close("output", out->data, pv->data, out->n, detail, sizeof detail),
                           "%s: output is not probs . v: %s", ref->name, detail);
         }
         grad_set(was);

@@ -77,7 +77,7 @@ static bool compare_param(StFile *sf, const char *prefix, int k, const float *go
     if (!read_param(sf, prefix, k, scratch, msg, size)) return false;
     char detail[256], what[160];
     snprintf(what, sizeof what, "step %d: %s%s", step, prefix, fx_params[k].name);
-    if (!rounded_close(what, got, scratch, n, ATOL, RTOL, detail, sizeof detail)) {
+    if (!rounded_close(what, got, scratch, n, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
         return false;
     }

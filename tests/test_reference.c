@@ -54,7 +54,7 @@ static bool reference_case_once(StFile *sf, int k, char *msg, int size) {
     if (!want || !R) goto done;
     rounding_move_input(R, out->n);
     char detail[256];
-    if (!rounded_close("output", out->data, want, out->n, ATOL, RTOL, detail, sizeof detail)) {
+    if (!rounded_close("output", out->data, want, out->n, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s: output: %s", c->name, detail);
         goto done;
     }
@@ -65,7 +65,7 @@ static bool reference_case_once(StFile *sf, int k, char *msg, int size) {
         float *g = read_tensor(sf, c->name, what, in[i]->ndim, in[i]->shape, msg, size);
         if (!g) goto done;
         float *got = in[i]->grad ? in[i]->grad : arena_calloc(&a, (size_t)in[i]->n * sizeof(float));
-        if (!rounded_close("gradient", got, g, in[i]->n, ATOL, RTOL, detail, sizeof detail)) {
+        if (!rounded_close("gradient", got, g, in[i]->n, detail, sizeof detail)) {
             snprintf(msg, (size_t)size, "%s: gradient of input %d: %s", c->name, i, detail);
             goto done;
         }

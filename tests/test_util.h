@@ -28,10 +28,6 @@ bool case_covers(int k, int op);
 /* Index of the named case in op_cases; aborts when there is none. */
 int case_find(const char *name);
 
-/* Compares n floats; on the first element outside atol + rtol |want|, fills
- * msg and returns false. */
-bool close_enough(const float *got, const float *want, long n, float atol, float rtol, char *msg, int msg_size);
-
 /* Error analysis for two evaluations of one function whose sums run in
  * different orders (a fused product against split ones, a kernel against its
  * composition or against PyTorch in float64). Each float32 sum of K terms
@@ -62,7 +58,7 @@ bool close_to_rounding(const char *what, const float *got, const float *want, co
  * records what each rounded_close is given; the second runs as written, and
  * each rounded_close then allows `slack` times the largest move its tensor
  * showed (close_to_rounding, about the second pass's values). Outside
- * ROUNDING_PASSES, rounded_close compares within atol + rtol |want|.
+ * ROUNDING_PASSES, rounded_close has no bound and fails the test.
  *     ROUNDING_PASSES(K, slack) { ...; rounding_move_input(x, n); ...;
  *                                  ck_assert(rounded_close(...)); }
  * rounding_moving() says whether this is the first pass (for a check that
@@ -72,8 +68,7 @@ void rounding_begin(long K, double slack);
 bool rounding_next(void);
 bool rounding_moving(void);
 void rounding_move_input(float *x, long n);
-bool rounded_close(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
-                   int size);
+bool rounded_close(const char *what, const float *got, const float *want, long n, char *msg, int size);
 
 /* Opens tests/fixtures/<name> ($ATTNLAB_FIXTURES/<name> when set); a missing
  * or bad fixture fails the test with a hint to remake it. */
@@ -82,18 +77,14 @@ StFile fixture_open(const char *name);
 /* Reads "<case>/<what>" of a fixture into dst, which has t's shape; false and
  * the reason in msg when it is missing or shaped otherwise. */
 bool fixture_read(StFile *sf, const char *c, const char *what, const Tensor *t, float *dst, char *msg, int size);
-/* Compares got (t's shape) with "<case>/<what>" within atol + rtol |want|. */
-bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, float atol,
-                     float rtol, char *msg, int size);
+/* Compares got (t's shape) with "<case>/<what>" by rounded_close (inside
+ * ROUNDING_PASSES). */
+bool fixture_compare(StFile *sf, const char *c, const char *what, const Tensor *t, const float *got, char *msg,
+                     int size);
 
 /* "<case>/<what>" of this shape in a new tensor of the current arena; a
  * missing or misshapen tensor fails the test. */
 Tensor *fixture_tensor(StFile *sf, const char *c, const char *what, int ndim, const int *shape);
-/* Whether got and want differ beyond atol + rtol |want|; if so, msg says
- * "<what>: <the first element outside>". */
-bool differs(const char *what, const float *got, const float *want, long n, float atol, float rtol, char *msg,
-             int size);
-
 /* How far a kernel's fixture run got: the first stage that differed, or
  * KERNEL_FX_OK; kernel_fx_stage_names[stage] names it. */
 typedef enum { KERNEL_FX_OUTPUT, KERNEL_FX_PROBS, KERNEL_FX_GRADS, KERNEL_FX_OK } KernelFxStage;

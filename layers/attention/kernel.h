@@ -174,6 +174,8 @@ typedef struct {
 
 /* A row offset meaning "a slot of ModelConfig.slots, given by the registry". */
 #define ATTN_OPTION_SLOT ((size_t)-1)
+/* The kernel whose option_rows declare option `name`, or NULL. */
+const AttnKernel *attn_option_owner(const char *name);
 /* Kernel k's rows (attn_kernels[k]) with their slots given: offsets into
  * ModelConfig. */
 const OptDef *attn_kernel_rows(int k);

@@ -87,6 +87,13 @@ const OptDef *attn_kernel_rows(int k) {
     return rows[k];
 }
 
+const AttnKernel *attn_option_owner(const char *name) {
+    for (int k = 0; k < attn_kernel_count(); k++)
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++)
+            if (!strcmp(r->name, name)) return attn_kernels[k];
+    return NULL;
+}
+
 static const OptDef *row_of(const AttnKernel *kern, const char *name) {
     build_choices();
     for (int k = 0; k < attn_kernel_count(); k++)
