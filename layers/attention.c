@@ -18,35 +18,18 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
     a->key_size = model_key_size(c);
     a->head_size = model_head_size(c);
     a->causal = c->objective == OBJECTIVE_CLM;
-    a->cfg = *c;
     a->kernel = attn_kernel_for(c->attn);
     if (a->kernel->forward_qkv && !a->kernel->rope_inside)
         DIE("attention kernel %s: forward_qkv needs rope_inside (the module rotates split heads only)", a->kernel->name);
     if (a->causal && a->kernel->bidirectional_only)
         DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
-    /* a preset (cosformer: linear attention with phi = relu and cos re-weighting) fixes some options */
-    ModelConfig eff = attn_effective(c);
     a->call = (AttnCall){
         .H = a->heads,
         .key_size = a->key_size,
         .head_size = a->head_size,
         .causal = a->causal,
         .scale = 1.0f / sqrtf((float)a->key_size),
-        .phi = eff.phi,
-        .leaky_slope = c->leaky_slope,
-        .reweight = eff.reweight,
-        .chunk = c->chunk,
-        .talking_heads = c->talking_heads,
-        .linformer_k = c->linformer_k,
-        .linformer_share = c->linformer_share,
-        .linformer_proj = c->linformer_proj,
-        .context = c->context,
-        .pos = c->pos,
-        .rope_dims = c->rope_dims ? c->rope_dims : a->key_size,
-        .sandwich_lambda = c->sandwich_lambda,
-        .window = c->window,
-        .logn = c->logn == ON,
-        .bca = c->bca == ON,
+        .m = attn_effective(c),
     };
     /* q, k, v in this order (the order initialisation draws in), each stored
      * after the one before, so that they also run as one product */
@@ -66,13 +49,12 @@ static AttnCall call_for(const Attention *a, const Tensor *x) {
     c.B = x->shape[0];
     c.T = x->shape[1];
     for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
-    c.model = &a->cfg;
     return c;
 }
 
 /* q or k with pos = rope | xpos applied, unless the kernel applies it itself. */
 static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool key) {
-    bool rotary = pos_scheme(c->pos)->rotary;
+    bool rotary = pos_scheme(c->m.pos)->rotary;
     return rotary && !a->kernel->rope_inside ? attn_rope(c, x, key) : x;
 }
 

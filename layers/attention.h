@@ -16,7 +16,6 @@ struct Attention {
     bool causal;
     const AttnKernel *kernel;
     AttnCall call;                   /* the options every call gets */
-    ModelConfig cfg;                 /* the layer's config (AttnCall.model) */
     Tensor *params[ATTN_MAX_PARAMS]; /* the kernel's own parameters */
 };
 

@@ -10,12 +10,12 @@
 
 AttnCall positions_call(bool causal, int pos, int window, bool bca, bool logn) {
     AttnCall c = kernel_case_call(causal);
-    c.context = POS_CONTEXT;
-    c.pos = pos;
-    c.window = window;
-    c.bca = bca;
-    c.logn = logn;
-    c.sandwich_lambda = 0.7f;
+    c.m.context = POS_CONTEXT;
+    c.m.pos = pos;
+    c.m.window = window;
+    c.m.bca = bca;
+    c.m.logn = logn;
+    c.m.sandwich_lambda = 0.7f;
     return c;
 }
 
@@ -36,7 +36,7 @@ static void slopes(int n, double *m) {
 }
 
 static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h, int delta) {
-    switch (c->pos) {
+    switch (c->m.pos) {
         case POS_ALIBI: {
             double m[c->H];
             slopes(c->H, m);
@@ -51,7 +51,7 @@ static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h
             int d = c->H * c->key_size;
             double dot = 0.0;
             for (int k = 0; k < d / 2; k++) dot += cos(delta * pow(10000.0, -2.0 * k / d));
-            return c->sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
+            return c->m.sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
         }
         default: return 0.0;
     }
@@ -59,17 +59,17 @@ static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h
 
 void positions_reference(const AttnCall *c, const float *p0, const float *p1, float *mask, float *lambda, float *bias) {
     int T = c->T;
-    int blen = c->context / 2 > 1 ? c->context / 2 : 1;
+    int blen = c->m.context / 2 > 1 ? c->m.context / 2 : 1;
     for (int i = 0; i < T; i++) {
         int seen = 0;
         for (int j = 0; j < T; j++) {
             bool ok = !c->causal || j <= i;
-            if (c->causal && c->window > 0) ok = ok && i - j < c->window;
-            if (c->causal && c->bca) ok = ok && j / blen >= i / blen - 1;
+            if (c->causal && c->m.window > 0) ok = ok && i - j < c->m.window;
+            if (c->causal && c->m.bca) ok = ok && j / blen >= i / blen - 1;
             mask[i * T + j] = ok ? 0.0f : -INFINITY;
             seen += ok;
         }
-        double l = c->logn ? log((double)seen) / log((double)c->context) : 1.0;
+        double l = c->m.logn ? log((double)seen) / log((double)c->m.context) : 1.0;
         lambda[i] = (float)(l > 1.0 ? l : 1.0);
         for (int h = 0; h < c->H; h++)
             for (int j = 0; j < T; j++)
@@ -87,14 +87,14 @@ Tensor *positions_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Te
     cc.key_size = q->shape[3];
     Tensor *mask = tensor_2d(T, T), *L = tensor_2d(T, T), *bias = tensor_new(3, (int[]){H, T, T});
     float lambda[T];
-    bool has_p = pos_bias_n_params(c->pos) > 0;
+    bool has_p = pos_bias_n_params(c->m.pos) > 0;
     positions_reference(&cc, has_p ? c->params[0]->data : NULL, has_p ? c->params[1]->data : NULL, mask->data, lambda,
                         bias->data);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) L->data[i * T + j] = lambda[i];
     Tensor *s = op_scale(op_matmul(q, k, false, true), c->scale);
-    if (c->logn) s = op_mul(s, L);
-    if (pos_has_bias(c->pos)) s = op_add(s, bias);
+    if (c->m.logn) s = op_mul(s, L);
+    if (pos_has_bias(c->m.pos)) s = op_add(s, bias);
     Tensor *p = op_softmax(s, mask);
     *probs = p;
     return op_matmul(p, v, false, false);

@@ -25,14 +25,14 @@ AttnCall kernel_case_call(bool causal) {
         .head_size = KC_DV,
         .causal = causal,
         .scale = 1.0f / sqrtf((float)KC_DK),
-        .phi = PHI_RELU,
-        .leaky_slope = 0.01f,
-        .reweight = REWEIGHT_NONE,
-        .chunk = 2, /* small, so that T = 5 spans chunks and a partial one */
-        .talking_heads = TALKING_NONE,
-        .linformer_k = 3,
-        .linformer_share = LF_SHARE_NONE,
-        .linformer_proj = LF_PROJ_LINEAR,
+        .m.phi = PHI_RELU,
+        .m.leaky_slope = 0.01f,
+        .m.reweight = REWEIGHT_NONE,
+        .m.chunk = 2, /* small, so that T = 5 spans chunks and a partial one */
+        .m.talking_heads = TALKING_NONE,
+        .m.linformer_k = 3,
+        .m.linformer_share = LF_SHARE_NONE,
+        .m.linformer_proj = LF_PROJ_LINEAR,
     };
 }
 

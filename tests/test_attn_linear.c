@@ -61,7 +61,7 @@ static AttnCall call_for(int B, int H, int T, int dk, int dv, bool causal, int p
     c.key_size = dk;
     c.head_size = dv;
     c.scale = 1.0f / sqrtf((float)dk);
-    c.chunk = chunk;
+    c.m.chunk = chunk;
     return c;
 }
 
@@ -148,7 +148,7 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     tape_reset();
     FxStage stage = FX_READ;
     AttnCall c = call_for(FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
-    c.leaky_slope = fc->slope;
+    c.m.leaky_slope = fc->slope;
     const char *names[3] = {"q", "k", "v"};
     Tensor *in[3] = {tensor_4d(FX_B, FX_H, fc->T, FX_DK), tensor_4d(FX_B, FX_H, fc->T, FX_DK),
                      tensor_4d(FX_B, FX_H, fc->T, FX_DV)};
@@ -405,7 +405,7 @@ START_TEST(test_linear_chunk_sizes_agree) {
                 AttnCall c = call_for(B, H, T, dk, dv, causal, cases[k].phi, cases[k].reweight, T);
                 run_chunk(&c, cases[k].kind, 5 + k, ref_out, ref);
                 for (size_t ci = 0; ci + 1 < sizeof chunks / sizeof chunks[0]; ci++) {
-                    c.chunk = chunks[ci];
+                    c.m.chunk = chunks[ci];
                     run_chunk(&c, cases[k].kind, 5 + k, out, g);
                     char detail[256];
                     ck_assert_msg(rounded_close("output", out, ref_out, nv, detail, sizeof detail),
@@ -573,9 +573,9 @@ START_TEST(test_linear_cosformer_preset) {
         Attention at;
         attention_declare(&at, &p, "blocks.0.attn", 0, &cfg);
         ck_assert_str_eq(at.kernel->name, "linear");
-        ck_assert_int_eq(at.call.phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
-        ck_assert_int_eq(at.call.reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
-        ck_assert_int_eq(at.call.chunk, 64);
+        ck_assert_int_eq(at.call.m.phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
+        ck_assert_int_eq(at.call.m.reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
+        ck_assert_int_eq(at.call.m.chunk, 64);
         ck_assert(at.call.causal);
         params_free(&p);
     }
@@ -806,7 +806,7 @@ START_TEST(test_linear_adds_to_a_set_gradient) {
     for (int variant = 0; variant < 6; variant++) {
         bool causal = variant % 2;
         AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_ELU, variant / 2 == 1 ? REWEIGHT_COS : REWEIGHT_NONE, 8);
-        if (variant / 2 == 2) c.pos = POS_ROPE, c.rope_dims = dk;
+        if (variant / 2 == 2) c.m.pos = POS_ROPE, c.m.rope_dims = dk;
         Arena a;
         arena_init(&a, 1 << 16);
         engine_set_arena(&a);

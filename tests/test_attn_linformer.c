@@ -65,10 +65,10 @@ static AttnCall lf_call(int B, int H, int T, int dk, int dv, int proj, int share
         .key_size = dk,
         .head_size = dv,
         .scale = 1.0f / sqrtf((float)dk),
-        .linformer_k = k,
-        .linformer_share = share,
-        .linformer_proj = proj,
-        .context = n,
+        .m.linformer_k = k,
+        .m.linformer_share = share,
+        .m.linformer_proj = proj,
+        .m.context = n,
     };
 }
 

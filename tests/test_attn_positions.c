@@ -166,8 +166,8 @@ typedef KernelFxStage Stage;
 
 static AttnCall fixture_call(const Fixture *f, const Variant *v) {
     return (AttnCall){.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
-                      .scale = 1.0f / sqrtf((float)f->dk), .context = f->context, .pos = v->pos,
-                      .sandwich_lambda = f->lambda, .window = v->window, .logn = v->logn, .bca = v->bca};
+                      .scale = 1.0f / sqrtf((float)f->dk), .m.context = f->context, .m.pos = v->pos,
+                      .m.sandwich_lambda = f->lambda, .m.window = v->window, .m.logn = v->logn, .m.bca = v->bca};
 }
 
 static const char *kerple_name(int pos, int i) {
@@ -380,7 +380,7 @@ static size_t op_bytes(int T, int window, bool grads) {
     }
     size_t start = arena_in_use(&a);
     AttnCall c = {.B = B, .H = H, .T = T, .key_size = d, .head_size = d, .causal = true,
-                  .scale = 1.0f / sqrtf((float)d), .context = 64, .pos = POS_ALIBI, .window = window};
+                  .scale = 1.0f / sqrtf((float)d), .m.context = 64, .m.pos = POS_ALIBI, .m.window = window};
     Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
     if (grads) {
         float *seed = xmalloc((size_t)out->n * sizeof(float));
@@ -450,8 +450,8 @@ START_TEST(test_positions_probs_consistent) {
         attn_query_block = 16;
         for (size_t t = 0; t < sizeof vs / sizeof vs[0]; t++) {
             AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = vs[t].causal,
-                          .scale = 1.0f / sqrtf((float)PD), .context = 16, .pos = vs[t].pos, .sandwich_lambda = 0.8f,
-                          .window = vs[t].window, .logn = vs[t].logn, .bca = vs[t].bca, .params = {pa, pp}};
+                          .scale = 1.0f / sqrtf((float)PD), .m.context = 16, .m.pos = vs[t].pos, .m.sandwich_lambda = 0.8f,
+                          .m.window = vs[t].window, .m.logn = vs[t].logn, .m.bca = vs[t].bca, .params = {pa, pp}};
             const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
             Tensor *out = kern->forward(&c, x[0], x[1], x[2]), *P = kern->probs(&c, x[0], x[1]);
             Tensor *pv = op_matmul(P, x[2], false, false);
@@ -499,8 +499,8 @@ START_TEST(test_positions_no_grad_same_output) {
     }
     attn_query_block = 16;
     AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = true,
-                  .scale = 1.0f / sqrtf((float)PD), .context = 16, .pos = POS_SANDWICH, .sandwich_lambda = 1.0f,
-                  .window = 11, .logn = true};
+                  .scale = 1.0f / sqrtf((float)PD), .m.context = 16, .m.pos = POS_SANDWICH, .m.sandwich_lambda = 1.0f,
+                  .m.window = 11, .m.logn = true};
     bool was = grad_set(true);
     Tensor *with = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
     grad_set(false);

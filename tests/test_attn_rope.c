@@ -86,8 +86,8 @@ static AttnCall rope_call(const RopeCase *rc) {
     AttnCall c = kernel_case_call(true);
     c.T = rc->T;
     c.key_size = rc->d;
-    c.pos = rc->pos;
-    c.rope_dims = rc->rope_dims;
+    c.m.pos = rc->pos;
+    c.m.rope_dims = rc->rope_dims;
     return c;
 }
 
@@ -96,9 +96,9 @@ static AttnCall lin_call(const LinCase *lc, int B, int H) {
     c.B = B, c.H = H, c.T = lc->T;
     c.key_size = lc->dk, c.head_size = lc->dv;
     c.scale = 1.0f / sqrtf((float)lc->dk);
-    c.chunk = lc->chunk;
-    c.pos = POS_ROPE;
-    c.rope_dims = lc->rope_dims;
+    c.m.chunk = lc->chunk;
+    c.m.pos = POS_ROPE;
+    c.m.rope_dims = lc->rope_dims;
     return c;
 }
 
@@ -222,8 +222,8 @@ START_TEST(test_rope_score_depends_on_offset_only) {
     rng_fill_normal(&rng, krow, d, 0.0f, 1.0f);
     for (int di = 0; di < 2; di++) {
         AttnCall c = kernel_case_call(true);
-        c.pos = POS_ROPE;
-        c.rope_dims = dims[di];
+        c.m.pos = POS_ROPE;
+        c.m.rope_dims = dims[di];
         Tensor *q = attn_rope(&c, repeated(qrow, T, d), false), *k = attn_rope(&c, repeated(krow, T, d), true);
         double spread = 0;
         for (int i = 0; i < T; i++)
@@ -264,10 +264,10 @@ START_TEST(test_xpos_is_rope_times_decay) {
         rng_fill_normal(&rng, qx->data, qx->n, 0.0f, 1.0f);
         rng_fill_normal(&rng, kx->data, kx->n, 0.0f, 1.0f);
         AttnCall c = kernel_case_call(true);
-        c.rope_dims = D;
-        c.pos = POS_ROPE;
+        c.m.rope_dims = D;
+        c.m.pos = POS_ROPE;
         Tensor *rq = attn_rope(&c, qx, false), *rk = attn_rope(&c, kx, true);
-        c.pos = POS_XPOS;
+        c.m.pos = POS_XPOS;
         Tensor *xq = attn_rope(&c, qx, false), *xk = attn_rope(&c, kx, true);
         double widest = 0;
         for (int i = 0; i < T; i += 7)
@@ -293,10 +293,10 @@ END_TEST
 /* ---- against a composition of primitive ops ---------------------------------------- */
 
 static Tensor *phi_op(const AttnCall *c, Tensor *x) {
-    switch (c->phi) {
+    switch (c->m.phi) {
         case PHI_IDENTITY: return op_identity(x);
         case PHI_RELU: return op_relu(x);
-        case PHI_LEAKYRELU: return op_leakyrelu(x, c->leaky_slope);
+        case PHI_LEAKYRELU: return op_leakyrelu(x, c->m.leaky_slope);
         default: return op_elu(x, 1.0f, 1.0f);
     }
 }
@@ -332,7 +332,7 @@ static Tensor *rotate_compose(Tensor *x, int rope_dims) {
 static Tensor *linear_rope_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
     int T = q->shape[2];
     Tensor *fq = phi_op(c, q), *fk = phi_op(c, k);
-    Tensor *A = op_matmul(rotate_compose(fq, c->rope_dims), rotate_compose(fk, c->rope_dims), false, true);
+    Tensor *A = op_matmul(rotate_compose(fq, c->m.rope_dims), rotate_compose(fk, c->m.rope_dims), false, true);
     Tensor *A0 = op_matmul(fq, fk, false, true);
     if (c->causal) {
         Tensor *W = constant(T, T, 1.0f);
@@ -362,11 +362,11 @@ static void draw_inputs(Rng *rng, const AttnCall *c, const void *ctx, Tensor **l
     for (int l = 0; l < 3; l++) {
         leaves[l] = tensor_new(4, l < 2 ? shape_k : shape_v);
         for (long i = 0; i < leaves[l]->n; i++)
-            leaves[l]->data[i] = l == 2 || c->phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
+            leaves[l]->data[i] = l == 2 || c->m.phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
         leaves[l]->requires_grad = true;
         in[l] = leaves[l];
     }
-    if (c->phi == PHI_RELU || c->phi == PHI_LEAKYRELU) {
+    if (c->m.phi == PHI_RELU || c->m.phi == PHI_LEAKYRELU) {
         in[0] = linear_signs(leaves[0], false);
         in[1] = linear_signs(leaves[1], true);
     }
@@ -388,10 +388,10 @@ START_TEST(test_linear_rope_matches_composition) {
         c = lin_call(&(LinCase){"long", phi, (_i - N_LIN) % 2 == 0, 50, 6, 5, phi == PHI_RELU ? 4 : 6, 8}, 1, 3);
     }
     ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg),
-                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[c.phi],
-                  c.causal ? "causal" : "bidirectional", c.T, c.rope_dims, c.chunk, msg);
+                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[c.m.phi],
+                  c.causal ? "causal" : "bidirectional", c.T, c.m.rope_dims, c.m.chunk, msg);
     if (_i >= N_LIN && c.causal) {
-        c.chunk = 1;
+        c.m.chunk = 1;
         ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg), "chunk 1: %s", msg);
     }
 }

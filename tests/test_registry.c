@@ -30,11 +30,11 @@ static const OptDef relu2_options[] = {
 };
 static const AttnKernel attn_kernel_relu2;
 
-static int relu2_power(const ModelConfig *m) { return m ? attn_option_int(m, &attn_kernel_relu2, "relu2_power") : 2; }
+static int relu2_power(const ModelConfig *m) { return attn_option_int(m, &attn_kernel_relu2, "relu2_power"); }
 
 static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale)), *p = s;
-    for (int i = 1; i < relu2_power(c->model); i++) p = op_mul(p, s);
+    for (int i = 1; i < relu2_power(&c->m); i++) p = op_mul(p, s);
     if (!c->causal) return p;
     Tensor *mask = tensor_2d(c->T, c->T);
     for (int i = 0; i < c->T; i++)
@@ -189,7 +189,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     /* the kernel reads its own option from the layer's config */
     Config c3 = c;
     ck_assert_msg(option_set(&c3, "relu2_power", "3", &e) == 0, "%s", e.msg);
-    at.cfg = c3.model;
+    at.call.m = c3.model;
     Tensor *y3 = attention_forward(&at, x);
     bool differs = false;
     for (long i = 0; i < y3->n; i++) differs |= y3->data[i] != y1->data[i];

@@ -39,27 +39,13 @@ typedef struct {
     int key_size, head_size;
     bool causal;  /* query i sees keys j <= i */
     float scale;  /* logits are scale * q.k; 1 / sqrt(key_size) */
-    /* kernel options, from the ModelConfig */
-    int phi;
-    float leaky_slope;
-    int reweight;
-    int chunk;
-    int talking_heads;
-    int linformer_k, linformer_share, linformer_proj;
-    int context;  /* the training length n (ModelConfig.context): Linformer's pooling stride is n / linformer_k,
-                     log-n scaling divides by log n, BCA's blocks are n / 2 */
-    /* positions (layers/attention/rope.c, layers/attention/bias.c) */
-    int pos;      /* PosKind */
-    int rope_dims;/* rotated dimensions of q and k (even, <= key_size) */
-    float sandwich_lambda;
-    int window;   /* 0 = full; else query i sees keys (i - window, i] */
-    bool logn;    /* logits scaled by max(1, log n_i / log context) */
-    bool bca;     /* query i sees its block of context / 2 and the one before */
-    /* the kernel's own parameters for this layer, as its declare() made them */
+    /* the kernel's parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
-    /* the layer's config (the module's copy; NULL when a test calls a kernel
-     * directly), for options the kernel keeps in slots */
-    const ModelConfig *model;
+    /* The layer's options, its attn value's preset applied (attn_effective):
+     * a kernel reads the options its rows declare from here (m.phi, or
+     * attn_option_int(&c->m, ...) for a row kept in a slot), and the position
+     * options (m.pos, m.window, ...) with layers/attention/positions.h. */
+    ModelConfig m;
 } AttnCall;
 
 typedef struct Attention Attention;
@@ -121,8 +107,8 @@ typedef struct {
      * giving one with another kernel is refused. A row's offset is its
      * ModelConfig field's, or ATTN_OPTION_SLOT for a kernel with no field of
      * its own: the registry then keeps the value in ModelConfig.slots, and
-     * the kernel reads it with attn_option_int / attn_option_float (it gets
-     * the config as AttnCall.model). */
+     * the kernel reads it with attn_option_int / attn_option_float from
+     * AttnCall.m. */
     const OptDef *option_rows;
     /* Refuses this kernel's combinations that cannot work, with the reason:
      * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set

@@ -836,22 +836,22 @@ static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const
 /* The op on n_in inputs (q, k, v, or the one fused tensor) of B, H, T, dk, with
  * its output out. */
 static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int H, int T, int dk, Tensor *out) {
-    if (c->chunk < 1) DIE("linear attention: chunk %d < 1", c->chunk);
-    if (c->phi < PHI_IDENTITY || c->phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->phi);
+    if (c->m.chunk < 1) DIE("linear attention: chunk %d < 1", c->m.chunk);
+    if (c->m.phi < PHI_IDENTITY || c->m.phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->m.phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
-    if (c->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
-    bool rope = c->pos == POS_ROPE;
-    if (rope && c->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
-    int rp = rope ? rope_pairs(c->rope_dims, dk) : 0;
+    if (c->m.pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
+    bool rope = c->m.pos == POS_ROPE;
+    if (rope && c->m.reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
+    int rp = rope ? rope_pairs(c->m.rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    *NODE_ATTRS(n, LinearAttrs) = (LinearAttrs){.causal = c->causal, .phi = c->phi, .slope = c->leaky_slope,
-                                                 .reweight = c->reweight, .chunk = c->chunk, .rope_pairs = rp,
+    *NODE_ATTRS(n, LinearAttrs) = (LinearAttrs){.causal = c->causal, .phi = c->m.phi, .slope = c->m.leaky_slope,
+                                                 .reweight = c->m.reweight, .chunk = c->m.chunk, .rope_pairs = rp,
                                                  .heads = H, .dk = dk};
-    int C = c->chunk < T ? c->chunk : T;
+    int C = c->m.chunk < T ? c->m.chunk : T;
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
-    long saved = (long)B * H * T + (c->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
+    long saved = (long)B * H * T + (c->m.reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
     n->out = out;
     return node_run(n);
@@ -883,8 +883,8 @@ static Tensor *attn_linear_qkv(const AttnCall *c, Tensor *qkv) {
  * features rotate and P_ij = (R_i phi(q_i)) . (R_j phi(k_j)) / max(den_i, eps). */
 static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
-    bool cos = c->reweight == REWEIGHT_COS;
-    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->phi, .slope = c->leaky_slope};
+    bool cos = c->m.reweight == REWEIGHT_COS;
+    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->m.phi, .slope = c->m.leaky_slope};
     float *table = NULL;
     if (cos) {
         table = arena_alloc(engine_arena(), (2 * (size_t)T + 1) * sizeof(float));
@@ -892,7 +892,7 @@ static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         L.sn = table;
         L.cs = table + T;
     }
-    int rp = c->pos == POS_ROPE ? rope_pairs(c->rope_dims, dk) : 0;
+    int rp = c->m.pos == POS_ROPE ? rope_pairs(c->m.rope_dims, dk) : 0;
     float *rtab = rp ? arena_alloc(engine_arena(), 2 * (size_t)T * rp * sizeof(float)) : NULL;
     if (rp) rope_tables(T, rp, POS_ROPE, false, rtab, rtab + (long)T * rp);
     Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);

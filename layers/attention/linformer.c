@@ -224,7 +224,7 @@ static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_projec
 static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
     const char *name = lf_project_op.name;
     SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
-    const int H = x->shape[1], T = x->shape[2], proj = c->linformer_proj;
+    const int H = x->shape[1], T = x->shape[2], proj = c->m.linformer_proj;
     int s = 0, kp;
     bool per_head = false;
     if (proj == LF_PROJ_LINEAR) {
@@ -233,9 +233,9 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
         kp = w->shape[w->ndim - 2];
         SHAPE_CHECK(w->shape[w->ndim - 1] >= T, name, "the input is longer than E's n columns", x, w);
     } else {
-        if (c->linformer_k <= 0 || c->context < c->linformer_k)
-            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->context, c->linformer_k);
-        s = c->context / c->linformer_k;
+        if (c->m.linformer_k <= 0 || c->m.context < c->m.linformer_k)
+            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, c->m.linformer_k);
+        s = c->m.context / c->m.linformer_k;
         kp = (T + s - 1) / s;
         if (proj == LF_PROJ_CONV) {
             SHAPE_CHECK(w && (w->ndim == 1 || w->ndim == 2), name, "the conv kernel must be [n/k] or [H, n/k]", x, w);
@@ -412,7 +412,7 @@ static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer,
 
 /* N(0, 1 / fan_in), fan_in = the last dimension: n for E, n / k for conv. */
 static void lf_init(Attention *a, int layer, Rng *rng) {
-    if (a->call.linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
+    if (a->call.m.linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
     for (int i = 0; i < 2; i++) {
         Tensor *t = a->params[i];
         if (t) rng_fill_normal(rng, t->data, t->n, 0.0f, 1.0f / sqrtf((float)t->shape[t->ndim - 1]));

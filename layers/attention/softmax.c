@@ -259,10 +259,10 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     n->in[1] = k;
     n->in[2] = v;
     int H = q->shape[1];
-    if (pos_bias_n_params(c->pos)) {
+    if (pos_bias_n_params(c->m.pos)) {
         for (int i = 0; i < 2; i++) {
             Tensor *w = c->params[i];
-            if (!w) DIE("%s: pos %d without its parameters in AttnCall.params", attn_softmax_op.name, c->pos);
+            if (!w) DIE("%s: pos %d without its parameters in AttnCall.params", attn_softmax_op.name, c->m.pos);
             SHAPE_CHECK(w->ndim == 1 && w->shape[0] == H, attn_softmax_op.name,
                         "a position parameter must be [H] for q [B, H, T, d]", w, q);
             n->in[n->n_in++] = w;
@@ -271,13 +271,13 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     bool causal = c->causal;
     *NODE_ATTRS(n, SoftmaxAttrs) = (SoftmaxAttrs){
         .scale = c->scale,
-        .sandwich_lambda = c->sandwich_lambda,
-        .pos = c->pos,
+        .sandwich_lambda = c->m.sandwich_lambda,
+        .pos = c->m.pos,
         .causal = causal,
-        .window = causal ? c->window : 0,
-        .bca = causal && c->bca,
-        .logn = c->logn,
-        .context = c->context,
+        .window = causal ? c->m.window : 0,
+        .bca = causal && c->m.bca,
+        .logn = c->m.logn,
+        .context = c->m.context,
         .qb = attn_query_block > 0 && attn_query_block < 1 << 14 ? attn_query_block : 64,
     };
     return n;
@@ -291,7 +291,7 @@ static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     NODE_ATTRS(n, SoftmaxAttrs)->keep = keep; /* forward keeps P for backward */
     int H = q->shape[1], T = q->shape[2];
     long per_head = plan_make(n, T).per_head;
-    long floats = bias_floats(c->pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);
+    long floats = bias_floats(c->m.pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);
     n->saved = arena_alloc(engine_arena(), (size_t)(floats + 1) * sizeof(float));
     n->out = tensor_4d(q->shape[0], H, T, v->shape[3]);
     return node_run(n);
@@ -303,7 +303,7 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Node *n = plain_node(c, q, k, q);
     Plan p = plan_make(n, T);
-    n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->pos, H, T) + 1) * sizeof(float));
+    n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->m.pos, H, T) + 1) * sizeof(float));
     const float *bias = node_bias(n, H, T, dk);
     Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
     float *scratch = block_scratch(&p);
@@ -325,11 +325,11 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 /* ---- the kernel ---------------------------------------------------------- */
 
 static Tensor *attn_softmax(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    return c->talking_heads == TALKING_NONE ? plain_attention(c, q, k, v) : attn_talking(c, q, k, v);
+    return c->m.talking_heads == TALKING_NONE ? plain_attention(c, q, k, v) : attn_talking(c, q, k, v);
 }
 
 static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
-    return c->talking_heads == TALKING_NONE ? plain_probs(c, q, k) : attn_talking_probs(c, q, k);
+    return c->m.talking_heads == TALKING_NONE ? plain_probs(c, q, k) : attn_talking_probs(c, q, k);
 }
 
 /* The talking-heads matrices, [H, H] each, in a->params: pre's, then post's;
@@ -358,8 +358,8 @@ static void attn_softmax_declare(Attention *a, ParamSet *p, const char *prefix, 
  * plain attention. */
 static void attn_softmax_init(Attention *a, int layer, Rng *rng) {
     (void)layer;
-    if (pos_bias_n_params(a->call.pos)) {
-        pos_bias_init(a->call.pos, a->params[0], a->params[1], rng);
+    if (pos_bias_n_params(a->call.m.pos)) {
+        pos_bias_init(a->call.m.pos, a->params[0], a->params[1], rng);
         return;
     }
     for (int i = 0; i < ATTN_MAX_PARAMS && a->params[i]; i++) {
