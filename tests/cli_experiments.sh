@@ -38,6 +38,12 @@ if ./ablate phi=relu/identity/elu $SMALL --out "$A" "$T/small.txt" >"$T/out" 2>&
 else
     fail "running it again skips the finished runs" "did not skip"
 fi
+# The same folder with other options holds other runs: refused, naming them,
+# and nothing in it changes.
+before=$(cat "$A/results.md")
+expect "ablate: a folder of runs with other options" 1 "holds a run with other options (layers 1 -> 2)" \
+    ./ablate phi=relu/identity/elu $SMALL --layers 2 --out "$A" "$T/small.txt"
+if [ "$(cat "$A/results.md")" = "$before" ]; then pass "the refused ablation leaves results.md"; else fail "the refused ablation leaves results.md" "changed"; fi
 # A run that diverges is recorded at its step and the others go on (the
 # setting is the one tests/test_train.c pins: the decay flips the weights'
 # sign and multiplies them by 99 every step).
@@ -52,7 +58,7 @@ fi
 
 expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
 expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
-expect "ablate: empty axis value" 2 "empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"
+expect "ablate: empty axis value" 2 "phi=relu//elu: an empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"
 expect "ablate: empty axis" 2 "no value" ./ablate phi= $SMALL "$T/small.txt"
 expect "ablate: no axis" 2 "no axis given" ./ablate $SMALL "$T/small.txt"
 expect "ablate: no corpus" 2 "no corpus given" ./ablate phi=relu/elu $SMALL

@@ -17,6 +17,7 @@
 
 #include "attention.h"
 #include "bench.h"
+#include "grid.h"
 #include "ops.h"
 #include "options.h"
 #include "test_util.h"
@@ -153,6 +154,33 @@ START_TEST(test_new_kernel_is_one_registration) {
     ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=2 causal");
     config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", NULL});
     ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=3 causal");
+
+    /* ./ablate: its option as a grid key implies it, the baseline puts the
+     * option back, and the tables have its column */
+    Grid g;
+    grid_init(&g);
+    ck_assert_msg(grid_word(&g, "relu2_power=1/3", &e) == 0, "%s", e.msg);
+    ck_assert_msg(grid_settle(&g, &e) == 0, "%s", e.msg);
+    ck_assert_ptr_eq(g.implied, &attn_kernel_relu2);
+    GridRun *runs;
+    int n_runs = grid_plan(&g, true, "ablation", &runs, &e);
+    ck_assert_msg(n_runs == 3, "%d runs: %s", n_runs, e.msg);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_ptr_eq(attn_kernel_for(runs[i].cfg.model.attn), &attn_kernel_relu2);
+        ck_assert_int_eq(attn_option_int(&runs[i].cfg.model, &attn_kernel_relu2, "relu2_power"), i ? 3 : 1);
+        ck_assert(!runs[i].skipped);
+    }
+    ck_assert_str_eq(runs[1].folder, "ablation/relu2_power-3");
+    ck_assert_int_eq(runs[2].cfg.model.attn, attn_find(option_find("attn")->def));
+    ck_assert_int_eq(attn_option_int(&runs[2].cfg.model, &attn_kernel_relu2, "relu2_power"), 2);
+    char *md, *csv;
+    grid_tables(&g, runs, n_runs, &md, &csv);
+    ck_assert_msg(strstr(md, "| run | relu2_power | final val bpb |"), "%s", md);
+    ck_assert_msg(strstr(md, "| relu2_power=3 | 3 |"), "%s", md);
+    ck_assert_msg(strstr(csv, "run,relu2_power,final_val_bpb,"), "%s", csv);
+    free(md);
+    free(csv);
+    grid_free(runs, n_runs);
 
     /* the model runs it: a layer forward and backward, causal */
     config_for(&c, (const char *[]){"attn", "relu2", "d_model", "8", "heads", "2", "context", "6", NULL});

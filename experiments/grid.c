@@ -1,0 +1,424 @@
+/* grid.c: an ablation grid's axes, runs, run folders and result tables. */
+#include "grid.h"
+
+#include <cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot.h"
+#include "run.h"
+
+void grid_init(Grid *g) {
+    memset(g, 0, sizeof *g);
+    config_defaults(&g->base);
+}
+
+void grid_option_given(Grid *g, const char *name) {
+    g->attn_given |= !strcmp(name, "attn");
+    g->eval_given |= !strcmp(name, "eval_every");
+}
+
+int grid_word(Grid *g, const char *word, Err *e) {
+    const char *eq = strchr(word, '=');
+    if (!eq) return err_set(e, "%s: not key=value", word);
+    char key[128];
+    if ((size_t)(eq - word) >= sizeof key) return err_set(e, "%.40s...: no such key", word);
+    memcpy(key, word, (size_t)(eq - word));
+    key[eq - word] = '\0';
+    const char *vals = eq + 1;
+    const OptDef *o = option_find(key);
+    if (!o || !strcmp(o->name, "out"))
+        return err_set(e, "unknown key '%s'", key), err_hint(e, "./ablate --help lists the keys");
+    grid_option_given(g, key);
+    if (!g->implied) g->implied = attn_option_owner(key);
+    if (!strchr(vals, '/')) { /* key=v: the same for every run */
+        if (!*vals) return err_set(e, "%s=: no value", key);
+        return option_set(&g->base, key, vals, e);
+    }
+    if (g->n_axes == GRID_MAX_AXES) return err_set(e, "%s: more than %d axes", key, GRID_MAX_AXES);
+    for (int k = 0; k < g->n_axes; k++)
+        if (g->axes[k].opt == o) return err_set(e, "%s: given as an axis twice", key);
+    GridAxis ax = {.opt = o};
+    int rc = 0;
+    for (const char *v = vals;; v++) {
+        const char *end = strchr(v, '/');
+        size_t len = end ? (size_t)(end - v) : strlen(v);
+        if (!len) {
+            rc = err_set(e, "%s=%s: an empty value in the axis", key, vals), err_hint(e, "write key=v1/v2/v3");
+            break;
+        }
+        if (ax.n == GRID_MAX_VALUES) {
+            rc = err_set(e, "%s: more than %d values", key, GRID_MAX_VALUES);
+            break;
+        }
+        char *value = xmalloc(len + 1);
+        memcpy(value, v, len);
+        value[len] = '\0';
+        ax.values[ax.n++] = value;
+        Config scratch = g->base;
+        if ((rc = option_set(&scratch, key, value, e)) != 0) break;
+        if (!end) break;
+        v = end;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < ax.n; i++) free(ax.values[i]);
+        return -1;
+    }
+    g->axes[g->n_axes++] = ax;
+    return 0;
+}
+
+int grid_settle(Grid *g, Err *e) {
+    if (g->n_axes == 0)
+        return err_set(e, "no axis given"), err_hint(e, "an axis is key=v1/v2, e.g. phi=relu/identity/elu");
+    if (g->implied && !g->attn_given) option_set(&g->base, "attn", g->implied->name, NULL);
+    /* The curves want ten or so points per run, whatever the budget. */
+    TrainConfig *t = &g->base.train;
+    if (!g->eval_given && t->steps < 10 * t->eval_every) t->eval_every = t->steps >= 10 ? t->steps / 10 : 1;
+    return 0;
+}
+
+void grid_default_dir(const Grid *g, char *dir, size_t size) {
+    size_t k = (size_t)snprintf(dir, size, "runs/ablate");
+    for (int a = 0; a < g->n_axes && k < size; a++) k += (size_t)snprintf(dir + k, size - k, "-%s", g->axes[a].opt->name);
+}
+
+/* Folder-safe form of a run name. */
+static void folder_name(const char *name, char *out, size_t size) {
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < size; p++)
+        out[k++] = (*p == '=' ? '-' : *p == ',' || *p == ' ' ? '_' : *p == '/' ? '-' : *p);
+    out[k] = '\0';
+}
+
+/* The baseline: the default kernel, with every option that only some kernel
+ * takes back at its default. */
+static void baseline_config(Config *c) {
+    for (int k = 0; k < attn_kernel_count(); k++)
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) option_set(c, r->name, r->def, NULL);
+    option_set(c, "attn", option_find("attn")->def, NULL);
+}
+
+/* Options that do not change what a run computes. */
+static bool bookkeeping(const OptDef *o) {
+    static const char *const names[] = {"threads", "log_every", "save_every", "out", NULL};
+    if (o->group == GROUP_SAMPLE) return true;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(o->name, names[i])) return true;
+    return false;
+}
+
+/* The options a and b differ in, as "name a -> b, ..." into buf (empty when none). */
+static void differences(const Config *a, const Config *b, char *buf, size_t size) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < option_count(); i++) {
+        const OptDef *o = option_at(i);
+        if (bookkeeping(o)) continue;
+        char x[320], y[320];
+        if (!strcmp(option_format(a, o, x, sizeof x), option_format(b, o, y, sizeof y))) continue;
+        if (k < size) k += (size_t)snprintf(buf + k, size - k, "%s%s %s -> %s", k ? ", " : "", o->name, x, y);
+    }
+}
+
+int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err *e) {
+    *out = NULL;
+    long n = 1;
+    for (int a = 0; a < g->n_axes; a++)
+        if ((n *= g->axes[a].n) > GRID_MAX_RUNS) return err_set(e, "the grid has more than %d runs", GRID_MAX_RUNS);
+    GridRun *runs = xcalloc((size_t)n + 1, sizeof *runs);
+    for (int i = 0; i < n; i++) {
+        GridRun *r = &runs[i];
+        r->cfg = g->base;
+        size_t k = 0;
+        for (int a = 0, stride = (int)n; a < g->n_axes; a++) {
+            const GridAxis *ax = &g->axes[a];
+            stride /= ax->n;
+            const char *v = ax->values[(i / stride) % ax->n];
+            r->values[a] = v;
+            option_set(&r->cfg, ax->opt->name, v, NULL);
+            if (k < sizeof r->name)
+                k += (size_t)snprintf(r->name + k, sizeof r->name - k, "%s%s=%s", a ? "," : "", ax->opt->name, v);
+        }
+    }
+    if (baseline) {
+        GridRun *r = &runs[n];
+        r->cfg = g->base;
+        baseline_config(&r->cfg);
+        snprintf(r->name, sizeof r->name, "baseline attn=%s", option_find("attn")->def);
+        Config check = r->cfg;
+        bool duplicate = false;
+        if (config_validate(&check, NULL) == 0)
+            for (int i = 0; i < n && !duplicate; i++) {
+                Config other = runs[i].cfg;
+                char diff[64];
+                differences(&check, &other, diff, sizeof diff);
+                duplicate = config_validate(&other, NULL) == 0 && !diff[0];
+            }
+        if (!duplicate) n++;
+    }
+    for (int i = 0; i < n; i++) {
+        GridRun *r = &runs[i];
+        /* the name as a folder; a long one cut, with the run's index to keep it apart */
+        char folder[200];
+        folder_name(r->name, folder, sizeof folder);
+        if (strlen(r->name) >= sizeof folder - 1) snprintf(folder + 160, sizeof folder - 160, "-%d", i + 1);
+        if ((size_t)snprintf(r->folder, sizeof r->folder, "%s/%s", dir, folder) >= sizeof r->folder ||
+            strlen(r->folder) >= sizeof r->cfg.train.out) {
+            free(runs);
+            return err_set(e, "%s/%s: the run folder's path is too long (at most %zu bytes)", dir, folder,
+                           sizeof r->cfg.train.out - 1),
+                   err_hint(e, "a shorter --out, or shorter values");
+        }
+        snprintf(r->cfg.train.out, sizeof r->cfg.train.out, "%s", r->folder);
+        r->den_clamped = NAN;
+        Err why;
+        if (config_validate(&r->cfg, &why) != 0) {
+            r->skipped = true;
+            snprintf(r->why, sizeof r->why, "%s", why.msg);
+        }
+    }
+    *out = runs;
+    return (int)n;
+}
+
+void grid_free(GridRun *runs, int n) {
+    for (int i = 0; i < n; i++) free(runs[i].steps), free(runs[i].bpb);
+    free(runs);
+}
+
+/* A small JSON file of a run folder (config.json, result.json), parsed; NULL
+ * when it is missing. -1 with e set when it is there but not JSON. */
+static int read_json(const char *folder, const char *file, cJSON **out, Err *e) {
+    char path[1100];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/%s", folder, file);
+    if (!file_exists(path)) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return err_set(e, "%s: cannot read", path);
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    bool whole = feof(f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!whole || !(*out = cJSON_Parse(buf)))
+        return err_set(e, "%s: not the file a run writes", path),
+               err_hint(e, "remove the folder to train the run again, or give another --out");
+    return 0;
+}
+
+static double number(const cJSON *j, const char *key) {
+    const cJSON *x = cJSON_GetObjectItem(j, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+/* The validation curve and the mean clamped-denominator fraction from metrics.jsonl. */
+static void read_metrics(GridRun *run) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run->folder);
+    free(run->steps), free(run->bpb);
+    run->steps = run->bpb = NULL;
+    run->n_points = 0;
+    run->den_clamped = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[4096];
+    int cap = 0, n_clamped = 0;
+    double clamped = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped");
+        if (isfinite(s) && !isnan(v)) {
+            if (run->n_points == cap) {
+                cap = cap ? 2 * cap : 64;
+                run->steps = realloc(run->steps, (size_t)cap * sizeof(double));
+                run->bpb = realloc(run->bpb, (size_t)cap * sizeof(double));
+                if (!run->steps || !run->bpb) DIE("out of memory");
+            }
+            run->steps[run->n_points] = s;
+            run->bpb[run->n_points++] = v;
+        }
+        if (!isnan(d)) clamped += d, n_clamped++;
+        cJSON_Delete(j);
+    }
+    fclose(f);
+    if (n_clamped) run->den_clamped = clamped / n_clamped;
+}
+
+static bool same_file(const char *a, const char *b) {
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (realpath(a, ra) && realpath(b, rb)) return !strcmp(ra, rb);
+    return !strcmp(a, b);
+}
+
+int grid_run_state(GridRun *r, const char *corpus, Err *e) {
+    cJSON *json;
+    if (read_json(r->folder, "config.json", &json, e) != 0) return -1;
+    if (!json) return GRID_NEW;
+    /* the folder's run: the options it was trained with, and its corpus */
+    Config had;
+    config_defaults(&had);
+    cJSON *c = cJSON_DetachItemFromObject(json, "corpus");
+    Err sub;
+    int rc = config_from_json(&had, json, &sub);
+    cJSON_Delete(json);
+    if (rc != 0) {
+        cJSON_Delete(c);
+        return err_set(e, "%s/config.json: %s", r->folder, sub.msg),
+               err_hint(e, "remove the folder to train the run again, or give another --out");
+    }
+    char diff[400];
+    differences(&had, &r->cfg, diff, sizeof diff);
+    if (!cJSON_IsString(c) || !same_file(c->valuestring, corpus)) {
+        size_t k = strlen(diff);
+        snprintf(diff + k, sizeof diff - k, "%scorpus %s -> %s", k ? ", " : "",
+                 cJSON_IsString(c) ? c->valuestring : "?", corpus);
+    }
+    cJSON_Delete(c);
+    if (diff[0])
+        return err_set(e, "%s: holds a run with other options (%s)", r->folder, diff),
+               err_hint(e, "give another --out, or remove the folder to train the run again");
+    cJSON *res;
+    if (read_json(r->folder, "result.json", &res, e) != 0) return -1;
+    const cJSON *st = cJSON_GetObjectItem(res, "status");
+    if (!cJSON_IsString(st)) {
+        cJSON_Delete(res);
+        return GRID_UNFINISHED;
+    }
+    TrainResult *t = &r->result;
+    memset(t, 0, sizeof *t);
+    t->status = !strcmp(st->valuestring, "diverged") ? TRAIN_DIVERGED : TRAIN_DONE;
+    double x;
+    t->step = isfinite(x = number(res, "step")) ? (long)x : 0;
+    t->diverged_step = isfinite(x = number(res, "diverged_step")) ? (long)x : 0;
+    t->val_bpb = number(res, "val_bpb");
+    t->best_val_bpb = number(res, "best_val_bpb");
+    t->tok_s = number(res, "tok_s");
+    cJSON_Delete(res);
+    read_metrics(r);
+    return GRID_FINISHED;
+}
+
+int grid_record(GridRun *r, Err *e) {
+    const TrainResult *t = &r->result;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "status", t->status == TRAIN_DIVERGED ? "diverged" : "done");
+    cJSON_AddNumberToObject(j, "step", (double)t->step);
+    if (t->status == TRAIN_DIVERGED) cJSON_AddNumberToObject(j, "diverged_step", (double)t->diverged_step);
+    if (isfinite(t->val_bpb)) cJSON_AddNumberToObject(j, "val_bpb", t->val_bpb);
+    if (isfinite(t->best_val_bpb)) cJSON_AddNumberToObject(j, "best_val_bpb", t->best_val_bpb);
+    if (isfinite(t->tok_s)) cJSON_AddNumberToObject(j, "tok_s", t->tok_s);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/result.json", r->folder);
+    int rc = write_file_atomic(path, text, e);
+    free(text);
+    read_metrics(r);
+    return rc;
+}
+
+/* x with format, or "-" (results.md) / "" (results.csv) when it is not a number. */
+static void put_num(FILE *f, double x, const char *format, const char *none) {
+    if (isfinite(x))
+        fprintf(f, format, x);
+    else
+        fputs(none, f);
+}
+
+/* A CSV field, quoted when it holds a comma, a quote or a line break. */
+static void put_csv(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char **csv_out) {
+    size_t md_len, csv_len;
+    FILE *md = open_memstream(md_out, &md_len), *csv = open_memstream(csv_out, &csv_len);
+    if (!md || !csv) DIE("out of memory");
+    fputs("| run |", md);
+    fputs("run,", csv);
+    for (int a = 0; a < g->n_axes; a++) {
+        fprintf(md, " %s |", g->axes[a].opt->name);
+        fprintf(csv, "%s,", g->axes[a].opt->name);
+    }
+    fputs(" final val bpb | best val bpb | diverged at | clamped denominators | tok/s |\n|---|", md);
+    fputs("final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status\n", csv);
+    for (int a = 0; a < g->n_axes; a++) fputs("---|", md);
+    fputs("---|---|---|---|---|\n", md);
+    for (int i = 0; i < n; i++) {
+        const GridRun *r = &runs[i];
+        if (r->skipped) continue;
+        const TrainResult *t = &r->result;
+        bool diverged = t->status == TRAIN_DIVERGED;
+        fprintf(md, "| %s |", r->name);
+        put_csv(csv, r->name);
+        fputc(',', csv);
+        for (int a = 0; a < g->n_axes; a++) {
+            char v[320] = "-"; /* the baseline has no value on the axes */
+            if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
+            fprintf(md, " %s |", v);
+            put_csv(csv, v);
+            fputc(',', csv);
+        }
+        fputc(' ', md);
+        put_num(md, t->val_bpb, "%.4f", "-");
+        fputs(" | ", md);
+        put_num(md, t->best_val_bpb, "%.4f", "-");
+        fputs(" | ", md);
+        put_num(md, diverged ? (double)t->diverged_step : NAN, "%.0f", "-");
+        fputs(" | ", md);
+        put_num(md, 100 * r->den_clamped, "%.2f%%", "-");
+        fputs(" | ", md);
+        put_num(md, t->tok_s, "%.0f", "-");
+        fputs(" |\n", md);
+        put_num(csv, t->val_bpb, "%.6f,", ",");
+        put_num(csv, t->best_val_bpb, "%.6f,", ",");
+        put_num(csv, diverged ? (double)t->diverged_step : NAN, "%.0f,", ",");
+        put_num(csv, r->den_clamped, "%.6f,", ",");
+        put_num(csv, t->tok_s, "%.0f,", ",");
+        fprintf(csv, "%s\n", diverged ? "diverged" : "done");
+    }
+    bool any_skipped = false;
+    for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped;
+    if (any_skipped) {
+        fputs("\nSkipped, because the combination cannot work:\n\n", md);
+        for (int i = 0; i < n; i++)
+            if (runs[i].skipped) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
+    }
+    if (fclose(md) != 0 || fclose(csv) != 0) DIE("out of memory");
+}
+
+int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e) {
+    char *md, *csv, path[1100];
+    grid_tables(g, runs, n, &md, &csv);
+    snprintf(path, sizeof path, "%s/results.md", dir);
+    int rc = write_file_atomic(path, md, e);
+    snprintf(path, sizeof path, "%s/results.csv", dir);
+    if (rc == 0) rc = write_file_atomic(path, csv, e);
+    free(md);
+    free(csv);
+    if (rc != 0) return -1;
+    PlotSeries *s = xmalloc((size_t)n * sizeof *s);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!runs[i].skipped && runs[i].n_points)
+            s[k++] = (PlotSeries){runs[i].name, runs[i].steps, runs[i].bpb, runs[i].n_points, 0};
+    snprintf(path, sizeof path, "%s/curves.png", dir);
+    PlotSpec spec = {"validation bits per byte", "step", "val bpb", 0, 0, 0, 0, 0};
+    rc = k ? plot_lines(path, &spec, s, k, e) : 0;
+    free(s);
+    return rc;
+}

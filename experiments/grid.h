@@ -1,0 +1,80 @@
+/* grid.h: an ablation grid (./ablate): its axes, its runs and their results.
+ *
+ * The words key=v1/v2/... make the axes, key=v fixes an option for every run;
+ * the runs are the axes' cartesian product, plus a baseline with the default
+ * kernel. Everything here comes from the option table and the kernel
+ * registry: a key that only one kernel reads implies that kernel, and the
+ * tables get one column per axis. */
+#ifndef ATTNLAB_GRID_H
+#define ATTNLAB_GRID_H
+
+#include <stdbool.h>
+
+#include "attention/kernel.h"
+#include "options.h"
+#include "trainer.h"
+
+#define GRID_MAX_AXES 8
+#define GRID_MAX_VALUES 32
+#define GRID_MAX_RUNS 512
+
+typedef struct {
+    const OptDef *opt;
+    char *values[GRID_MAX_VALUES];
+    int n;
+} GridAxis;
+
+typedef struct {
+    Config base; /* what every run shares: defaults, --key value and key=v */
+    GridAxis axes[GRID_MAX_AXES];
+    int n_axes;
+    bool attn_given, eval_given;  /* attn and eval_every were set, as a key or an option */
+    const AttnKernel *implied;    /* the kernel the first kernel-owned key names */
+} Grid;
+
+typedef struct {
+    char name[256];    /* "phi=relu,reweight=cos", or "baseline attn=softmax" */
+    char folder[1024]; /* its run folder */
+    Config cfg;
+    const char *values[GRID_MAX_AXES]; /* its value on each axis (NULL for the baseline) */
+    bool skipped;
+    char why[512];     /* why it was skipped */
+    TrainResult result;
+    double den_clamped;  /* mean over logged steps; NAN when the kernel counts none */
+    double *steps, *bpb; /* the validation curve */
+    int n_points;
+} GridRun;
+
+/* The defaults, no axes. */
+void grid_init(Grid *g);
+/* One word of the command line: key=v1/v2/... (an axis) or key=v (fixed).
+ * -1 with e set on a bad key or value. */
+int grid_word(Grid *g, const char *word, Err *e);
+/* Marks an option given as --key value (attn, eval_every). */
+void grid_option_given(Grid *g, const char *name);
+/* After the last word: the implied kernel, and ten or so validation points
+ * per run unless eval_every was given. -1 with e set when there is no axis. */
+int grid_settle(Grid *g, Err *e);
+/* runs/ablate-<axis>-<axis>... */
+void grid_default_dir(const Grid *g, char *dir, size_t size);
+/* The runs in dir, the baseline last (unless !baseline or it equals a grid
+ * point); combinations config_validate refuses are marked skipped with the
+ * reason. *runs is allocated; returns the count, or -1 with e set. */
+int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **runs, Err *e);
+void grid_free(GridRun *runs, int n);
+
+typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
+/* What run r's folder holds. A folder holding a run of other options (its
+ * config.json differs in a model or training option, or in the corpus) is
+ * refused: -1 with e naming the options that differ. GRID_FINISHED also reads
+ * the result and the curve. */
+int grid_run_state(GridRun *r, const char *corpus, Err *e);
+/* After training run r: writes its result.json and reads its curve. */
+int grid_record(GridRun *r, Err *e);
+/* results.md and results.csv (one column per axis, one row per run) into
+ * md and csv, which the caller frees. */
+void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **csv);
+/* results.md, results.csv and curves.png in dir. */
+int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e);
+
+#endif

@@ -1,0 +1,143 @@
+/* test_grid.c: ./ablate's grid (experiments/grid.h): its words, runs, run
+ * folders and tables, without training. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "grid.h"
+#include "run.h"
+
+/* Rows longer than any fixed share of a buffer: 32 prompts of 255 bytes by 3
+ * learning rates. Every row is written whole, the last one included. */
+START_TEST(test_tables_of_long_rows) {
+    Grid g;
+    grid_init(&g);
+    Err e;
+    size_t len = 32 * 256 + 16;
+    char *word = malloc(len);
+    size_t k = (size_t)snprintf(word, len, "prompt=");
+    for (int i = 0; i < 32; i++) {
+        if (i) word[k++] = '/';
+        memset(word + k, 'A' + i % 26, 253);
+        k += 253;
+        k += (size_t)sprintf(word + k, "%02d", i);
+    }
+    ck_assert_msg(grid_word(&g, word, &e) == 0, "%s", e.msg);
+    free(word);
+    ck_assert_msg(grid_word(&g, "lr=0.00123456789/0.00223456789/0.00323456789", &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, false, "out", &runs, &e);
+    ck_assert_msg(n == 96, "%d runs: %s", n, e.msg);
+    /* long names are cut for their folders, which stay apart */
+    for (int i = 0; i < n; i++) {
+        ck_assert_uint_lt(strlen(runs[i].folder), 220);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(runs[i].folder, runs[j].folder);
+        runs[i].result = (TrainResult){.status = TRAIN_DONE, .step = 1, .val_bpb = 7.5 + i, .best_val_bpb = 7.25,
+                                       .tok_s = 1000};
+    }
+    char *md, *csv;
+    grid_tables(&g, runs, n, &md, &csv);
+    int md_rows = 0, csv_rows = 0;
+    for (const char *p = md; (p = strstr(p, " | 7.2500 | - | - | 1000 |\n")); p++) md_rows++;
+    for (const char *p = csv; (p = strchr(p, '\n')); p++) csv_rows++;
+    ck_assert_int_eq(md_rows, 96);
+    ck_assert_int_eq(csv_rows, 97);
+    ck_assert_msg(strstr(md, "| 102.5000 |"), "the last row is missing");
+    ck_assert_msg(strstr(csv, ",102.500000,7.250000,,,1000,done\n"), "the last CSV row is missing");
+    free(md);
+    free(csv);
+    grid_free(runs, n);
+    for (int a = 0; a < g.n_axes; a++)
+        for (int i = 0; i < g.axes[a].n; i++) free(g.axes[a].values[i]);
+}
+END_TEST
+
+/* A bad axis is named whole in the error. */
+START_TEST(test_words_refused) {
+    Grid g;
+    grid_init(&g);
+    Err e;
+    ck_assert_int_ne(grid_word(&g, "phi=relu//elu", &e), 0);
+    ck_assert_msg(strstr(e.msg, "phi=relu//elu: an empty value in the axis"), "%s", e.msg);
+    ck_assert_int_ne(grid_word(&g, "phi=relu/", &e), 0);
+    ck_assert_msg(strstr(e.msg, "phi=relu/: an empty value"), "%s", e.msg);
+    ck_assert_int_ne(grid_word(&g, "bogus=1/2", &e), 0);
+    ck_assert_msg(strstr(e.msg, "unknown key 'bogus'"), "%s", e.msg);
+    ck_assert_int_ne(grid_word(&g, "out=a/b", &e), 0);
+    ck_assert_int_eq(g.n_axes, 0);
+    ck_assert_int_ne(grid_settle(&g, &e), 0);
+    ck_assert_msg(strstr(e.msg, "no axis given"), "%s", e.msg);
+}
+END_TEST
+
+/* A folder with a finished run of other options is refused, naming them; one
+ * of the same options is finished. */
+START_TEST(test_stale_run_refused) {
+    char dir[] = "/tmp/attnlab-grid-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    Grid g;
+    grid_init(&g);
+    Err e;
+    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, false, dir, &runs, &e);
+    ck_assert_int_eq(n, 2);
+    GridRun *r = &runs[0];
+    ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), GRID_NEW);
+    ck_assert_int_eq(make_dirs(r->folder, &e), 0);
+    /* the folder's run: the same but for layers and the corpus */
+    Config had = r->cfg;
+    ck_assert_int_eq(option_set(&had, "layers", "2", &e), 0);
+    ck_assert_int_eq(option_set(&had, "threads", "7", &e), 0); /* bookkeeping: not a difference */
+    cJSON *json = config_to_json(&had);
+    cJSON_AddStringToObject(json, "corpus", "other.txt");
+    char *text = cJSON_Print(json), path[1200];
+    cJSON_Delete(json);
+    snprintf(path, sizeof path, "%s/config.json", r->folder);
+    ck_assert_int_eq(write_file_atomic(path, text, &e), 0);
+    free(text);
+    snprintf(path, sizeof path, "%s/result.json", r->folder);
+    ck_assert_int_eq(write_file_atomic(path, "{\"status\": \"done\", \"step\": 50, \"val_bpb\": 3.5}", &e), 0);
+    ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), -1);
+    ck_assert_msg(strstr(e.msg, "holds a run with other options (layers 2 -> 4, corpus other.txt -> corpus.txt)"),
+                  "%s", e.msg);
+    ck_assert_msg(!strstr(e.msg, "threads"), "%s", e.msg);
+    /* the same options: finished */
+    ck_assert_int_eq(option_set(&had, "layers", "4", &e), 0);
+    json = config_to_json(&had);
+    cJSON_AddStringToObject(json, "corpus", "corpus.txt");
+    text = cJSON_Print(json);
+    cJSON_Delete(json);
+    snprintf(path, sizeof path, "%s/config.json", r->folder);
+    ck_assert_int_eq(write_file_atomic(path, text, &e), 0);
+    free(text);
+    ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), GRID_FINISHED);
+    ck_assert(r->result.val_bpb == 3.5 && r->result.step == 50);
+    /* a config.json that is not one */
+    ck_assert_int_eq(write_file_atomic(path, "{\"layers\": \"many\"", &e), 0);
+    ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), -1);
+    ck_assert_msg(strstr(e.msg, "config.json: not the file a run writes"), "%s", e.msg);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/result.json", r->folder);
+    unlink(path);
+    rmdir(r->folder);
+    rmdir(dir);
+    grid_free(runs, n);
+    for (int i = 0; i < g.axes[0].n; i++) free(g.axes[0].values[i]);
+}
+END_TEST
+
+Suite *grid_suite(void) {
+    Suite *s = suite_create("grid");
+    TCase *tc = tcase_create("grid");
+    tcase_add_test(tc, test_tables_of_long_rows);
+    tcase_add_test(tc, test_words_refused);
+    tcase_add_test(tc, test_stale_run_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
