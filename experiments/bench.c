@@ -49,17 +49,18 @@ static void usage(FILE *f) {
             "               medians, and the OpenBLAS library and kernel of each. PyTorch inherits\n"
             "               OPENBLAS_CORETYPE, and LD_LIBRARY_PATH makes its libblas.so.3 attnlab's\n"
             "               OpenBLAS where that library's folder has one. With --scaling,\n"
-            "               experiments/torch_scaling.py, the causal cosformer layer in PyTorch, at\n"
-            "               the same lengths\n"
+            "               experiments/torch_scaling.py, the causal linear-time layer (below) in\n"
+            "               PyTorch, at the same lengths\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
             "               cblas_sgemm on the same shapes, then the other ops\n"
             "  --scaling    one attention layer (projections and kernel, d_model 256, 4 heads, B 1),\n"
             "               forward + backward, at each length: time per step and per token, arena\n"
-            "               peak and RSS peak; then the kernel alone. Softmax and causal cosformer,\n"
-            "               or the --attn kernel (linformer runs bidirectionally). Writes\n"
+            "               peak and RSS peak; then the kernel alone. The default kernel and the\n"
+            "               causal linear-time one (below), or the --attn kernel (one without a causal\n"
+            "               form runs bidirectionally). Writes\n"
             "               bench-scaling.csv, bench-scaling.png and bench-scaling-memory.png in the\n"
             "               current folder. Default 2 threads. Skips a length whose memory would\n"
-            "               pass 8 GiB (softmax keeps T x T per head)\n"
+            "               pass 8 GiB (a kernel with a score matrix keeps T x T per head)\n"
             "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
             "  --rounds N   --scaling sweeps the lengths N times (default 3) and reports each row's\n"
             "               median over the sweeps, so that a burst of other load spoils no one row;\n"
@@ -69,9 +70,12 @@ static void usage(FILE *f) {
             "  --reps N     timed runs per --ops figure (default 21) or --scaling row (default: 5,\n"
             "               or about 1 s of runs when they are short, up to 100; 3 past 1 s a run);\n"
             "               each figure is their median\n"
-            "  --attn X     the kernel to measure (softmax, linear, cosformer, linformer); with model\n"
-            "               options such as --phi or --talking_heads. attn=linformer has no causal\n"
-            "               form: it runs with objective mlm unless --objective is given\n");
+            "  --attn X     the kernel to measure (below); with its model options. A kernel with no\n"
+            "               causal form runs with objective mlm unless --objective is given\n");
+    fprintf(f, "\nattn values:");
+    for (int i = 0; i < attn_choice_count(); i++) fprintf(f, "%s %s", i ? "," : "", attn_choice(i)->name);
+    fprintf(f, "\n--scaling's pair: %s and %s (causal, linear in time and memory)\n", option_find("attn")->def,
+            attn_scaling_reference);
 }
 
 
@@ -157,9 +161,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: --scaling: runs on its own, not with --ops\n");
         return 2;
     }
-    if (o.scaling && o.vs_torch && o.attn_given && cfg.model.attn != attn_find(SCALING_LINEAR_ATTN)) {
-        fprintf(stderr, "error: --scaling --vs-torch: compares the causal cosformer layer only\n"
-                        "hint: drop --attn, or use --attn cosformer\n");
+    if (o.scaling && o.vs_torch && o.attn_given && cfg.model.attn != attn_find(attn_scaling_reference)) {
+        fprintf(stderr, "error: --scaling --vs-torch: compares the causal %s layer only\n"
+                        "hint: drop --attn, or use --attn %s\n", attn_scaling_reference, attn_scaling_reference);
         return 2;
     }
     if (o.scaling && o.vs_torch &&

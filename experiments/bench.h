@@ -22,9 +22,9 @@
 
 #define BENCH_MAX_LENGTHS 32
 
-/* The attn value of --scaling's linear-attention rows (beside the default,
- * softmax), the one experiments/torch_scaling.py implements in PyTorch. */
-#define SCALING_LINEAR_ATTN "cosformer"
+/* --scaling's rows: the default kernel and attn_scaling_reference
+ * (layers/attention/kernel.h), the one experiments/torch_scaling.py
+ * implements in PyTorch. */
 
 typedef struct {
     int reps;

@@ -8,8 +8,9 @@
  * Then the kernel alone, the same way: its fused op from q, k, v to the
  * per-head output and back to dq, dk, dv (and its own parameters' gradients),
  * in the layout the module gives it (forward_qkv: one [B, T, H (2 dk + dv)] tensor, no split).
- * For T = 512, 1024, ... 16384 (--lengths), per kernel: softmax and causal
- * cosformer by default, or the one --attn names. Per row: the median time per
+ * For T = 512, 1024, ... 16384 (--lengths), per kernel: the default and the
+ * causal attn_scaling_reference (layers/attention/kernel.h), or the one
+ * --attn names. Per row: the median time per
  * step of --reps timed steps (default 5, or about a second of steps when they
  * are short, up to 100; 3 when a step takes over a second)
  * after one warm-up step and the fastest of them (the better estimate on a
@@ -27,7 +28,7 @@
  * time, the ratio and PyTorch's memory.
  *
  * What it knows of a kernel comes from the registry (layers/attention/
- * kernel.h); the one name, SCALING_LINEAR_ATTN, is bench.h's. */
+ * kernel.h); the one name, attn_scaling_reference, is bench.h's. */
 #include <cblas.h>
 #include <malloc.h>
 #include <math.h>
@@ -281,13 +282,13 @@ static ScalingRow median_row(const ScalingRow *by_round, int i, int stride, int 
 }
 
 int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
-    /* the kernels: the default (softmax) and SCALING_LINEAR_ATTN, causal, unless --attn named one */
+    /* the kernels: the default and attn_scaling_reference, causal, unless --attn named one */
     ModelConfig kernels[2];
     int n_kernels = 0;
     if (o->attn_given) {
         kernels[n_kernels++] = cfg->model;
     } else {
-        const int defaults[] = {attn_find(option_find("attn")->def), attn_find(SCALING_LINEAR_ATTN)};
+        const int defaults[] = {attn_find(option_find("attn")->def), attn_find(attn_scaling_reference)};
         for (int i = 0; i < 2; i++) {
             Config c = *cfg;
             c.model.attn = defaults[i];
@@ -364,11 +365,11 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
 
-    /* causal cosformer: flat time per token, linear memory, the T = 8192 target */
+    /* the causal linear-time reference: flat time per token, linear memory, the T = 8192 target */
     const ScalingRow *first = NULL, *last = NULL;
     double lo = INFINITY, hi = 0, lo_best = INFINITY, hi_best = 0;
     for (int i = 0; i < n_rows; i++) {
-        if (rows[i].attn != attn_find(SCALING_LINEAR_ATTN)) continue;
+        if (rows[i].attn != attn_find(attn_scaling_reference)) continue;
         if (!first) first = &rows[i];
         last = &rows[i];
         double per = rows[i].layer.step_s / rows[i].T, best = rows[i].layer.best_s / rows[i].T;
@@ -376,17 +377,17 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         lo_best = fmin(lo_best, best), hi_best = fmax(hi_best, best);
     }
     if (first && last != first)
-        printf("\n  cosformer, T %d to %d: layer time per token %.2f to %.2f us (max / min %.2f; of the fastest\n"
+        printf("\n  %s, T %d to %d: layer time per token %.2f to %.2f us (max / min %.2f; of the fastest\n"
                "  steps %.2f to %.2f, max / min %.2f); layer arena %.1f KiB per token at T %d, %.1f at T %d\n",
-               first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, lo_best * 1e6, hi_best * 1e6, hi_best / lo_best,
+               attn_scaling_reference, first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, lo_best * 1e6, hi_best * 1e6, hi_best / lo_best,
                first->layer.arena_mib * 1024 / first->T, first->T, last->layer.arena_mib * 1024 / last->T, last->T);
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && rows[i].T == 8192)
-            printf("  cosformer at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
+        if (rows[i].attn == attn_find(attn_scaling_reference) && rows[i].T == 8192)
+            printf("  %s at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
                    "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; the projections' sgemm calls alone %.1f ms\n"
                    "  (%.1f GFLOP, %.0f GFLOP/s); process peak RSS %.1f MiB\n",
-                   rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3, rows[i].layer.arena_mib,
-                   rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].sgemm_ms,
+                   attn_scaling_reference, rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3,
+                   rows[i].layer.arena_mib, rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].sgemm_ms,
                    rows[i].sgemm_gflop, rows[i].sgemm_gflop / rows[i].sgemm_ms * 1e3, rows[i].rss_mib);
 
     if (o->vs_torch && bench_scaling_vs_torch(o, &kernels[0], threads, rows, n_rows) != 0) return 1;

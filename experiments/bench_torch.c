@@ -84,7 +84,7 @@ static void torch_scaling_line(const char *line, void *ctx) {
                &rss) != 5)
         return;
     for (int i = 0; i < tr->n_rows; i++)
-        if (tr->rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && tr->rows[i].T == T) {
+        if (tr->rows[i].attn == attn_find(attn_scaling_reference) && tr->rows[i].T == T) {
             tr->rows[i].torch_ms = ms;
             tr->rows[i].torch_best_ms = best;
             tr->rows[i].torch_growth_mib = rss;
@@ -339,7 +339,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
     size_t n = 0;
     int Ts[BENCH_MAX_LENGTHS], n_T = 0;
     for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(SCALING_LINEAR_ATTN) && n < sizeof lengths && n_T < BENCH_MAX_LENGTHS) {
+        if (rows[i].attn == attn_find(attn_scaling_reference) && n < sizeof lengths && n_T < BENCH_MAX_LENGTHS) {
             n += (size_t)snprintf(lengths + n, sizeof lengths - n, "%s%d", n ? "," : "", rows[i].T);
             Ts[n_T++] = rows[i].T;
         }
@@ -352,12 +352,12 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
     TorchSetting c[8];
     int n_c = torch_candidates(threads, c), best = 0;
     double best_ms = INFINITY;
-    printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked cosformer with autograd): a probe of "
-           "each setting at T %d:\n", probe_T);
+    printf("\nPyTorch (experiments/torch_scaling.py: the same layer, chunked %s with autograd): a probe of "
+           "each setting at T %d:\n", attn_scaling_reference, probe_T);
     for (int i = 0; i < n_c; i++) {
         snprintf(args, sizeof args, "--lengths %d --d_model %d --heads %d --chunk %d --reps 3 --rounds 1 --threads %d",
-                 probe_T, m->d_model, m->heads, m->chunk, c[i].threads);
-        ScalingRow probe = {.attn = attn_find(SCALING_LINEAR_ATTN), .T = probe_T, .torch_ms = NAN};
+                 probe_T, m->d_model, m->heads, attn_option_int(m, attn_kernel_for(m->attn), "chunk"), c[i].threads);
+        ScalingRow probe = {.attn = attn_find(attn_scaling_reference), .T = probe_T, .torch_ms = NAN};
         TorchRows one = {&probe, 1};
         if (run_under(&c[i], openblas, "torch_scaling.py", args, true, torch_scaling_line, &one) != 0) return -1;
         printf("  %9.1f ms  %s\n", probe.torch_ms, torch_setting_label(&c[i], label, sizeof label));
@@ -365,7 +365,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
     }
     printf("  fastest: %s\n", torch_setting_label(&c[best], label, sizeof label));
     snprintf(args, sizeof args, "--lengths %s --d_model %d --heads %d --chunk %d --reps %d --rounds %d --threads %d",
-             lengths, m->d_model, m->heads, m->chunk, o->reps_given ? o->reps : 5, o->rounds, c[best].threads);
+             lengths, m->d_model, m->heads, attn_option_int(m, attn_kernel_for(m->attn), "chunk"), o->reps_given ? o->reps : 5, o->rounds, c[best].threads);
     printf("\nPyTorch under that setting, same sizes, chunk, reps and rounds:\n");
     fflush(stdout);
     TorchRows tr = {rows, n_rows};
@@ -374,7 +374,7 @@ int bench_scaling_vs_torch(const BenchOptions *o, const ModelConfig *m, int thre
            "torch growth MiB");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
-        if (r->attn != attn_find(SCALING_LINEAR_ATTN) || isnan(r->torch_ms)) continue;
+        if (r->attn != attn_find(attn_scaling_reference) || isnan(r->torch_ms)) continue;
         printf("  %6d | %12.1f %12.1f %8.2fx | %18.1f %18.1f\n", r->T, r->layer.step_s * 1e3, r->torch_ms,
                r->torch_ms / (r->layer.step_s * 1e3), r->layer.arena_mib, r->torch_growth_mib);
     }

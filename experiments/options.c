@@ -151,6 +151,17 @@ static void choices_text(const OptDef *o, char *buf, size_t size) {
         k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", choices[i]);
 }
 
+/* A field of the config at a row's offset, copied in or out: a kernel's
+ * options live in ModelConfig.kernel_options, bytes of no declared type. */
+static int64_t load_i64(const char *f) { int64_t v; memcpy(&v, f, sizeof v); return v; }
+static int load_int(const char *f) { int v; memcpy(&v, f, sizeof v); return v; }
+static float load_float(const char *f) { float v; memcpy(&v, f, sizeof v); return v; }
+static bool load_bool(const char *f) { bool v; memcpy(&v, f, sizeof v); return v; }
+static void store_i64(char *f, int64_t v) { memcpy(f, &v, sizeof v); }
+static void store_int(char *f, int v) { memcpy(f, &v, sizeof v); }
+static void store_float(char *f, float v) { memcpy(f, &v, sizeof v); }
+static void store_bool(char *f, bool v) { memcpy(f, &v, sizeof v); }
+
 int option_set(Config *c, const char *name, const char *value, Err *e) {
     const OptDef *o = option_find(name);
     if (!o) return err_set(e, "unknown option '%s'", name), err_hint(e, "--help lists the options");
@@ -162,16 +173,16 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
             if (end == value || *end || errno || x != floor(x) || x < o->min || x > o->max)
                 return err_set(e, "--%s: expected an integer in [%.0f, %.0f], got '%s'", name, o->min, o->max, value);
             if (o->offset == offsetof(Config, train.seed))
-                *(int64_t *)field = (int64_t)x;
+                store_i64(field, (int64_t)x);
             else
-                *(int *)field = (int)x;
+                store_int(field, (int)x);
             return 0;
         }
         case OPT_FLOAT: {
             double x = strtod(value, &end);
             if (end == value || *end || errno || !isfinite(x) || x < o->min || x > o->max)
                 return err_set(e, "--%s: expected a number in [%g, %g], got '%s'", name, o->min, o->max, value);
-            *(float *)field = (float)x;
+            store_float(field, (float)x);
             return 0;
         }
         case OPT_CHOICE:
@@ -179,9 +190,9 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
             for (int i = 0; option_choices(o)[i]; i++) {
                 if (strcmp(option_choices(o)[i], value) == 0) {
                     if (o->type == OPT_BOOL)
-                        *(bool *)field = i;
+                        store_bool(field, i);
                     else
-                        *(int *)field = i;
+                        store_int(field, i);
                     return 0;
                 }
             }
@@ -204,13 +215,13 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
     switch (o->type) {
         case OPT_INT:
             if (o->offset == offsetof(Config, train.seed))
-                snprintf(buf, size, "%lld", (long long)*(const int64_t *)field);
+                snprintf(buf, size, "%lld", (long long)load_i64(field));
             else
-                snprintf(buf, size, "%d", *(const int *)field);
+                snprintf(buf, size, "%d", load_int(field));
             break;
-        case OPT_FLOAT: snprintf(buf, size, "%.9g", (double)*(const float *)field); break;
-        case OPT_CHOICE: snprintf(buf, size, "%s", option_choices(o)[*(const int *)field]); break;
-        case OPT_BOOL: snprintf(buf, size, "%s", *(const bool *)field ? "true" : "false"); break;
+        case OPT_FLOAT: snprintf(buf, size, "%.9g", (double)load_float(field)); break;
+        case OPT_CHOICE: snprintf(buf, size, "%s", option_choices(o)[load_int(field)]); break;
+        case OPT_BOOL: snprintf(buf, size, "%s", load_bool(field) ? "true" : "false"); break;
         case OPT_STRING: snprintf(buf, size, "%s", field); break;
     }
     return buf;
@@ -229,7 +240,7 @@ static bool changed(const Config *c, const char *name) {
 /* changed() for a kernel's validate hook. */
 static bool changed_cb(const char *name, const void *ctx) { return changed(ctx, name); }
 
-/* "attn=softmax" or "attn=softmax or cosformer": the attn values whose kernel
+/* "attn=a" or "attn=a or b": the attn values whose kernel
  * forms an explicit score matrix. */
 static const char *score_kernels(char *buf, size_t size) {
     size_t k = (size_t)snprintf(buf, size, "attn=");
@@ -273,7 +284,7 @@ static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
         }
     if (scheme->validate && scheme->validate(m, kern->scores, e) != 0) return -1;
     if ((m->window > 0 || m->bca == ON || m->logn == ON) && !kern->scores)
-        return err_set(e, "--%s acts on the softmax scores, so it needs %s, not %s",
+        return err_set(e, "--%s acts on an explicit score matrix, so it needs %s, not %s",
                        m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", score_kernels(scorers, sizeof scorers),
                        attn);
     if (!clm && (m->window > 0 || m->bca == ON))
@@ -362,15 +373,15 @@ cJSON *config_to_json(const Config *c) {
         switch (o->type) {
             case OPT_INT:
                 if (o->offset == offsetof(Config, train.seed))
-                    cJSON_AddNumberToObject(j, o->name, (double)*(const int64_t *)field);
+                    cJSON_AddNumberToObject(j, o->name, (double)load_i64(field));
                 else
-                    cJSON_AddNumberToObject(j, o->name, *(const int *)field);
+                    cJSON_AddNumberToObject(j, o->name, load_int(field));
                 break;
             case OPT_FLOAT:
                 /* as text with 9 digits, so the float comes back bit for bit */
                 cJSON_AddRawToObject(j, o->name, option_format(c, o, buf, sizeof buf));
                 break;
-            case OPT_BOOL: cJSON_AddBoolToObject(j, o->name, *(const bool *)field); break;
+            case OPT_BOOL: cJSON_AddBoolToObject(j, o->name, load_bool(field)); break;
             default: cJSON_AddStringToObject(j, o->name, option_format(c, o, buf, sizeof buf)); break;
         }
     }

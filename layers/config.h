@@ -17,7 +17,8 @@ typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
 #define VOCAB_BYTES 256
 #define MASK_ID 256
 
-#define MODEL_OPTION_SLOTS 16
+/* Room for every kernel's options struct (the registry checks it). */
+#define MODEL_KERNEL_OPTION_BYTES 256
 
 typedef struct {
     int vocab;        /* 256 bytes (plus a mask id under MLM) */
@@ -31,14 +32,6 @@ typedef struct {
     int norm;         /* NormKind */
     bool tie_embeddings;
     int attn;         /* index of the attn value (attn_choice, layers/attention/kernel.h) */
-    int phi;          /* PhiKind: the feature map of linear attention */
-    float leaky_slope;/* phi = leakyrelu's slope */
-    int reweight;     /* ReweightKind */
-    int chunk;        /* causal linear attention's chunk length */
-    int talking_heads;/* TalkingHeads, softmax kernel only */
-    int linformer_k;  /* Linformer's projected length */
-    int linformer_share; /* LinformerShare */
-    int linformer_proj;  /* LinformerProj */
     int pos;          /* index of the pos value (pos_scheme, layers/attention/positions.h) */
     int rope_dims;    /* pos = rope | xpos: rotated dimensions of q and k; 0 = key_size */
     float sandwich_lambda; /* pos = sandwich: the bias scale lambda */
@@ -46,14 +39,10 @@ typedef struct {
     int logn;         /* OnOff: logits scaled by max(1, log n_i / log context) */
     int bca;          /* OnOff: xpos's blockwise causal attention (inference only) */
     int objective;    /* Objective */
-    /* The values of options that kernels registered outside this list
-     * declare (AttnKernel.option_rows with offset ATTN_OPTION_SLOT): the
-     * registry gives each such row a slot; the kernel reads it with
-     * attn_option_int / attn_option_float (layers/attention/kernel.h). */
-    union {
-        int i;
-        float f;
-    } slots[MODEL_OPTION_SLOTS];
+    /* The attention kernels' own options (AttnKernel.option_rows): each
+     * kernel keeps its options in a struct of its own, at the place of this
+     * block the registry gives it (attn_options, layers/attention/kernel.h). */
+    _Alignas(8) unsigned char kernel_options[MODEL_KERNEL_OPTION_BYTES];
 } ModelConfig;
 
 /* key_size / head_size with the 0 = d_model / heads default applied. */

@@ -9,8 +9,8 @@
 
 AttnCall linear_call(bool causal, int phi, int reweight) {
     AttnCall c = kernel_case_call(causal);
-    c.m.phi = phi;
-    c.m.reweight = reweight;
+    linear_opts(&c.m)->phi = phi;
+    linear_opts(&c.m)->reweight = reweight;
     return c;
 }
 
@@ -72,16 +72,16 @@ CASE_FN(clamp_cos, PHI_IDENTITY, REWEIGHT_COS, PREP_CLAMP)
 
 /* ---- references ------------------------------------------------------------------ */
 
-void linear_setup_elu(AttnCall *c) { c->m.phi = PHI_ELU; c->m.reweight = REWEIGHT_NONE; }
-void linear_setup_elu_cos(AttnCall *c) { c->m.phi = PHI_ELU; c->m.reweight = REWEIGHT_COS; }
+void linear_setup_elu(AttnCall *c) { linear_opts(&c->m)->phi = PHI_ELU; linear_opts(&c->m)->reweight = REWEIGHT_NONE; }
+void linear_setup_elu_cos(AttnCall *c) { linear_opts(&c->m)->phi = PHI_ELU; linear_opts(&c->m)->reweight = REWEIGHT_COS; }
 
 static Tensor *phi_op(const AttnCall *c, Tensor *x) {
-    switch (c->m.phi) {
+    switch (linear_opts(&c->m)->phi) {
         case PHI_IDENTITY: return op_identity(x);
         case PHI_RELU: return op_relu(x);
-        case PHI_LEAKYRELU: return op_leakyrelu(x, c->m.leaky_slope);
+        case PHI_LEAKYRELU: return op_leakyrelu(x, linear_opts(&c->m)->leaky_slope);
         case PHI_ELU: return op_elu(x, 1.0f, 1.0f);
-        default: DIE("linear_compose: unknown phi %d", c->m.phi);
+        default: DIE("linear_compose: unknown phi %d", linear_opts(&c->m)->phi);
     }
 }
 
@@ -94,13 +94,13 @@ static Tensor *filled(int ndim, const int *shape, float value) {
 Tensor *linear_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
     int T = q->shape[2];
     Tensor *A = op_matmul(phi_op(c, q), phi_op(c, k), false, true); /* [B, H, T, T] */
-    if (c->causal || c->m.reweight == REWEIGHT_COS) {
+    if (c->causal || linear_opts(&c->m)->reweight == REWEIGHT_COS) {
         /* W_ij = [j <= i when causal] cos(pi (i - j) / 2T): q~_i . k~_j = phi(q_i) . phi(k_j) W_ij */
         Tensor *W = tensor_2d(T, T);
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++)
                 W->data[i * T + j] = c->causal && j > i ? 0.0f
-                                     : c->m.reweight == REWEIGHT_COS ? (float)cos(M_PI * (i - j) / (2.0 * T))
+                                     : linear_opts(&c->m)->reweight == REWEIGHT_COS ? (float)cos(M_PI * (i - j) / (2.0 * T))
                                                                    : 1.0f;
         A = op_mul(A, W);
     }

@@ -7,10 +7,10 @@
 
 static AttnCall lf_call(int proj, int share, int n, int k) {
     AttnCall c = kernel_case_call(false);
-    c.m.linformer_proj = proj;
-    c.m.linformer_share = share;
+    linformer_opts(&c.m)->linformer_proj = proj;
+    linformer_opts(&c.m)->linformer_share = share;
     c.m.context = n;
-    c.m.linformer_k = k;
+    linformer_opts(&c.m)->linformer_k = k;
     return c;
 }
 
@@ -53,10 +53,10 @@ LF_CASE_FNS(mean, MEAN)
 LF_CASE_FNS(max, MAX)
 
 static void setup(AttnCall *c, int proj, int share, int n, int k) {
-    c->m.linformer_proj = proj;
-    c->m.linformer_share = share;
+    linformer_opts(&c->m)->linformer_proj = proj;
+    linformer_opts(&c->m)->linformer_share = share;
     c->m.context = n;
-    c->m.linformer_k = k;
+    linformer_opts(&c->m)->linformer_k = k;
 }
 
 void lf_setup_linear_none(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_NONE, LF_N, LF_K); }
@@ -76,9 +76,9 @@ void lf_setup_mean_n10_k2(AttnCall *c) { setup(c, LF_PROJ_MEAN, LF_SHARE_NONE, 1
 static Tensor *constant(int ndim, const int *shape) { return tensor_zeros(ndim, shape); }
 
 Tensor *lf_compose_projection(const AttnCall *c, Tensor *w, int B, int T) {
-    const int H = c->H, proj = c->m.linformer_proj;
+    const int H = c->H, proj = linformer_opts(&c->m)->linformer_proj;
     if (proj == LF_PROJ_MAX) DIE("lf_compose_projection: max pooling is no matrix");
-    int s = c->m.context / c->m.linformer_k;
+    int s = c->m.context / linformer_opts(&c->m)->linformer_k;
     int kp = proj == LF_PROJ_LINEAR ? w->shape[w->ndim - 2] : (T + s - 1) / s;
     Tensor *zeros = constant(4, (int[]){B, H, kp, T});
     if (proj == LF_PROJ_MEAN) { /* row j: 1 / |window j| on the window */

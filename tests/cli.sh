@@ -139,7 +139,7 @@ expect "alibi with a linear kernel" 2 "--pos alibi adds a bias to every score, s
 expect "kerple with talking heads" 2 "--pos kerple_log: score biases are added in the plain softmax kernel" "$R/a" $TINY --pos kerple_log --talking_heads pre --out "$R/a" "$CORPUS"
 expect "xpos under mlm" 2 "--pos xpos: its decay is defined for causal attention only" "$R/a" $TINY --pos xpos --objective mlm --out "$R/a" "$CORPUS"
 expect "odd rope_dims" 2 "--rope_dims 3: rotations act on pairs" "$R/a" $TINY --pos rope --rope_dims 3 --out "$R/a" "$CORPUS"
-expect "window with a linear kernel" 2 "--window acts on the softmax scores" "$R/a" $TINY --attn cosformer --window 8 --out "$R/a" "$CORPUS"
+expect "window with a linear kernel" 2 "--window acts on an explicit score matrix" "$R/a" $TINY --attn cosformer --window 8 --out "$R/a" "$CORPUS"
 expect "window under mlm" 2 "--window is a causal mask" "$R/a" $TINY --objective mlm --window 8 --out "$R/a" "$CORPUS"
 expect "bca in training" 2 "--bca on: blockwise causal attention is an inference-time option" "$R/a" $TINY --pos xpos --bca on --out "$R/a" "$CORPUS"
 expect "key_size without head_size, heads not dividing" 2 "--heads 3 does not divide --d_model 32" "$R/a" $TINY --heads 3 --key_size 8 --out "$R/a" "$CORPUS"

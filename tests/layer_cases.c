@@ -17,7 +17,7 @@ const AttnKernel *kernel_by_name(const char *name) {
 }
 
 AttnCall kernel_case_call(bool causal) {
-    return (AttnCall){
+    AttnCall c = {
         .B = KC_B,
         .H = KC_H,
         .T = KC_T,
@@ -25,15 +25,12 @@ AttnCall kernel_case_call(bool causal) {
         .head_size = KC_DV,
         .causal = causal,
         .scale = 1.0f / sqrtf((float)KC_DK),
-        .m.phi = PHI_RELU,
-        .m.leaky_slope = 0.01f,
-        .m.reweight = REWEIGHT_NONE,
-        .m.chunk = 2, /* small, so that T = 5 spans chunks and a partial one */
-        .m.talking_heads = TALKING_NONE,
-        .m.linformer_k = 3,
-        .m.linformer_share = LF_SHARE_NONE,
-        .m.linformer_proj = LF_PROJ_LINEAR,
     };
+    /* chunk small, so that T = 5 spans chunks and a partial one */
+    *linear_opts(&c.m) = (LinearOpts){.phi = PHI_RELU, .leaky_slope = 0.01f, .reweight = REWEIGHT_NONE, .chunk = 2};
+    *softmax_opts(&c.m) = (SoftmaxOpts){.talking_heads = TALKING_NONE};
+    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = 3, .linformer_share = LF_SHARE_NONE, .linformer_proj = LF_PROJ_LINEAR};
+    return c;
 }
 
 /* in = {q, k, v}, through the named kernel's forward. */

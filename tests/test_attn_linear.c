@@ -61,7 +61,7 @@ static AttnCall call_for(int B, int H, int T, int dk, int dv, bool causal, int p
     c.key_size = dk;
     c.head_size = dv;
     c.scale = 1.0f / sqrtf((float)dk);
-    c.m.chunk = chunk;
+    linear_opts(&c.m)->chunk = chunk;
     return c;
 }
 
@@ -148,7 +148,7 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     tape_reset();
     FxStage stage = FX_READ;
     AttnCall c = call_for(FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
-    c.m.leaky_slope = fc->slope;
+    linear_opts(&c.m)->leaky_slope = fc->slope;
     const char *names[3] = {"q", "k", "v"};
     Tensor *in[3] = {tensor_4d(FX_B, FX_H, fc->T, FX_DK), tensor_4d(FX_B, FX_H, fc->T, FX_DK),
                      tensor_4d(FX_B, FX_H, fc->T, FX_DV)};
@@ -405,7 +405,7 @@ START_TEST(test_linear_chunk_sizes_agree) {
                 AttnCall c = call_for(B, H, T, dk, dv, causal, cases[k].phi, cases[k].reweight, T);
                 run_chunk(&c, cases[k].kind, 5 + k, ref_out, ref);
                 for (size_t ci = 0; ci + 1 < sizeof chunks / sizeof chunks[0]; ci++) {
-                    c.m.chunk = chunks[ci];
+                    linear_opts(&c.m)->chunk = chunks[ci];
                     run_chunk(&c, cases[k].kind, 5 + k, out, g);
                     char detail[256];
                     ck_assert_msg(rounded_close("output", out, ref_out, nv, detail, sizeof detail),
@@ -564,8 +564,8 @@ END_TEST
  * re-weighting whatever phi says; attn = linear keeps phi and reweight. */
 START_TEST(test_linear_cosformer_preset) {
     ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 16, .heads = 2, .mlp_ratio = 2, .context = 8,
-                       .attn = ATTN_COSFORMER, .phi = PHI_ELU, .leaky_slope = 0.01f, .chunk = 64,
-                       .objective = OBJECTIVE_CLM};
+                       .attn = ATTN_COSFORMER, .objective = OBJECTIVE_CLM};
+    *linear_opts(&cfg) = (LinearOpts){.phi = PHI_ELU, .leaky_slope = 0.01f, .chunk = 64};
     for (int attn = ATTN_LINEAR; attn <= ATTN_COSFORMER; attn++) {
         cfg.attn = attn;
         ParamSet p;
@@ -573,9 +573,9 @@ START_TEST(test_linear_cosformer_preset) {
         Attention at;
         attention_declare(&at, &p, "blocks.0.attn", 0, &cfg);
         ck_assert_str_eq(at.kernel->name, "linear");
-        ck_assert_int_eq(at.call.m.phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
-        ck_assert_int_eq(at.call.m.reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
-        ck_assert_int_eq(at.call.m.chunk, 64);
+        ck_assert_int_eq(linear_opts(&at.call.m)->phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
+        ck_assert_int_eq(linear_opts(&at.call.m)->reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
+        ck_assert_int_eq(linear_opts(&at.call.m)->chunk, 64);
         ck_assert(at.call.causal);
         params_free(&p);
     }
@@ -682,10 +682,10 @@ START_TEST(test_linear_packed_matches_split) {
         for (int kind = 0; kind < 3; kind++)
             for (int causal = 0; causal < 2; causal++) {
                 ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 12, .heads = 3, .mlp_ratio = 2,
-                                   .context = 37, .attn = ATTN_LINEAR, .phi = phi, .leaky_slope = 0.1f,
-                                   .reweight = kind == 1 ? REWEIGHT_COS : REWEIGHT_NONE, .chunk = 8,
-                                   .pos = kind == 2 ? POS_ROPE : POS_NONE,
+                                   .context = 37, .attn = ATTN_LINEAR, .pos = kind == 2 ? POS_ROPE : POS_NONE,
                                    .objective = causal ? OBJECTIVE_CLM : OBJECTIVE_MLM};
+                *linear_opts(&cfg) = (LinearOpts){.phi = phi, .leaky_slope = 0.1f,
+                                                  .reweight = kind == 1 ? REWEIGHT_COS : REWEIGHT_NONE, .chunk = 8};
                 long n_want, n_got, n_moved, seg[MAX_SEG], seg_got[MAX_SEG], seg_moved[MAX_SEG];
                 int n_seg, n_seg_got, n_seg_moved;
                 layer_run(&cfg, &split, 0, want, &n_want, seg, &n_seg);

@@ -58,18 +58,10 @@ static int lf_param_shapes(int proj, int share, int H, int n, int k, int *ndim, 
 }
 
 static AttnCall lf_call(int B, int H, int T, int dk, int dv, int proj, int share, int n, int k) {
-    return (AttnCall){
-        .B = B,
-        .H = H,
-        .T = T,
-        .key_size = dk,
-        .head_size = dv,
-        .scale = 1.0f / sqrtf((float)dk),
-        .m.linformer_k = k,
-        .m.linformer_share = share,
-        .m.linformer_proj = proj,
-        .m.context = n,
-    };
+    AttnCall c = {.B = B, .H = H, .T = T, .key_size = dk, .head_size = dv, .scale = 1.0f / sqrtf((float)dk),
+                  .m.context = n};
+    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = k, .linformer_share = share, .linformer_proj = proj};
+    return c;
 }
 
 static const AttnKernel *linformer(void) {
@@ -434,10 +426,11 @@ END_TEST
 #define M_K 4
 
 static ModelConfig lf_model_config(int proj, int share) {
-    return (ModelConfig){.vocab = VOCAB_BYTES + 1, .layers = M_LAYERS, .d_model = 16, .heads = M_HEADS,
-                         .mlp_ratio = 2, .context = M_N, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                         .attn = ATTN_LINFORMER, .linformer_k = M_K, .linformer_share = share,
-                         .linformer_proj = proj, .pos = POS_LEARNED, .objective = OBJECTIVE_MLM};
+    ModelConfig m = {.vocab = VOCAB_BYTES + 1, .layers = M_LAYERS, .d_model = 16, .heads = M_HEADS,
+                     .mlp_ratio = 2, .context = M_N, .norm = NORM_LAYERNORM, .tie_embeddings = true,
+                     .attn = ATTN_LINFORMER, .pos = POS_LEARNED, .objective = OBJECTIVE_MLM};
+    *linformer_opts(&m) = (LinformerOpts){.linformer_k = M_K, .linformer_share = share, .linformer_proj = proj};
+    return m;
 }
 
 static bool is_linformer_param(const char *name) {
@@ -499,7 +492,7 @@ START_TEST(test_linformer_model_init) {
     const int proj = _i / 4 ? LF_PROJ_CONV : LF_PROJ_LINEAR, share = _i % 4;
     ModelConfig cfg = lf_model_config(proj, share);
     cfg.context = 64;
-    cfg.linformer_k = 4; /* E [4, 64], conv kernels of 16 */
+    linformer_opts(&cfg)->linformer_k = 4; /* E [4, 64], conv kernels of 16 */
     Model m;
     model_init(&m, &cfg);
     Rng rng;

@@ -96,7 +96,7 @@ static AttnCall lin_call(const LinCase *lc, int B, int H) {
     c.B = B, c.H = H, c.T = lc->T;
     c.key_size = lc->dk, c.head_size = lc->dv;
     c.scale = 1.0f / sqrtf((float)lc->dk);
-    c.m.chunk = lc->chunk;
+    linear_opts(&c.m)->chunk = lc->chunk;
     c.m.pos = POS_ROPE;
     c.m.rope_dims = lc->rope_dims;
     return c;
@@ -293,10 +293,10 @@ END_TEST
 /* ---- against a composition of primitive ops ---------------------------------------- */
 
 static Tensor *phi_op(const AttnCall *c, Tensor *x) {
-    switch (c->m.phi) {
+    switch (linear_opts(&c->m)->phi) {
         case PHI_IDENTITY: return op_identity(x);
         case PHI_RELU: return op_relu(x);
-        case PHI_LEAKYRELU: return op_leakyrelu(x, c->m.leaky_slope);
+        case PHI_LEAKYRELU: return op_leakyrelu(x, linear_opts(&c->m)->leaky_slope);
         default: return op_elu(x, 1.0f, 1.0f);
     }
 }
@@ -362,11 +362,11 @@ static void draw_inputs(Rng *rng, const AttnCall *c, const void *ctx, Tensor **l
     for (int l = 0; l < 3; l++) {
         leaves[l] = tensor_new(4, l < 2 ? shape_k : shape_v);
         for (long i = 0; i < leaves[l]->n; i++)
-            leaves[l]->data[i] = l == 2 || c->m.phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
+            leaves[l]->data[i] = l == 2 || linear_opts(&c->m)->phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
         leaves[l]->requires_grad = true;
         in[l] = leaves[l];
     }
-    if (c->m.phi == PHI_RELU || c->m.phi == PHI_LEAKYRELU) {
+    if (linear_opts(&c->m)->phi == PHI_RELU || linear_opts(&c->m)->phi == PHI_LEAKYRELU) {
         in[0] = linear_signs(leaves[0], false);
         in[1] = linear_signs(leaves[1], true);
     }
@@ -388,10 +388,10 @@ START_TEST(test_linear_rope_matches_composition) {
         c = lin_call(&(LinCase){"long", phi, (_i - N_LIN) % 2 == 0, 50, 6, 5, phi == PHI_RELU ? 4 : 6, 8}, 1, 3);
     }
     ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg),
-                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[c.m.phi],
-                  c.causal ? "causal" : "bidirectional", c.T, c.m.rope_dims, c.m.chunk, msg);
+                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[linear_opts(&c.m)->phi],
+                  c.causal ? "causal" : "bidirectional", c.T, c.m.rope_dims, linear_opts(&c.m)->chunk, msg);
     if (_i >= N_LIN && c.causal) {
-        c.m.chunk = 1;
+        linear_opts(&c.m)->chunk = 1;
         ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg), "chunk 1: %s", msg);
     }
 }
@@ -545,8 +545,8 @@ END_TEST
 /* How many rope ops one attention_forward of a tiny layer records, and its output. */
 static int rope_nodes(int attn, int pos, float *out, long *n) {
     ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 8, .heads = 2, .mlp_ratio = 2, .context = 6,
-                       .attn = attn, .phi = PHI_ELU, .leaky_slope = 0.01f, .chunk = 4, .pos = pos,
-                       .objective = OBJECTIVE_CLM};
+                       .attn = attn, .pos = pos, .objective = OBJECTIVE_CLM};
+    *linear_opts(&cfg) = (LinearOpts){.phi = PHI_ELU, .leaky_slope = 0.01f, .chunk = 4};
     ParamSet p;
     params_init(&p);
     Attention at;

@@ -127,7 +127,8 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
                        has_pre(v->talking) ? fixture_tensor(sf, v->name, "talking_pre", 2, ws) : NULL,
                        has_post(v->talking) ? fixture_tensor(sf, v->name, "talking_post", 2, ws) : NULL};
     AttnCall c = {.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
-                  .scale = 1.0f / sqrtf((float)f->dk), .m.talking_heads = v->talking};
+                  .scale = 1.0f / sqrtf((float)f->dk)};
+    softmax_opts(&c.m)->talking_heads = v->talking;
     int np = 0;
     for (int i = 3; i < 5; i++)
         if (leaf[i]) c.params[np++] = leaf[i];
@@ -230,11 +231,12 @@ START_TEST(test_talking_mixing_reaches_output) {
         Tensor *I = shift_matrix(0), *W = shift_matrix(1);
         for (int causal = 0; causal < 2; causal++) {
             AttnCall c = {.B = MB, .H = MH, .T = MT, .key_size = MDK, .head_size = MDV, .causal = causal,
-                          .scale = 1.0f / sqrtf((float)MDK), .m.talking_heads = TALKING_NONE};
+                          .scale = 1.0f / sqrtf((float)MDK)};
+            softmax_opts(&c.m)->talking_heads = TALKING_NONE;
             Tensor *plain = kern->forward(&c, q, k, v), *P = kern->probs(&c, q, k);
             for (int mode = TALKING_PRE; mode <= TALKING_BOTH; mode++) {
                 int n = mode == TALKING_BOTH ? 2 : 1;
-                c.m.talking_heads = mode;
+                softmax_opts(&c.m)->talking_heads = mode;
                 c.params[0] = c.params[1] = I;
                 Tensor *same = kern->forward(&c, q, k, v), *Psame = kern->probs(&c, q, k);
                 ck_assert_msg(memcmp(same->data, plain->data, (size_t)plain->n * sizeof(float)) == 0,
@@ -299,8 +301,8 @@ START_TEST(test_talking_threads_same_bits) {
                            fixture_tensor(&sf, v->name, "talking_post", 2, ws)};
         for (int i = 0; i < 5; i++) leaf[i]->requires_grad = true;
         AttnCall c = {.B = f.B, .H = f.H, .T = f.T, .key_size = f.dk, .head_size = f.dv, .causal = true,
-                      .scale = 1.0f / sqrtf((float)f.dk), .m.talking_heads = TALKING_BOTH,
-                      .params = {leaf[3], leaf[4]}};
+                      .scale = 1.0f / sqrtf((float)f.dk), .params = {leaf[3], leaf[4]}};
+        softmax_opts(&c.m)->talking_heads = TALKING_BOTH;
         Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, leaf[0], leaf[1], leaf[2]);
         backward_seeded(out, fixture_tensor(&sf, v->name, "dout", 4, vs)->data);
         n_bits = out->n;
@@ -330,10 +332,11 @@ END_TEST
 /* ---- the model ---------------------------------------------------------------- */
 
 static ModelConfig small_config(int talking) {
-    return (ModelConfig){.vocab = 256, .layers = 2, .d_model = 16, .heads = 4, .key_size = 6, .head_size = 3,
-                         .mlp_ratio = 2, .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                         .attn = ATTN_SOFTMAX, .talking_heads = talking, .pos = POS_LEARNED,
-                         .objective = OBJECTIVE_CLM};
+    ModelConfig m = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 4, .key_size = 6, .head_size = 3,
+                     .mlp_ratio = 2, .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true,
+                     .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+    softmax_opts(&m)->talking_heads = talking;
+    return m;
 }
 
 /* model_init declares blocks.{i}.attn.talking_pre.weight / talking_post.weight

@@ -51,6 +51,7 @@ typedef struct {
     ModelConfig m;
     int B, T;
     int ignored; /* targets of -1 in the batch */
+    int talking; /* TalkingHeads (a kernel option: set by golden_model) */
 } GoldenConfig;
 
 /* The configs of tests/reference/gpt.py, in order; test_golden_fixture_configs
@@ -59,50 +60,57 @@ static const GoldenConfig golden_configs[] = {
     {{.vocab = 256, .layers = 2, .d_model = 32, .heads = 4, .key_size = 8, .head_size = 8, .mlp_ratio = 4,
       .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
       .objective = OBJECTIVE_CLM},
-     3, 16, 0},
+     3, 16, 0, TALKING_NONE},
     {{.vocab = 97, .layers = 2, .d_model = 24, .heads = 4, .key_size = 12, .head_size = 6, .mlp_ratio = 2,
       .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
       .objective = OBJECTIVE_CLM},
-     2, 11, 3},
+     2, 11, 3, TALKING_NONE},
     {{.vocab = 64, .layers = 1, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 4,
       .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_NONE,
       .objective = OBJECTIVE_CLM},
-     2, 8, 0},
+     2, 8, 0, TALKING_NONE},
     {{.vocab = 80, .layers = 2, .d_model = 24, .heads = 3, .key_size = 10, .head_size = 6, .mlp_ratio = 2,
       .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX,
-      .talking_heads = TALKING_BOTH, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM},
-     2, 12, 2},
+      .pos = POS_LEARNED, .objective = OBJECTIVE_CLM},
+     2, 12, 2, TALKING_BOTH},
     /* positions */
     {{.vocab = 64, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
       .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_SINUSOIDAL,
       .objective = OBJECTIVE_CLM},
-     2, 10, 0},
+     2, 10, 0, TALKING_NONE},
     {{.vocab = 50, .layers = 2, .d_model = 24, .heads = 3, .key_size = 10, .head_size = 6, .mlp_ratio = 2,
       .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_ROPE,
       .rope_dims = 6, .objective = OBJECTIVE_CLM},
-     2, 12, 1},
+     2, 12, 1, TALKING_NONE},
     {{.vocab = 40, .layers = 2, .d_model = 24, .heads = 3, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
       .context = 6, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_ALIBI,
       .window = 9, .logn = ON, .objective = OBJECTIVE_CLM},
-     2, 14, 0},
+     2, 14, 0, TALKING_NONE},
     {{.vocab = 40, .layers = 2, .d_model = 16, .heads = 4, .key_size = 4, .head_size = 4, .mlp_ratio = 2,
       .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_KERPLE_POWER,
       .objective = OBJECTIVE_CLM},
-     2, 8, 0},
+     2, 8, 0, TALKING_NONE},
     {{.vocab = 40, .layers = 1, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
       .context = 5, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_KERPLE_LOG,
       .logn = ON, .objective = OBJECTIVE_CLM},
-     2, 9, 0},
+     2, 9, 0, TALKING_NONE},
     {{.vocab = 40, .layers = 2, .d_model = 24, .heads = 3, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
       .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_SANDWICH,
       .sandwich_lambda = 0.7f, .objective = OBJECTIVE_CLM},
-     2, 10, 0},
+     2, 10, 0, TALKING_NONE},
     {{.vocab = 40, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
       .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_XPOS,
       .rope_dims = 6, .objective = OBJECTIVE_CLM},
-     2, 13, 0},
+     2, 13, 0, TALKING_NONE},
 };
 #define N_GOLDEN ((int)(sizeof golden_configs / sizeof golden_configs[0]))
+
+/* Golden config k's model, its kernel options set. */
+static ModelConfig golden_model(int k) {
+    ModelConfig m = golden_configs[k].m;
+    softmax_opts(&m)->talking_heads = golden_configs[k].talking;
+    return m;
+}
 
 /* ---- golden: the model against PyTorch ------------------------------------- */
 
@@ -215,7 +223,8 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     const GoldenConfig *gc = &golden_configs[k];
     const int B = gc->B, T = gc->T, V = gc->m.vocab;
     Model m;
-    model_init(&m, &gc->m);
+    ModelConfig mc = golden_model(k);
+    model_init(&m, &mc);
     ParamSet *p = &m.params;
     Arena a;
     arena_init(&a, 1 << 20);
@@ -363,7 +372,7 @@ START_TEST(test_golden_fixture_configs) {
         cJSON *o = cJSON_Parse(text);
         ck_assert_msg(o != NULL, "%s is not JSON", key);
         const GoldenConfig *g = &golden_configs[k];
-        const ModelConfig *c = &g->m;
+        const ModelConfig gm = golden_model(k), *c = &gm;
         ck_assert_int_eq(json_int(o, "vocab"), c->vocab);
         ck_assert_int_eq(json_int(o, "layers"), c->layers);
         ck_assert_int_eq(json_int(o, "d_model"), c->d_model);
@@ -388,7 +397,7 @@ START_TEST(test_golden_fixture_configs) {
         if (c->pos == POS_SANDWICH) ck_assert(cJSON_IsNumber(lambda) && fabs(lambda->valuedouble - c->sandwich_lambda) < 1e-6);
         static const char *const talking[] = {"none", "pre", "post", "both"};
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "talking_heads"); /* absent: none */
-        ck_assert_str_eq(cJSON_IsString(th) ? th->valuestring : "none", talking[c->talking_heads]);
+        ck_assert_str_eq(cJSON_IsString(th) ? th->valuestring : "none", talking[softmax_opts(c)->talking_heads]);
         ck_assert(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(o, "tie_embeddings")));
         ck_assert_int_eq(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_embeddings")), c->tie_embeddings);
         cJSON_Delete(o);

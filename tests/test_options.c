@@ -89,9 +89,9 @@ static const Refusal refusals[] = {
     {{"pos", "rope", "rope_dims", "7"}, "--rope_dims 7: rotations act on pairs"},
     {{"pos", "xpos", "rope_dims", "64"}, "at most key_size 32"},
     {{"sandwich_lambda", "2"}, "--sandwich_lambda applies to pos=sandwich, not pos=learned"},
-    {{"window", "16", "attn", "linear"}, "--window acts on the softmax scores, so it needs attn=softmax, not linear"},
-    {{"logn", "on", "attn", "cosformer"}, "--logn acts on the softmax scores"},
-    {{"bca", "on", "attn", "linear", "pos", "rope"}, "--bca acts on the softmax scores"},
+    {{"window", "16", "attn", "linear"}, "--window acts on an explicit score matrix, so it needs attn=softmax, not linear"},
+    {{"logn", "on", "attn", "cosformer"}, "--logn acts on an explicit score matrix"},
+    {{"bca", "on", "attn", "linear", "pos", "rope"}, "--bca acts on an explicit score matrix"},
     {{"window", "16", "talking_heads", "both"}, "--window is done in the plain softmax kernel"},
     {{"logn", "on", "talking_heads", "post"}, "--logn is done in the plain softmax kernel"},
     {{"window", "16", "objective", "mlm"}, "--window is a causal mask, and objective=mlm is bidirectional"},
@@ -146,9 +146,9 @@ START_TEST(test_attention_grid) {
                     for (int obj = 0; obj < 2; obj++) {
                         Config c;
                         config_defaults(&c);
-                        c.model.attn = attn, c.model.phi = phi, c.model.reweight = rw, c.model.talking_heads = th;
+                        c.model.attn = attn, linear_opts(&c.model)->phi = phi, linear_opts(&c.model)->reweight = rw, softmax_opts(&c.model)->talking_heads = th;
                         c.model.objective = obj;
-                        if (attn == ATTN_LINFORMER) c.model.linformer_k = 32;
+                        if (attn == ATTN_LINFORMER) linformer_opts(&c.model)->linformer_k = 32;
                         Err e;
                         memset(&e, 0, sizeof e);
                         bool want = valid_attention(attn, phi, rw, th, obj);
@@ -179,7 +179,7 @@ START_TEST(test_linformer_grid) {
                 Config c;
                 config_defaults(&c);
                 c.model.attn = ATTN_LINFORMER, c.model.objective = OBJECTIVE_MLM;
-                c.model.linformer_share = share, c.model.linformer_proj = proj, c.model.linformer_k = ks[ki];
+                linformer_opts(&c.model)->linformer_share = share, linformer_opts(&c.model)->linformer_proj = proj, linformer_opts(&c.model)->linformer_k = ks[ki];
                 int n = c.model.context, k = ks[ki];
                 bool pooled = proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX;
                 bool want = k <= n && (proj == LF_PROJ_LINEAR || n % k == 0) && !(pooled && share != LF_SHARE_NONE);
@@ -221,9 +221,9 @@ START_TEST(test_position_grid) {
                     for (int masks = 0; masks < 2; masks++) {
                         Config c;
                         config_defaults(&c);
-                        c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, c.model.talking_heads = th;
-                        if (attn == ATTN_LINFORMER) c.model.linformer_k = 32;
-                        if (attn == ATTN_COSFORMER) c.model.reweight = REWEIGHT_COS;
+                        c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, softmax_opts(&c.model)->talking_heads = th;
+                        if (attn == ATTN_LINFORMER) linformer_opts(&c.model)->linformer_k = 32;
+                        if (attn == ATTN_COSFORMER) linear_opts(&c.model)->reweight = REWEIGHT_COS;
                         if (masks) c.model.window = 16;
                         Err e;
                         memset(&e, 0, sizeof e);

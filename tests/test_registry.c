@@ -11,6 +11,7 @@
 #include <cJSON.h>
 #include <check.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +25,18 @@
 
 /* ---- the kernel: all of its file --------------------------------------------- */
 
-/* Its own option, kept by the registry in a slot of ModelConfig. */
+/* Its own option, in a struct of its own that the registry places in the
+ * ModelConfig. */
+typedef struct ATTN_OPTS {
+    int power;
+} Relu2Opts;
 static const OptDef relu2_options[] = {
-    {"relu2_power", OPT_INT, GROUP_MODEL, ATTN_OPTION_SLOT, "2", 1, 4, NULL, 0, "relu2 attention's power p", NULL},
+    {"relu2_power", OPT_INT, GROUP_MODEL, offsetof(Relu2Opts, power), "2", 1, 4, NULL, 0, "relu2 attention's power p", NULL},
     {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
 };
 static const AttnKernel attn_kernel_relu2;
 
-static int relu2_power(const ModelConfig *m) { return attn_option_int(m, &attn_kernel_relu2, "relu2_power"); }
+static int relu2_power(const ModelConfig *m) { return ((const Relu2Opts *)attn_options(m, &attn_kernel_relu2))->power; }
 
 static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale)), *p = s;
@@ -65,6 +70,7 @@ static const AttnKernel attn_kernel_relu2 = {
     .probs = relu2_probs,
     .title = "attn=relu2",
     .option_rows = relu2_options,
+    .options_size = sizeof(Relu2Opts),
     .validate = relu2_validate,
     .describe = relu2_describe,
 };
@@ -123,7 +129,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     ck_assert_msg(strstr(e.msg, "needs an explicit score matrix: attn=softmax, not relu2"), "%s", e.msg);
     config_for(&c, (const char *[]){"attn", "relu2", "window", "8", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
-    ck_assert_msg(strstr(e.msg, "--window acts on the softmax scores"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "--window acts on an explicit score matrix"), "%s", e.msg);
     /* its own option: for it alone, within its range, through its own rule */
     config_for(&c, (const char *[]){"relu2_power", "3", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
@@ -243,11 +249,12 @@ START_TEST(test_builtin_indices) {
     ck_assert_int_eq(attn_find("linformer"), ATTN_LINFORMER);
     ck_assert_str_eq(option_find("attn")->def, attn_choice(0)->name);
     /* a preset runs its kernel with what it fixes */
-    ModelConfig m = {.attn = ATTN_COSFORMER, .phi = PHI_ELU, .reweight = REWEIGHT_NONE};
+    ModelConfig m = {.attn = ATTN_COSFORMER};
+    *linear_opts(&m) = (LinearOpts){.phi = PHI_ELU, .reweight = REWEIGHT_NONE};
     ModelConfig eff = attn_effective(&m);
     ck_assert_ptr_eq(attn_kernel_for(ATTN_COSFORMER), attn_kernel_for(ATTN_LINEAR));
-    ck_assert_int_eq(eff.phi, PHI_RELU);
-    ck_assert_int_eq(eff.reweight, REWEIGHT_COS);
+    ck_assert_int_eq(linear_opts(&eff)->phi, PHI_RELU);
+    ck_assert_int_eq(linear_opts(&eff)->reweight, REWEIGHT_COS);
 }
 END_TEST
 

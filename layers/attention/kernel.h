@@ -21,6 +21,28 @@ typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHe
 typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
 typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
 
+/* A kernel's options struct lives inside ModelConfig.kernel_options, bytes
+ * the registry hands out, so its type must be allowed to alias them: declare
+ * it `typedef struct ATTN_OPTS { ... } MyOpts;`. */
+#define ATTN_OPTS __attribute__((may_alias))
+
+/* The built-in kernels' options structs (their option_rows' offsets are into
+ * these), found in a ModelConfig with the accessors at the end of this file. */
+typedef struct ATTN_OPTS {
+    int phi;           /* PhiKind: the feature map */
+    float leaky_slope; /* phi = leakyrelu's slope */
+    int reweight;      /* ReweightKind */
+    int chunk;         /* causal linear attention's chunk length */
+} LinearOpts;
+typedef struct ATTN_OPTS {
+    int talking_heads; /* TalkingHeads */
+} SoftmaxOpts;
+typedef struct ATTN_OPTS {
+    int linformer_k;     /* the projected length */
+    int linformer_share; /* LinformerShare */
+    int linformer_proj;  /* LinformerProj */
+} LinformerOpts;
+
 /* Counters kernels may add to during forward, read by the trainer per step
  * (e.g. how many linear-attention denominators hit the clamp). */
 typedef struct {
@@ -104,12 +126,13 @@ typedef struct {
     const char *title;
     /* The option-table rows only this kernel reads, declared in its file
      * (ended by a row with a NULL name; NULL: none): --help lists them, and
-     * giving one with another kernel is refused. A row's offset is its
-     * ModelConfig field's, or ATTN_OPTION_SLOT for a kernel with no field of
-     * its own: the registry then keeps the value in ModelConfig.slots, and
-     * the kernel reads it with attn_option_int / attn_option_float from
-     * AttnCall.m. */
+     * giving one with another kernel is refused. The values live in a struct
+     * of the kernel's own, options_size bytes, which the registry places in
+     * ModelConfig.kernel_options; a row's offset is into that struct
+     * (offsetof(MyOpts, power)), and the kernel finds the struct with
+     * attn_options(&c->m, &my_kernel). The struct is declared ATTN_OPTS. */
     const OptDef *option_rows;
+    size_t options_size;
     /* Refuses this kernel's combinations that cannot work, with the reason:
      * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set
      * away from its default. NULL: every combination works. */
@@ -158,13 +181,12 @@ typedef struct {
     const char *const *fixes;
 } AttnChoice;
 
-/* A row offset meaning "a slot of ModelConfig.slots, given by the registry". */
-#define ATTN_OPTION_SLOT ((size_t)-1)
 /* The kernel whose option_rows declare option `name`, or NULL. */
 const AttnKernel *attn_option_owner(const char *name);
-/* Kernel k's rows (attn_kernels[k]) with their slots given: offsets into
- * ModelConfig. */
+/* Kernel k's rows (attn_kernels[k]) with their offsets into ModelConfig. */
 const OptDef *attn_kernel_rows(int k);
+/* Kernel kern's options struct in m (inside m, so const only as m is). */
+void *attn_options(const ModelConfig *m, const AttnKernel *kern);
 /* The value of kernel kern's option `name` in m (an OPT_INT or OPT_CHOICE
  * row, or an OPT_FLOAT one); aborts when kern declares no such row. */
 int attn_option_int(const ModelConfig *m, const AttnKernel *kern, const char *name);
@@ -186,5 +208,16 @@ ModelConfig attn_effective(const ModelConfig *m);
 /* The built-in values' indices, for this folder and the tests; a new kernel
  * needs none (it is found by name). A test holds them to attn_choices. */
 enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_COSFORMER, ATTN_LINFORMER };
+
+/* The attn value that ./bench --scaling measures beside the default kernel,
+ * and experiments/torch_scaling.py mirrors in PyTorch: causal, linear in time
+ * and memory. */
+extern const char *const attn_scaling_reference;
+
+/* The built-in kernels, and their options in m. */
+extern const AttnKernel attn_kernel_softmax, attn_kernel_linear, attn_kernel_linformer;
+static inline LinearOpts *linear_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linear); }
+static inline SoftmaxOpts *softmax_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_softmax); }
+static inline LinformerOpts *linformer_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linformer); }
 
 #endif

@@ -1,15 +1,12 @@
 /* kernels.c: the attention kernels. A new kernel is one file beside this one
  * and its line in attn_kernels (or an attn_register call); its presets and
  * options come with it. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "attention/kernel.h"
 #include "util.h"
-
-extern const AttnKernel attn_kernel_softmax;
-extern const AttnKernel attn_kernel_linear;
-extern const AttnKernel attn_kernel_linformer;
 
 /* Every kernel once, in the order --help lists them; the first is the
  * default. */
@@ -18,6 +15,8 @@ const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {
     &attn_kernel_linear,
     &attn_kernel_linformer,
 };
+const char *const attn_scaling_reference = "cosformer";
+
 static int n_attn_kernels = -1; /* counted when first asked for */
 
 int attn_kernel_count(void) {
@@ -26,9 +25,12 @@ int attn_kernel_count(void) {
     return n_attn_kernels;
 }
 
-/* Each kernel's rows with their slots given, made with the attn values. */
+/* Each kernel's rows with their offsets into ModelConfig, and where its
+ * options struct starts in ModelConfig.kernel_options; made with the attn
+ * values. */
 enum { MAX_ROWS = 8 };
 static OptDef rows[ATTN_MAX_KERNELS][MAX_ROWS + 1];
+static size_t options_at[ATTN_MAX_KERNELS];
 
 /* The attn values, made from attn_kernels when first asked for. */
 static AttnChoice choices[2 * ATTN_MAX_KERNELS];
@@ -46,17 +48,25 @@ static void build_choices(void) {
             choices[n_choices++] = (AttnChoice){p->name, kern, p->apply, p->fixes};
         }
     }
-    int slot = 0;
+    /* each kernel's options struct at its place in ModelConfig.kernel_options, 8-byte aligned */
+    size_t at = 0;
     for (int k = 0; k < attn_kernel_count(); k++) {
+        const AttnKernel *kern = attn_kernels[k];
+        options_at[k] = at;
+        at += (kern->options_size + 7) / 8 * 8;
+        if (at > MODEL_KERNEL_OPTION_BYTES)
+            DIE("attention kernels: their options take more than the %d bytes of ModelConfig.kernel_options",
+                MODEL_KERNEL_OPTION_BYTES);
         int n = 0;
-        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) {
-            if (n == MAX_ROWS) DIE("attention kernel %s: more than %d options", attn_kernels[k]->name, MAX_ROWS);
+        for (const OptDef *r = kern->option_rows; r && r->name; r++) {
+            if (n == MAX_ROWS) DIE("attention kernel %s: more than %d options", kern->name, MAX_ROWS);
+            if (r->type == OPT_STRING) DIE("attention kernel %s: option %s: text options are not kept", kern->name, r->name);
+            size_t width = r->type == OPT_FLOAT ? sizeof(float) : r->type == OPT_BOOL ? sizeof(bool) : sizeof(int);
+            if (r->offset + width > kern->options_size)
+                DIE("attention kernel %s: option %s lies outside its %zu bytes of options", kern->name, r->name,
+                    kern->options_size);
             rows[k][n] = *r;
-            if (r->offset == ATTN_OPTION_SLOT) {
-                if (slot == MODEL_OPTION_SLOTS) DIE("attention kernels: more than %d options in slots", slot);
-                rows[k][n].offset = offsetof(ModelConfig, slots) + (size_t)slot++ * sizeof(((ModelConfig *)0)->slots[0]);
-            }
-            n++;
+            rows[k][n++].offset = offsetof(ModelConfig, kernel_options) + options_at[k] + r->offset;
         }
         rows[k][n] = (OptDef){0};
     }
@@ -94,12 +104,20 @@ const AttnKernel *attn_option_owner(const char *name) {
     return NULL;
 }
 
-static const OptDef *row_of(const AttnKernel *kern, const char *name) {
+static int kernel_index(const AttnKernel *kern) {
     build_choices();
     for (int k = 0; k < attn_kernel_count(); k++)
-        if (attn_kernels[k] == kern)
-            for (const OptDef *r = rows[k]; r->name; r++)
-                if (!strcmp(r->name, name)) return r;
+        if (attn_kernels[k] == kern) return k;
+    DIE("attention kernel %s is not registered", kern->name);
+}
+
+void *attn_options(const ModelConfig *m, const AttnKernel *kern) {
+    return (unsigned char *)m->kernel_options + options_at[kernel_index(kern)];
+}
+
+static const OptDef *row_of(const AttnKernel *kern, const char *name) {
+    for (const OptDef *r = rows[kernel_index(kern)]; r->name; r++)
+        if (!strcmp(r->name, name)) return r;
     DIE("attention kernel %s has no option %s", kern->name, name);
 }
 

@@ -836,22 +836,23 @@ static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const
 /* The op on n_in inputs (q, k, v, or the one fused tensor) of B, H, T, dk, with
  * its output out. */
 static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int H, int T, int dk, Tensor *out) {
-    if (c->m.chunk < 1) DIE("linear attention: chunk %d < 1", c->m.chunk);
-    if (c->m.phi < PHI_IDENTITY || c->m.phi > PHI_ELU) DIE("linear attention: unknown phi %d", c->m.phi);
+    const LinearOpts *o = linear_opts(&c->m);
+    if (o->chunk < 1) DIE("linear attention: chunk %d < 1", o->chunk);
+    if (o->phi < PHI_IDENTITY || o->phi > PHI_ELU) DIE("linear attention: unknown phi %d", o->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
     if (c->m.pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
     bool rope = c->m.pos == POS_ROPE;
-    if (rope && c->m.reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
+    if (rope && o->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
     int rp = rope ? rope_pairs(c->m.rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    *NODE_ATTRS(n, LinearAttrs) = (LinearAttrs){.causal = c->causal, .phi = c->m.phi, .slope = c->m.leaky_slope,
-                                                 .reweight = c->m.reweight, .chunk = c->m.chunk, .rope_pairs = rp,
+    *NODE_ATTRS(n, LinearAttrs) = (LinearAttrs){.causal = c->causal, .phi = o->phi, .slope = o->leaky_slope,
+                                                 .reweight = o->reweight, .chunk = o->chunk, .rope_pairs = rp,
                                                  .heads = H, .dk = dk};
-    int C = c->m.chunk < T ? c->m.chunk : T;
+    int C = o->chunk < T ? o->chunk : T;
     /* den per row, then the cos tables or the RoPE tables (see lin_of) */
-    long saved = (long)B * H * T + (c->m.reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
+    long saved = (long)B * H * T + (o->reweight == REWEIGHT_COS ? 2L * T + C : 0) + 2L * T * rp;
     n->saved = arena_alloc(engine_arena(), (size_t)saved * sizeof(float));
     n->out = out;
     return node_run(n);
@@ -882,9 +883,10 @@ static Tensor *attn_linear_qkv(const AttnCall *c, Tensor *qkv) {
  * the unrotated features first (the row sums of phi(Q) phi(K)^T), then the
  * features rotate and P_ij = (R_i phi(q_i)) . (R_j phi(k_j)) / max(den_i, eps). */
 static Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+    const LinearOpts *o = linear_opts(&c->m);
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
-    bool cos = c->m.reweight == REWEIGHT_COS;
-    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = c->m.phi, .slope = c->m.leaky_slope};
+    bool cos = o->reweight == REWEIGHT_COS;
+    Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = o->phi, .slope = o->leaky_slope};
     float *table = NULL;
     if (cos) {
         table = arena_alloc(engine_arena(), (2 * (size_t)T + 1) * sizeof(float));
@@ -943,13 +945,13 @@ static const char *const reweight_names[] = {"none", "cos", NULL};
 
 /* attn = cosformer: this kernel with phi = relu and cos re-weighting. */
 static void cosformer_preset(ModelConfig *m) {
-    m->phi = PHI_RELU;
-    m->reweight = REWEIGHT_COS;
+    linear_opts(m)->phi = PHI_RELU;
+    linear_opts(m)->reweight = REWEIGHT_COS;
 }
 static const char *const cosformer_fixes[] = {"phi", "reweight", NULL};
 static const AttnPreset linear_presets[] = {{"cosformer", cosformer_preset, cosformer_fixes}, {NULL, NULL, NULL}};
 
-#define M(field) offsetof(ModelConfig, field)
+#define M(field) offsetof(LinearOpts, field)
 static const OptDef linear_options[] = {
     {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_names, 0,
      "linear attention's feature map (elu means elu + 1)", NULL},
@@ -964,21 +966,23 @@ static const OptDef linear_options[] = {
 /* m has its preset applied (attn_effective). */
 static int linear_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                            Err *e) {
-    if (changed("leaky_slope", ctx) && m->phi != PHI_LEAKYRELU)
-        return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_names[m->phi]);
+    const LinearOpts *o = linear_opts(m);
+    if (changed("leaky_slope", ctx) && o->phi != PHI_LEAKYRELU)
+        return err_set(e, "--leaky_slope applies to phi=leakyrelu, not phi=%s", phi_names[o->phi]);
     if (m->objective == OBJECTIVE_MLM && changed("chunk", ctx))
         return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
                err_hint(e, "drop --chunk, or use --objective clm");
     if (m->pos == POS_ROPE && m->attn == ATTN_COSFORMER)
         return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
                err_hint(e, "use --attn linear --phi relu --pos rope");
-    if (m->pos == POS_ROPE && m->reweight == REWEIGHT_COS)
+    if (m->pos == POS_ROPE && o->reweight == REWEIGHT_COS)
         return err_set(e, "--pos rope: reweight=cos already encodes relative positions"), err_hint(e, "drop --reweight cos");
     return 0;
 }
 
 static void linear_describe(const ModelConfig *m, char *buf, size_t size) {
-    snprintf(buf, size, " phi=%s%s", phi_names[m->phi], m->reweight == REWEIGHT_COS ? " reweight=cos" : "");
+    const LinearOpts *o = linear_opts(m);
+    snprintf(buf, size, " phi=%s%s", phi_names[o->phi], o->reweight == REWEIGHT_COS ? " reweight=cos" : "");
 }
 
 const AttnKernel attn_kernel_linear = {
@@ -991,6 +995,7 @@ const AttnKernel attn_kernel_linear = {
     .presets = linear_presets,
     .title = "linear attention",
     .option_rows = linear_options,
+    .options_size = sizeof(LinearOpts),
     .validate = linear_validate,
     .describe = linear_describe,
 };

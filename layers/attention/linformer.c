@@ -222,9 +222,10 @@ static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_projec
 /* x' of x [B, H, T, d] under the call's projection; w is E or F (NULL for
  * mean and max). */
 static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
+    const LinformerOpts *o = linformer_opts(&c->m);
     const char *name = lf_project_op.name;
     SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
-    const int H = x->shape[1], T = x->shape[2], proj = c->m.linformer_proj;
+    const int H = x->shape[1], T = x->shape[2], proj = o->linformer_proj;
     int s = 0, kp;
     bool per_head = false;
     if (proj == LF_PROJ_LINEAR) {
@@ -233,9 +234,9 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
         kp = w->shape[w->ndim - 2];
         SHAPE_CHECK(w->shape[w->ndim - 1] >= T, name, "the input is longer than E's n columns", x, w);
     } else {
-        if (c->m.linformer_k <= 0 || c->m.context < c->m.linformer_k)
-            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, c->m.linformer_k);
-        s = c->m.context / c->m.linformer_k;
+        if (o->linformer_k <= 0 || c->m.context < o->linformer_k)
+            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, o->linformer_k);
+        s = c->m.context / o->linformer_k;
         kp = (T + s - 1) / s;
         if (proj == LF_PROJ_CONV) {
             SHAPE_CHECK(w && (w->ndim == 1 || w->ndim == 2), name, "the conv kernel must be [n/k] or [H, n/k]", x, w);
@@ -390,15 +391,16 @@ static Tensor *attn_linformer_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 
 /* The names and shapes of the header comment. */
 static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c) {
-    int proj = c->linformer_proj, share = c->linformer_share;
+    const LinformerOpts *o = linformer_opts(c);
+    int proj = o->linformer_proj, share = o->linformer_share;
     if (proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX) return;
     int shape[3], nd = 0;
     if (share == LF_SHARE_NONE) shape[nd++] = c->heads;
     if (proj == LF_PROJ_LINEAR) {
-        shape[nd++] = c->linformer_k;
+        shape[nd++] = o->linformer_k;
         shape[nd++] = c->context;
     } else {
-        shape[nd++] = c->context / c->linformer_k;
+        shape[nd++] = c->context / o->linformer_k;
     }
     if (share == LF_SHARE_LAYERWISE) {
         a->params[0] = layer == 0 ? params_add(p, "linformer.E", nd, shape) : params_find(p, "linformer.E");
@@ -412,7 +414,7 @@ static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer,
 
 /* N(0, 1 / fan_in), fan_in = the last dimension: n for E, n / k for conv. */
 static void lf_init(Attention *a, int layer, Rng *rng) {
-    if (a->call.m.linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
+    if (linformer_opts(&a->call.m)->linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
     for (int i = 0; i < 2; i++) {
         Tensor *t = a->params[i];
         if (t) rng_fill_normal(rng, t->data, t->n, 0.0f, 1.0f / sqrtf((float)t->shape[t->ndim - 1]));
@@ -423,7 +425,7 @@ static void lf_init(Attention *a, int layer, Rng *rng) {
 
 static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwise", NULL};
 static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv", NULL};
-#define M(field) offsetof(ModelConfig, field)
+#define M(field) offsetof(LinformerOpts, field)
 static const OptDef linformer_options[] = {
     {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0, "Linformer's projected length", NULL},
     {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_names, 0,
@@ -436,30 +438,32 @@ static const OptDef linformer_options[] = {
 
 static int linformer_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                               Err *e) {
+    const LinformerOpts *o = linformer_opts(m);
     (void)changed, (void)ctx;
     if (m->objective == OBJECTIVE_CLM)
         return err_set(e, "attn=linformer projects keys and values along the sequence, so it cannot be causal"),
                err_hint(e, "add --objective mlm");
-    if (m->linformer_k > m->context)
-        return err_set(e, "--linformer_k %d is longer than --context %d", m->linformer_k, m->context);
-    if (m->linformer_proj != LF_PROJ_LINEAR && m->context % m->linformer_k != 0)
+    if (o->linformer_k > m->context)
+        return err_set(e, "--linformer_k %d is longer than --context %d", o->linformer_k, m->context);
+    if (o->linformer_proj != LF_PROJ_LINEAR && m->context % o->linformer_k != 0)
         return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
-                       lf_proj_names[m->linformer_proj], m->linformer_k, m->context);
-    if ((m->linformer_proj == LF_PROJ_MEAN || m->linformer_proj == LF_PROJ_MAX) && m->linformer_share != LF_SHARE_NONE)
+                       lf_proj_names[o->linformer_proj], o->linformer_k, m->context);
+    if ((o->linformer_proj == LF_PROJ_MEAN || o->linformer_proj == LF_PROJ_MAX) && o->linformer_share != LF_SHARE_NONE)
         return err_set(e, "--linformer_share %s: linformer_proj=%s pools without parameters, so there is nothing to share",
-                       lf_share_names[m->linformer_share], lf_proj_names[m->linformer_proj]),
+                       lf_share_names[o->linformer_share], lf_proj_names[o->linformer_proj]),
                err_hint(e, "sharing applies to linformer_proj linear or conv");
     return 0;
 }
 
 static void linformer_describe(const ModelConfig *m, char *buf, size_t size) {
-    snprintf(buf, size, " k=%d", m->linformer_k);
+    snprintf(buf, size, " k=%d", linformer_opts(m)->linformer_k);
 }
 
 static int linformer_check_length(const ModelConfig *m, int T, Err *e) {
-    if (T < m->linformer_k) return err_set(e, "linformer_k %d is longer than T %d", m->linformer_k, T);
-    if (T != m->context && m->linformer_proj != LF_PROJ_LINEAR && T % (m->context / m->linformer_k))
-        return err_set(e, "--length %d: Linformer's pooling needs a multiple of %d", T, m->context / m->linformer_k);
+    const LinformerOpts *o = linformer_opts(m);
+    if (T < o->linformer_k) return err_set(e, "linformer_k %d is longer than T %d", o->linformer_k, T);
+    if (T != m->context && o->linformer_proj != LF_PROJ_LINEAR && T % (m->context / o->linformer_k))
+        return err_set(e, "--length %d: Linformer's pooling needs a multiple of %d", T, m->context / o->linformer_k);
     return 0;
 }
 
@@ -473,6 +477,7 @@ const AttnKernel attn_kernel_linformer = {
     .bidirectional_only = true,
     .title = "attn=linformer",
     .option_rows = linformer_options,
+    .options_size = sizeof(LinformerOpts),
     .validate = linformer_validate,
     .describe = linformer_describe,
     .check_length = linformer_check_length,

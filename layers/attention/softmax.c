@@ -325,11 +325,11 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 /* ---- the kernel ---------------------------------------------------------- */
 
 static Tensor *attn_softmax(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    return c->m.talking_heads == TALKING_NONE ? plain_attention(c, q, k, v) : attn_talking(c, q, k, v);
+    return softmax_opts(&c->m)->talking_heads == TALKING_NONE ? plain_attention(c, q, k, v) : attn_talking(c, q, k, v);
 }
 
 static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
-    return c->m.talking_heads == TALKING_NONE ? plain_probs(c, q, k) : attn_talking_probs(c, q, k);
+    return softmax_opts(&c->m)->talking_heads == TALKING_NONE ? plain_probs(c, q, k) : attn_talking_probs(c, q, k);
 }
 
 /* The talking-heads matrices, [H, H] each, in a->params: pre's, then post's;
@@ -337,19 +337,20 @@ static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
  * kerple_a, kerple_p (pos = kerple_power) or kerple_r1, kerple_r2
  * (kerple_log), as params[0], params[1]. */
 static void attn_softmax_declare(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c) {
+    const SoftmaxOpts *o = softmax_opts(c);
     (void)layer;
     char buf[128];
     int H = c->heads, i = 0;
     if (pos_bias_n_params(c->pos)) {
-        if (c->talking_heads != TALKING_NONE) DIE("talking_heads with pos %d (config_validate refuses it)", c->pos);
+        if (o->talking_heads != TALKING_NONE) DIE("talking_heads with pos %d (config_validate refuses it)", c->pos);
         bool power = c->pos == POS_KERPLE_POWER;
         a->params[0] = params_add(p, param_name(buf, prefix, power ? "kerple_a" : "kerple_r1"), 1, (int[]){H});
         a->params[1] = params_add(p, param_name(buf, prefix, power ? "kerple_p" : "kerple_r2"), 1, (int[]){H});
         return;
     }
-    if (c->talking_heads == TALKING_PRE || c->talking_heads == TALKING_BOTH)
+    if (o->talking_heads == TALKING_PRE || o->talking_heads == TALKING_BOTH)
         a->params[i++] = params_add(p, param_name(buf, prefix, "talking_pre.weight"), 2, (int[]){H, H});
-    if (c->talking_heads == TALKING_POST || c->talking_heads == TALKING_BOTH)
+    if (o->talking_heads == TALKING_POST || o->talking_heads == TALKING_BOTH)
         a->params[i++] = params_add(p, param_name(buf, prefix, "talking_post.weight"), 2, (int[]){H, H});
 }
 
@@ -372,34 +373,36 @@ static void attn_softmax_init(Attention *a, int layer, Rng *rng) {
 
 static const char *const talking_names[] = {"none", "pre", "post", "both", NULL};
 static const OptDef softmax_options[] = {
-    {"talking_heads", OPT_CHOICE, GROUP_MODEL, offsetof(ModelConfig, talking_heads), "none", 0, 0, talking_names, 0,
+    {"talking_heads", OPT_CHOICE, GROUP_MODEL, offsetof(SoftmaxOpts, talking_heads), "none", 0, 0, talking_names, 0,
      "mix heads before and/or after the softmax", NULL},
     {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
 };
 
 static int softmax_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                             Err *e) {
+    const SoftmaxOpts *o = softmax_opts(m);
     (void)changed, (void)ctx;
-    if (m->talking_heads == TALKING_NONE) return 0;
+    if (o->talking_heads == TALKING_NONE) return 0;
     if (pos_has_bias(m->pos))
         return err_set(e, "--pos %s: score biases are added in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
-                       pos_name(m->pos), talking_names[m->talking_heads]),
+                       pos_name(m->pos), talking_names[o->talking_heads]),
                err_hint(e, "use --pos rope, sinusoidal or learned with talking heads");
     if (m->window > 0 || m->bca == ON || m->logn == ON)
         return err_set(e, "--%s is done in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
-                       m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", talking_names[m->talking_heads]);
+                       m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", talking_names[o->talking_heads]);
     return 0;
 }
 
 /* P (H T^2 floats at B 1) kept for backward, and a T^2 scratch per thread in
  * backward; with talking heads, an H T^2 one, twice, per thread. */
 static double softmax_quadratic_bytes(const ModelConfig *m, int T, int threads) {
-    double per_thread = m->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
+    double per_thread = softmax_opts(m)->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
     return 4.0 * (double)T * T * (m->heads + per_thread * threads);
 }
 
 static void softmax_describe(const ModelConfig *m, char *buf, size_t size) {
-    if (m->talking_heads != TALKING_NONE) snprintf(buf, size, " talking_heads=%s", talking_names[m->talking_heads]);
+    const SoftmaxOpts *o = softmax_opts(m);
+    if (o->talking_heads != TALKING_NONE) snprintf(buf, size, " talking_heads=%s", talking_names[o->talking_heads]);
     else if (m->window > 0) snprintf(buf, size, " window=%d", m->window);
     else buf[0] = '\0';
 }
@@ -413,6 +416,7 @@ const AttnKernel attn_kernel_softmax = {
     .init = attn_softmax_init,
     .title = "attn=softmax",
     .option_rows = softmax_options,
+    .options_size = sizeof(SoftmaxOpts),
     .validate = softmax_validate,
     .describe = softmax_describe,
     .quadratic_bytes = softmax_quadratic_bytes,

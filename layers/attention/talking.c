@@ -191,14 +191,15 @@ OpDef attn_talking_op = {"attn_talking", attn_talking_forward, attn_talking_back
 /* The mixing matrices of a call: c->params holds them in declaration order,
  * talking_pre's (pre, both) then talking_post's (post, both). */
 static void talking_matrices(const AttnCall *c, const Tensor *q, Tensor **pre, Tensor **post) {
-    bool has_pre = c->m.talking_heads == TALKING_PRE || c->m.talking_heads == TALKING_BOTH;
-    bool has_post = c->m.talking_heads == TALKING_POST || c->m.talking_heads == TALKING_BOTH;
+    const SoftmaxOpts *o = softmax_opts(&c->m);
+    bool has_pre = o->talking_heads == TALKING_PRE || o->talking_heads == TALKING_BOTH;
+    bool has_post = o->talking_heads == TALKING_POST || o->talking_heads == TALKING_BOTH;
     int i = 0;
     *pre = has_pre ? c->params[i++] : NULL;
     *post = has_post ? c->params[i++] : NULL;
     if ((has_pre && !*pre) || (has_post && !*post))
         DIE("%s: talking_heads %d without its mixing matrices in AttnCall.params", attn_talking_op.name,
-            c->m.talking_heads);
+            o->talking_heads);
     int H = q->shape[1];
     for (int j = 0; j < 2; j++) {
         const Tensor *w = j ? *post : *pre;
