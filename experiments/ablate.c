@@ -22,7 +22,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--no-baseline] [--out DIR] corpus.txt\n"
+            "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
+            "                corpus.txt\n"
             "\n"
             "Trains one run per point of the grid: every key=v1/v2/... is an axis and the runs are\n"
             "their cartesian product; key=v fixes an option for all runs; --key value sets the\n"
@@ -31,6 +32,12 @@ static void usage(FILE *f) {
             "that kernel. A baseline row with the default kernel (attn=%s) is added unless\n"
             "--no-baseline. Combinations that cannot work are listed and skipped, with the reason;\n"
             "a run that diverges is recorded at its step.\n"
+            "\n"
+            "--seeds N runs every point N times, with seeds seed, seed + 1, ... (both the model's\n"
+            "initialisation and the data order); results.md then opens with one row per point: the\n"
+            "mean final val bpb of its finished runs, their standard deviation, a 95%% interval (t),\n"
+            "and the difference from the baseline with Welch's 95%% interval and whether it excludes\n"
+            "zero (also in DIR/summary.csv); curves.png draws each point's mean curve, +- 1 sd faint.\n"
             "\n"
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
@@ -115,6 +122,7 @@ int main(int argc, char **argv) {
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
         {"--out", .text = &out, .needs = "a folder"},
+        {"--seeds", .integer = &grid.seeds, .lo = 1, .hi = GRID_MAX_SEEDS, .needs = "a count"},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
@@ -182,7 +190,7 @@ int main(int argc, char **argv) {
     }
     if (status == 0) {
         char *md, *csv, took[32];
-        grid_tables(&grid, runs, n_runs, &md, &csv);
+        grid_tables(&grid, runs, n_runs, &md, &csv, NULL);
         printf("\n%s\nwrote %s/results.md, %s/results.csv, %s/curves.png (%s)\n", md, dir, dir, dir,
                format_duration(now_seconds() - t_start, took, sizeof took));
         free(md);

@@ -10,10 +10,12 @@
 
 #include "plot.h"
 #include "run.h"
+#include "stats.h"
 
 void grid_init(Grid *g) {
     memset(g, 0, sizeof *g);
     config_defaults(&g->base);
+    g->seeds = 1;
 }
 
 void grid_option_given(Grid *g, const char *name) {
@@ -126,40 +128,56 @@ static void differences(const Config *a, const Config *b, char *buf, size_t size
 
 int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err *e) {
     *out = NULL;
-    long n = 1;
+    const int S = g->seeds;
+    long points = 1;
     for (int a = 0; a < g->n_axes; a++)
-        if ((n *= g->axes[a].n) > GRID_MAX_RUNS) return err_set(e, "the grid has more than %d runs", GRID_MAX_RUNS);
-    GridRun *runs = xcalloc((size_t)n + 1, sizeof *runs);
-    for (int i = 0; i < n; i++) {
-        GridRun *r = &runs[i];
+        if ((points *= g->axes[a].n) * S > GRID_MAX_RUNS)
+            return err_set(e, "the grid has more than %d runs", GRID_MAX_RUNS);
+    GridRun *runs = xcalloc((size_t)(points + 1) * S, sizeof *runs);
+    for (int p = 0; p < points; p++) {
+        GridRun *r = &runs[p * S];
         r->cfg = g->base;
         size_t k = 0;
-        for (int a = 0, stride = (int)n; a < g->n_axes; a++) {
+        for (int a = 0, stride = (int)points; a < g->n_axes; a++) {
             const GridAxis *ax = &g->axes[a];
             stride /= ax->n;
-            const char *v = ax->values[(i / stride) % ax->n];
+            const char *v = ax->values[(p / stride) % ax->n];
             r->values[a] = v;
             option_set(&r->cfg, ax->opt->name, v, NULL);
             if (k < sizeof r->name)
                 k += (size_t)snprintf(r->name + k, sizeof r->name - k, "%s%s=%s", a ? "," : "", ax->opt->name, v);
         }
     }
+    int n_points = (int)points;
     if (baseline) {
-        GridRun *r = &runs[n];
+        GridRun *r = &runs[points * S];
         r->cfg = g->base;
         baseline_config(&r->cfg);
         snprintf(r->name, sizeof r->name, "baseline attn=%s", option_find("attn")->def);
         Config check = r->cfg;
         bool duplicate = false;
         if (config_validate(&check, NULL) == 0)
-            for (int i = 0; i < n && !duplicate; i++) {
-                Config other = runs[i].cfg;
+            for (int p = 0; p < points && !duplicate; p++) {
+                Config other = runs[p * S].cfg;
                 char diff[64];
                 differences(&check, &other, diff, sizeof diff);
                 duplicate = config_validate(&other, NULL) == 0 && !diff[0];
             }
-        if (!duplicate) n++;
+        if (!duplicate) n_points++;
     }
+    /* each point's runs: seed, seed + 1, ... */
+    for (int p = 0; p < n_points; p++)
+        for (int s = S - 1; s >= 0; s--) {
+            GridRun *r = &runs[p * S + s];
+            if (s) *r = runs[p * S];
+            r->cfg.train.seed += s;
+            size_t k = strlen(r->name);
+            if (S > 1 && k < sizeof r->name)
+                snprintf(r->name + k, sizeof r->name - k, ",seed=%lld", (long long)r->cfg.train.seed);
+            r->point = p;
+            r->seed_index = s;
+        }
+    int n = n_points * S;
     for (int i = 0; i < n; i++) {
         GridRun *r = &runs[i];
         /* the name as a folder; a long one cut, with the run's index to keep it apart */
@@ -182,7 +200,7 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
         }
     }
     *out = runs;
-    return (int)n;
+    return n;
 }
 
 void grid_free(GridRun *runs, int n) {
@@ -344,10 +362,102 @@ static void put_csv(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char **csv_out) {
-    size_t md_len, csv_len;
+/* The final val bpb of point p's runs that finished without diverging. */
+static Summary point_summary(const GridRun *runs, int n, int p) {
+    double x[GRID_MAX_SEEDS];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (runs[i].point == p && !runs[i].skipped && runs[i].result.status == TRAIN_DONE &&
+            isfinite(runs[i].result.val_bpb) && k < GRID_MAX_SEEDS)
+            x[k++] = runs[i].result.val_bpb;
+    return summarize(x, k);
+}
+
+/* The first run of each point, and which point is the baseline (-1: none). */
+static int points_of(const GridRun *runs, int n, const GridRun **first, int *baseline) {
+    int n_points = 0;
+    *baseline = -1;
+    for (int i = 0; i < n; i++)
+        if (runs[i].seed_index == 0) {
+            first[n_points] = &runs[i];
+            if (!runs[i].values[0]) *baseline = n_points;
+            n_points++;
+        }
+    return n_points;
+}
+
+/* One row per point: mean, sd, interval, and the difference from the baseline. */
+static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, FILE *csv) {
+    static const GridRun *first[GRID_MAX_RUNS + 1];
+    int baseline, n_points = points_of(runs, n, first, &baseline);
+    Summary base = baseline >= 0 ? point_summary(runs, n, baseline) : (Summary){0};
+    fprintf(md, "%d seeds per point (seed %lld on); final val bpb over each point's finished runs, with 95%% "
+                "intervals (t); the difference from the baseline with Welch's interval.\n\n| point |",
+            g->seeds, (long long)g->base.train.seed);
+    fputs("point,", csv);
+    for (int a = 0; a < g->n_axes; a++) {
+        fprintf(md, " %s |", g->axes[a].opt->name);
+        fprintf(csv, "%s,", g->axes[a].opt->name);
+    }
+    fputs(" runs | mean | sd | 95% interval | minus baseline | 95% interval | differs |\n|---|", md);
+    fputs("runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs\n", csv);
+    for (int a = 0; a < g->n_axes; a++) fputs("---|", md);
+    fputs("---|---|---|---|---|---|---|\n", md);
+    for (int p = 0; p < n_points; p++) {
+        const GridRun *r = first[p];
+        if (r->skipped) continue;
+        Summary s = point_summary(runs, n, p);
+        Difference d = baseline >= 0 && p != baseline ? difference(&s, &base) : (Difference){NAN, NAN, false};
+        char name[256];
+        snprintf(name, sizeof name, "%s", r->name);
+        char *cut = strstr(name, ",seed=");
+        if (cut) *cut = '\0';
+        fprintf(md, "| %s |", name);
+        put_csv(csv, name);
+        fputc(',', csv);
+        for (int a = 0; a < g->n_axes; a++) {
+            char v[320] = "-";
+            if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
+            fprintf(md, " %s |", v);
+            put_csv(csv, v);
+            fputc(',', csv);
+        }
+        fprintf(md, " %d/%d | ", s.n, g->seeds);
+        put_num(md, s.mean, "%.4f", "-");
+        fputs(" | ", md);
+        put_num(md, s.sd, "%.4f", "-");
+        fputs(" | ", md);
+        if (isfinite(s.half))
+            fprintf(md, "[%.4f, %.4f]", s.mean - s.half, s.mean + s.half);
+        else
+            fputs("-", md);
+        fputs(" | ", md);
+        put_num(md, d.diff, "%+.4f", "-");
+        fputs(" | ", md);
+        if (isfinite(d.half))
+            fprintf(md, "[%+.4f, %+.4f] | %s |\n", d.diff - d.half, d.diff + d.half, d.excludes_zero ? "yes" : "no");
+        else
+            fputs("- | - |\n", md);
+        fprintf(csv, "%d,", s.n);
+        put_num(csv, s.mean, "%.6f,", ",");
+        put_num(csv, s.sd, "%.6f,", ",");
+        put_num(csv, s.mean - s.half, "%.6f,", ",");
+        put_num(csv, s.mean + s.half, "%.6f,", ",");
+        put_num(csv, d.diff, "%.6f,", ",");
+        put_num(csv, d.diff - d.half, "%.6f,", ",");
+        put_num(csv, d.diff + d.half, "%.6f,", ",");
+        fputs(isfinite(d.half) ? (d.excludes_zero ? "yes\n" : "no\n") : "\n", csv);
+    }
+    fputs("\nEvery run:\n\n", md);
+}
+
+void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char **csv_out, char **summary_out) {
+    size_t md_len, csv_len, sum_len;
+    char *sum_text = NULL;
     FILE *md = open_memstream(md_out, &md_len), *csv = open_memstream(csv_out, &csv_len);
-    if (!md || !csv) DIE("out of memory");
+    FILE *sum = open_memstream(&sum_text, &sum_len);
+    if (!md || !csv || !sum) DIE("out of memory");
+    if (g->seeds > 1) summary_tables(g, runs, n, md, sum);
     fputs("| run |", md);
     fputs("run,", csv);
     for (int a = 0; a < g->n_axes; a++) {
@@ -398,27 +508,83 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         for (int i = 0; i < n; i++)
             if (runs[i].skipped) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
     }
-    if (fclose(md) != 0 || fclose(csv) != 0) DIE("out of memory");
+    if (fclose(md) != 0 || fclose(csv) != 0 || fclose(sum) != 0) DIE("out of memory");
+    if (summary_out)
+        *summary_out = sum_text;
+    else
+        free(sum_text);
+}
+
+/* Point p's mean curve and the curves one sd above and below, over the
+ * steps its runs all reached (they share a budget, so the same steps). */
+static int mean_curve(const GridRun *runs, int n, int p, double *steps, double *mean, double *lo, double *hi, int cap) {
+    const GridRun *in[GRID_MAX_SEEDS];
+    int k = 0, len = cap;
+    for (int i = 0; i < n; i++)
+        if (runs[i].point == p && !runs[i].skipped && runs[i].n_points && k < GRID_MAX_SEEDS) {
+            in[k++] = &runs[i];
+            if (runs[i].n_points < len) len = runs[i].n_points;
+        }
+    if (!k) return 0;
+    for (int j = 0; j < len; j++) {
+        double x[GRID_MAX_SEEDS];
+        for (int r = 0; r < k; r++) x[r] = in[r]->bpb[j];
+        Summary s = summarize(x, k);
+        steps[j] = in[0]->steps[j];
+        mean[j] = s.mean;
+        lo[j] = k > 1 ? s.mean - s.sd : NAN;
+        hi[j] = k > 1 ? s.mean + s.sd : NAN;
+    }
+    return len;
 }
 
 int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e) {
-    char *md, *csv, path[1100];
-    grid_tables(g, runs, n, &md, &csv);
+    char *md, *csv, *summary, path[1100];
+    grid_tables(g, runs, n, &md, &csv, &summary);
     snprintf(path, sizeof path, "%s/results.md", dir);
     int rc = write_file_atomic(path, md, e);
     snprintf(path, sizeof path, "%s/results.csv", dir);
     if (rc == 0) rc = write_file_atomic(path, csv, e);
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    if (rc == 0 && g->seeds > 1) rc = write_file_atomic(path, summary, e);
     free(md);
     free(csv);
+    free(summary);
     if (rc != 0) return -1;
-    PlotSeries *s = xmalloc((size_t)n * sizeof *s);
+    PlotSeries *s = xmalloc(3 * (size_t)n * sizeof *s);
+    double *buf = NULL;
+    char (*labels)[256] = NULL;
     int k = 0;
-    for (int i = 0; i < n; i++)
-        if (!runs[i].skipped && runs[i].n_points)
-            s[k++] = (PlotSeries){runs[i].name, runs[i].steps, runs[i].bpb, runs[i].n_points, 0};
+    if (g->seeds == 1) {
+        for (int i = 0; i < n; i++)
+            if (!runs[i].skipped && runs[i].n_points)
+                s[k++] = (PlotSeries){runs[i].name, runs[i].steps, runs[i].bpb, runs[i].n_points, 0};
+    } else {
+        static const GridRun *first[GRID_MAX_RUNS + 1];
+        int baseline, n_points = points_of(runs, n, first, &baseline), cap = 0;
+        for (int i = 0; i < n; i++) cap = runs[i].n_points > cap ? runs[i].n_points : cap;
+        buf = xmalloc((size_t)n_points * 4 * ((size_t)cap + 1) * sizeof *buf);
+        labels = xmalloc((size_t)n_points * sizeof *labels);
+        for (int p = 0; p < n_points; p++) {
+            double *st = buf + (size_t)p * 4 * ((size_t)cap + 1), *mean = st + cap + 1, *lo = mean + cap + 1,
+                   *hi = lo + cap + 1;
+            int len = cap ? mean_curve(runs, n, p, st, mean, lo, hi, cap) : 0;
+            if (!len) continue;
+            snprintf(labels[p], sizeof labels[p], "%s", first[p]->name);
+            char *cut = strstr(labels[p], ",seed=");
+            if (cut) *cut = '\0';
+            s[k++] = (PlotSeries){labels[p], st, mean, len, 0};
+            s[k++] = (PlotSeries){NULL, st, lo, len, 1};
+            s[k++] = (PlotSeries){NULL, st, hi, len, 1};
+        }
+    }
     snprintf(path, sizeof path, "%s/curves.png", dir);
-    PlotSpec spec = {"validation bits per byte", "step", "val bpb", 0, 0, 0, 0, 0};
+    PlotSpec spec = {g->seeds > 1 ? "validation bits per byte (mean of the seeds; faint: +- 1 sd)"
+                                  : "validation bits per byte",
+                     "step", "val bpb", 0, 0, 0, 0, 0};
     rc = k ? plot_lines(path, &spec, s, k, e) : 0;
     free(s);
+    free(buf);
+    free(labels);
     return rc;
 }

@@ -17,6 +17,7 @@
 #define GRID_MAX_AXES 8
 #define GRID_MAX_VALUES 32
 #define GRID_MAX_RUNS 512
+#define GRID_MAX_SEEDS 32
 
 typedef struct {
     const OptDef *opt;
@@ -28,6 +29,7 @@ typedef struct {
     Config base; /* what every run shares: defaults, --key value and key=v */
     GridAxis axes[GRID_MAX_AXES];
     int n_axes;
+    int seeds;                    /* runs per point, seeds seed, seed + 1, ... (--seeds; 1) */
     bool attn_given, eval_given;  /* attn and eval_every were set, as a key or an option */
     const AttnKernel *implied;    /* the kernel the first kernel-owned key names */
 } Grid;
@@ -37,6 +39,8 @@ typedef struct {
     char folder[1024]; /* its run folder */
     Config cfg;
     const char *values[GRID_MAX_AXES]; /* its value on each axis (NULL for the baseline) */
+    int point;         /* its grid point (the baseline's is the last) */
+    int seed_index;    /* 0 .. seeds - 1 */
     bool skipped;
     char why[512];     /* why it was skipped */
     TrainResult result;
@@ -72,9 +76,14 @@ int grid_run_state(GridRun *r, const char *corpus, Err *e);
 /* After training run r: writes its result.json and reads its curve. */
 int grid_record(GridRun *r, Err *e);
 /* results.md and results.csv (one column per axis, one row per run) into
- * md and csv, which the caller frees. */
-void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **csv);
-/* results.md, results.csv and curves.png in dir. */
+ * md and csv, which the caller frees. With seeds, results.md opens with one
+ * row per point: the mean final val bpb of its finished runs, their standard
+ * deviation and 95% interval, and the difference from the baseline with
+ * Welch's interval; summary (if not NULL) gets the same as CSV. */
+void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **csv, char **summary);
+/* results.md, results.csv (and with seeds summary.csv) and curves.png in dir;
+ * with seeds, curves.png draws each point's mean curve between faint lines
+ * one standard deviation away. */
 int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e);
 
 #endif

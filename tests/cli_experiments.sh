@@ -44,6 +44,16 @@ before=$(cat "$A/results.md")
 expect "ablate: a folder of runs with other options" 1 "holds a run with other options (layers 1 -> 2)" \
     ./ablate phi=relu/identity/elu $SMALL --layers 2 --out "$A" "$T/small.txt"
 if [ "$(cat "$A/results.md")" = "$before" ]; then pass "the refused ablation leaves results.md"; else fail "the refused ablation leaves results.md" "changed"; fi
+# --seeds: every point twice, a summary row per point with intervals.
+S=$T/seeds
+if ./ablate phi=relu/elu --seeds 2 $SMALL --steps 20 --out "$S" "$T/small.txt" >"$T/out" 2>"$T/err" &&
+    [ "$(grep -c ',seed=' "$S/results.csv")" = 6 ] && [ "$(wc -l <"$S/summary.csv")" = 4 ] &&
+    grep -q '^| phi=relu | relu | 2/2 | ' "$S/results.md" && [ -s "$S/curves.png" ]; then
+    pass "ablate --seeds 2: six runs, a summary row per point"
+else
+    fail "ablate --seeds 2: six runs, a summary row per point" "$(head -c 300 "$T/err")"
+fi
+expect "ablate: --seeds 0" 2 "--seeds" ./ablate phi=relu/elu --seeds 0 $SMALL "$T/small.txt"
 # A run that diverges is recorded at its step and the others go on (the
 # setting is the one tests/test_train.c pins: the decay flips the weights'
 # sign and multiplies them by 99 every step).

@@ -9,6 +9,7 @@
 
 #include "grid.h"
 #include "run.h"
+#include "stats.h"
 
 /* Rows longer than any fixed share of a buffer: 32 prompts of 255 bytes by 3
  * learning rates. Every row is written whole, the last one included. */
@@ -40,7 +41,7 @@ START_TEST(test_tables_of_long_rows) {
                                        .tok_s = 1000};
     }
     char *md, *csv;
-    grid_tables(&g, runs, n, &md, &csv);
+    grid_tables(&g, runs, n, &md, &csv, NULL);
     int md_rows = 0, csv_rows = 0;
     for (const char *p = md; (p = strstr(p, " | 7.2500 | - | - | 1000 |\n")); p++) md_rows++;
     for (const char *p = csv; (p = strchr(p, '\n')); p++) csv_rows++;
@@ -132,12 +133,101 @@ START_TEST(test_stale_run_refused) {
 }
 END_TEST
 
+/* The interval arithmetic on inputs worked by hand. */
+START_TEST(test_intervals) {
+    ck_assert_double_eq_tol(t975(1), 12.7062, 1e-9);
+    ck_assert_double_eq_tol(t975(2.9), 4.3027, 1e-9); /* between two rows: the fewer degrees */
+    ck_assert_double_eq_tol(t975(30), 2.0423, 1e-9);
+    ck_assert_double_eq_tol(t975(1e6), 1.9799, 1e-9);
+    ck_assert(isnan(t975(0.5)));
+    Summary a = summarize((const double[]){3.0, 3.1, 3.2}, 3);
+    ck_assert_int_eq(a.n, 3);
+    ck_assert_double_eq_tol(a.mean, 3.1, 1e-12);
+    ck_assert_double_eq_tol(a.sd, 0.1, 1e-12);
+    ck_assert_double_eq_tol(a.half, 4.3027 * 0.1 / sqrt(3.0), 1e-12);
+    Summary one = summarize((const double[]){2.5}, 1);
+    ck_assert(one.mean == 2.5 && isnan(one.sd) && isnan(one.half));
+    /* b: mean 3.3, sd 0.2 over 4 */
+    Summary b = summarize((const double[]){3.1, 3.3, 3.5, 3.3}, 4);
+    ck_assert_double_eq_tol(b.mean, 3.3, 1e-12);
+    ck_assert_double_eq_tol(b.sd, sqrt(0.08 / 3), 1e-12);
+    /* Welch: va = 0.01 / 3, vb = (0.08 / 3) / 4; nu = (va + vb)^2 / (va^2 / 2 + vb^2 / 3) = 4.56..., so t(4) */
+    double va = 0.01 / 3, vb = 0.08 / 12, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 3);
+    ck_assert(nu > 4 && nu < 5);
+    Difference d = difference(&a, &b);
+    ck_assert_double_eq_tol(d.diff, -0.2, 1e-12);
+    ck_assert_double_eq_tol(d.half, 2.7764 * sqrt(va + vb), 1e-12);
+    ck_assert(!d.excludes_zero); /* 0.2 < 0.30 */
+    Summary c = summarize((const double[]){3.60, 3.61, 3.62}, 3);
+    Difference far = difference(&c, &a);
+    ck_assert(far.excludes_zero && far.diff > 0.49);
+    Summary flat = summarize((const double[]){3.0, 3.0}, 2), flat2 = summarize((const double[]){3.5, 3.5}, 2);
+    Difference exact = difference(&flat2, &flat);
+    ck_assert(exact.half == 0 && exact.excludes_zero);
+}
+END_TEST
+
+/* --seeds: each point N times with seed, seed + 1, ...; the summary rows
+ * from the finished, undiverged runs. */
+START_TEST(test_seeds) {
+    Grid g;
+    grid_init(&g);
+    Err e;
+    g.seeds = 3;
+    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, true, "out", &runs, &e);
+    ck_assert_int_eq(n, 9);
+    long long seed = g.base.train.seed;
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(runs[i].point, i / 3);
+        ck_assert_int_eq(runs[i].seed_index, i % 3);
+        ck_assert(runs[i].cfg.train.seed == seed + i % 3);
+        char want[64];
+        snprintf(want, sizeof want, ",seed=%lld", seed + i % 3);
+        ck_assert_msg(strstr(runs[i].name, want), "%s", runs[i].name);
+        for (int j = 0; j < i; j++) ck_assert_str_ne(runs[i].folder, runs[j].folder);
+    }
+    ck_assert_msg(!strncmp(runs[6].name, "baseline attn=", 14), "%s", runs[6].name);
+    /* relu: 3.0, 3.1, 3.2; elu: 3.6, 3.61, diverged; baseline 3.1, 3.3, 3.5 */
+    const double bpb[9] = {3.0, 3.1, 3.2, 3.6, 3.61, NAN, 3.1, 3.3, 3.5};
+    for (int i = 0; i < n; i++)
+        runs[i].result = (TrainResult){.status = isnan(bpb[i]) ? TRAIN_DIVERGED : TRAIN_DONE, .step = 10,
+                                       .diverged_step = 7, .val_bpb = bpb[i], .best_val_bpb = bpb[i], .tok_s = 100};
+    char *md, *csv, *summary;
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    /* relu against the baseline: -0.2 +- t(nu) sqrt(0.01/3 + 0.04/3), nu = 2.94 by
+     * Welch-Satterthwaite, so t(2) */
+    double va = 0.01 / 3, vb = 0.04 / 3, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 2);
+    ck_assert(nu > 2 && nu < 3);
+    double half = 4.3027 * sqrt(va + vb);
+    char want[200];
+    snprintf(want, sizeof want, "| phi=relu | relu | 3/3 | 3.1000 | 0.1000 | [%.4f, %.4f] | -0.2000 | [%+.4f, %+.4f] | no |",
+             3.1 - 4.3027 * 0.1 / sqrt(3.0), 3.1 + 4.3027 * 0.1 / sqrt(3.0), -0.2 - half, -0.2 + half);
+    ck_assert_msg(strstr(md, want), "want %s in\n%s", want, md);
+    ck_assert_msg(strstr(md, "| phi=elu | elu | 2/3 | 3.6050 |"), "%s", md);
+    ck_assert_msg(strstr(md, "| baseline attn=softmax | - | 3/3 | 3.3000 | 0.2000 |"), "%s", md);
+    ck_assert_msg(strstr(summary, "point,phi,runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs\n"), "%s", summary);
+    ck_assert_msg(strstr(summary, "phi=relu,relu,3,3.100000,0.100000,"), "%s", summary);
+    ck_assert_msg(strstr(md, "Every run:"), "%s", md);
+    ck_assert_msg(strstr(md, "| phi=elu,seed="), "%s", md);
+    free(md);
+    free(csv);
+    free(summary);
+    grid_free(runs, n);
+    for (int i = 0; i < g.axes[0].n; i++) free(g.axes[0].values[i]);
+}
+END_TEST
+
 Suite *grid_suite(void) {
     Suite *s = suite_create("grid");
     TCase *tc = tcase_create("grid");
     tcase_add_test(tc, test_tables_of_long_rows);
     tcase_add_test(tc, test_words_refused);
     tcase_add_test(tc, test_stale_run_refused);
+    tcase_add_test(tc, test_intervals);
+    tcase_add_test(tc, test_seeds);
     suite_add_tcase(s, tc);
     return s;
 }

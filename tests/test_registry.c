@@ -180,7 +180,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     ck_assert_int_eq(runs[2].cfg.model.attn, attn_find(option_find("attn")->def));
     ck_assert_int_eq(attn_option_int(&runs[2].cfg.model, &attn_kernel_relu2, "relu2_power"), 2);
     char *md, *csv;
-    grid_tables(&g, runs, n_runs, &md, &csv);
+    grid_tables(&g, runs, n_runs, &md, &csv, NULL);
     ck_assert_msg(strstr(md, "| run | relu2_power | final val bpb |"), "%s", md);
     ck_assert_msg(strstr(md, "| relu2_power=3 | 3 |"), "%s", md);
     ck_assert_msg(strstr(csv, "run,relu2_power,final_val_bpb,"), "%s", csv);
