@@ -362,6 +362,36 @@ static void put_csv(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* A table's header: `first`, a column per axis, then `rest` (markdown
+ * columns; CSV names); n_rest columns after the axes. */
+static void table_header(const Grid *g, FILE *md, FILE *csv, const char *first, const char *rest_md,
+                         const char *rest_csv, int n_rest) {
+    fprintf(md, "| %s |", first);
+    fprintf(csv, "%s,", first);
+    for (int a = 0; a < g->n_axes; a++) {
+        fprintf(md, " %s |", g->axes[a].opt->name);
+        fprintf(csv, "%s,", g->axes[a].opt->name);
+    }
+    fprintf(md, " %s |\n|---|", rest_md);
+    fprintf(csv, "%s\n", rest_csv);
+    for (int a = 0; a < g->n_axes + n_rest; a++) fputs("---|", md);
+    fputc('\n', md);
+}
+
+/* A row's first cell, name, then its value on each axis ("-" for the baseline). */
+static void row_start(const Grid *g, const GridRun *r, const char *name, FILE *md, FILE *csv) {
+    fprintf(md, "| %s |", name);
+    put_csv(csv, name);
+    fputc(',', csv);
+    for (int a = 0; a < g->n_axes; a++) {
+        char v[320] = "-";
+        if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
+        fprintf(md, " %s |", v);
+        put_csv(csv, v);
+        fputc(',', csv);
+    }
+}
+
 /* The final val bpb of point p's runs that finished without diverging. */
 static Summary point_summary(const GridRun *runs, int n, int p) {
     double x[GRID_MAX_SEEDS];
@@ -392,17 +422,10 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
     int baseline, n_points = points_of(runs, n, first, &baseline);
     Summary base = baseline >= 0 ? point_summary(runs, n, baseline) : (Summary){0};
     fprintf(md, "%d seeds per point (seed %lld on); final val bpb over each point's finished runs, with 95%% "
-                "intervals (t); the difference from the baseline with Welch's interval.\n\n| point |",
+                "intervals (t); the difference from the baseline with Welch's interval.\n\n",
             g->seeds, (long long)g->base.train.seed);
-    fputs("point,", csv);
-    for (int a = 0; a < g->n_axes; a++) {
-        fprintf(md, " %s |", g->axes[a].opt->name);
-        fprintf(csv, "%s,", g->axes[a].opt->name);
-    }
-    fputs(" runs | mean | sd | 95% interval | minus baseline | 95% interval | differs |\n|---|", md);
-    fputs("runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs\n", csv);
-    for (int a = 0; a < g->n_axes; a++) fputs("---|", md);
-    fputs("---|---|---|---|---|---|---|\n", md);
+    table_header(g, md, csv, "point", "runs | mean | sd | 95% interval | minus baseline | 95% interval | differs",
+                 "runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs", 7);
     for (int p = 0; p < n_points; p++) {
         const GridRun *r = first[p];
         if (r->skipped) continue;
@@ -412,16 +435,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         snprintf(name, sizeof name, "%s", r->name);
         char *cut = strstr(name, ",seed=");
         if (cut) *cut = '\0';
-        fprintf(md, "| %s |", name);
-        put_csv(csv, name);
-        fputc(',', csv);
-        for (int a = 0; a < g->n_axes; a++) {
-            char v[320] = "-";
-            if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
-            fprintf(md, " %s |", v);
-            put_csv(csv, v);
-            fputc(',', csv);
-        }
+        row_start(g, r, name, md, csv);
         fprintf(md, " %d/%d | ", s.n, g->seeds);
         put_num(md, s.mean, "%.4f", "-");
         fputs(" | ", md);
@@ -458,31 +472,14 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
     FILE *sum = open_memstream(&sum_text, &sum_len);
     if (!md || !csv || !sum) DIE("out of memory");
     if (g->seeds > 1) summary_tables(g, runs, n, md, sum);
-    fputs("| run |", md);
-    fputs("run,", csv);
-    for (int a = 0; a < g->n_axes; a++) {
-        fprintf(md, " %s |", g->axes[a].opt->name);
-        fprintf(csv, "%s,", g->axes[a].opt->name);
-    }
-    fputs(" final val bpb | best val bpb | diverged at | clamped denominators | tok/s |\n|---|", md);
-    fputs("final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status\n", csv);
-    for (int a = 0; a < g->n_axes; a++) fputs("---|", md);
-    fputs("---|---|---|---|---|\n", md);
+    table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s",
+                 "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status", 5);
     for (int i = 0; i < n; i++) {
         const GridRun *r = &runs[i];
         if (r->skipped) continue;
         const TrainResult *t = &r->result;
         bool diverged = t->status == TRAIN_DIVERGED;
-        fprintf(md, "| %s |", r->name);
-        put_csv(csv, r->name);
-        fputc(',', csv);
-        for (int a = 0; a < g->n_axes; a++) {
-            char v[320] = "-"; /* the baseline has no value on the axes */
-            if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
-            fprintf(md, " %s |", v);
-            put_csv(csv, v);
-            fputc(',', csv);
-        }
+        row_start(g, r, r->name, md, csv);
         fputc(' ', md);
         put_num(md, t->val_bpb, "%.4f", "-");
         fputs(" | ", md);
