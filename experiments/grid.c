@@ -191,7 +191,7 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
                            sizeof r->cfg.train.out - 1),
                    err_hint(e, "a shorter --out, or shorter values");
         }
-        snprintf(r->cfg.train.out, sizeof r->cfg.train.out, "%s", r->folder);
+        memcpy(r->cfg.train.out, r->folder, strlen(r->folder) + 1); /* it fits: checked above */
         r->den_clamped = NAN;
         Err why;
         if (config_validate(&r->cfg, &why) != 0) {
