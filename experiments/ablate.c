@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
         {"--out", .text = &out, .needs = "a folder"},
         {"--seeds", .integer = &grid.seeds, .lo = 1, .hi = GRID_MAX_SEEDS, .needs = "a count"},
     };
-    const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags,
+    const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);

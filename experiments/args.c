@@ -12,8 +12,26 @@ static const ArgFlag *find_flag(const ArgSpec *spec, const char *name) {
     return NULL;
 }
 
+/* An unknown --name: the error, and the flag or option it most likely mistypes. */
 static int unknown(const ArgSpec *spec, const char *name, size_t len) {
-    fprintf(stderr, "error: unknown option '%.*s'\nhint: ./%s --help lists the options\n", (int)len, name, spec->command);
+    fprintf(stderr, "error: unknown option '%.*s'\n", (int)len, name);
+    const char *cands[ARGS_MAX_FLAGS + 256 + 2] = {"--help", "--version"};
+    char opts[256][64];
+    int n = 2;
+    for (int i = 0; i < spec->n_flags; i++) cands[n++] = spec->flags[i].name;
+    for (int i = 0; spec->option && i < option_count() && i < 256; i++) {
+        const OptDef *o = option_at(i);
+        if (spec->takes && !spec->takes(o)) continue;
+        snprintf(opts[i], sizeof opts[i], "--%s", o->name);
+        cands[n++] = opts[i];
+    }
+    char word[64];
+    snprintf(word, sizeof word, "%.*s", (int)(len < 63 ? len : 63), name);
+    const char *near = closest_word(word, cands, n);
+    if (near)
+        fprintf(stderr, "hint: did you mean %s? (./%s --help lists the options)\n", near, spec->command);
+    else
+        fprintf(stderr, "hint: ./%s --help lists the options\n", spec->command);
     return 2;
 }
 
@@ -42,6 +60,18 @@ int args_parse(const ArgSpec *spec, int argc, char **argv, ArgPositional *pos) {
                 fprintf(stderr, "error: too many arguments\n");
                 return 2;
             }
+            /* ablate's key=value given to another command */
+            const char *eq = strchr(a, '=');
+            char key[64];
+            if (!spec->key_values && eq && (size_t)(eq - a) < sizeof key) {
+                snprintf(key, sizeof key, "%.*s", (int)(eq - a), a);
+                const OptDef *o = spec->option ? option_find(key) : NULL;
+                if (o && (!spec->takes || spec->takes(o))) {
+                    fprintf(stderr, "error: '%s': ./%s takes options as --%s %s (key=value is ./ablate's grid syntax)\n",
+                            a, spec->command, key, eq + 1);
+                    return 2;
+                }
+            }
             pos->v[pos->n++] = a;
             continue;
         }
@@ -55,20 +85,24 @@ int args_parse(const ArgSpec *spec, int argc, char **argv, ArgPositional *pos) {
         const char *inline_value = eq ? eq + 1 : NULL;
 
         const ArgFlag *f = find_flag(spec, name);
-        bool help = !strcmp(name, "--help") || !strcmp(name, "-h");
+        bool help = !strcmp(name, "--help") || !strcmp(name, "-h"), version = !f && !strcmp(name, "--version");
         const OptDef *o = NULL;
-        if (!f && !help && spec->option) {
+        if (!f && !help && !version && spec->option) {
             o = option_find(name + 2);
             if (o && spec->takes && !spec->takes(o)) o = NULL; /* not one this command has */
         }
-        if (!f && !help && !o) return unknown(spec, name, len);
-        bool is_switch = help || (f && f->on);
+        if (!f && !help && !version && !o) return unknown(spec, name, len);
+        bool is_switch = help || version || (f && f->on);
         if (is_switch && inline_value) {
             fprintf(stderr, "error: %s: takes no value, got '%s'\n", name, a);
             return 2;
         }
         if (help) {
             spec->usage(stdout);
+            return 0;
+        }
+        if (version) {
+            printf("attnlab %s (./%s)\n", ATTNLAB_VERSION, spec->command);
             return 0;
         }
         const char *value = inline_value;

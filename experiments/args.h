@@ -5,7 +5,12 @@
  * positional arguments back, in order. The rules are the same for every command:
  *   - `--key value` and `--key=value` are the same (`--key=` is the empty value).
  *     A flag that takes a value takes the next argument, whatever it is.
- *   - --help or -h prints the usage to stdout, and the command exits 0.
+ *   - --help or -h prints the usage to stdout, and the command exits 0;
+ *     --version prints the version.
+ *   - An unknown --name is refused with the flag or option it most likely
+ *     mistypes ("did you mean --attn?"), by edit distance.
+ *   - A positional key=value that names an option is refused, with the
+ *     --key value form, unless the command takes such words (./ablate).
  *   - Arguments are read in order and the first error stops the parse: one line
  *     on stderr, "error: <what>: <why>" (and a hint where one helps), exit 2:
  *         error: unknown option '--bogus'
@@ -29,6 +34,9 @@
 
 #define ARGS_MAX_FLAGS 32
 #define ARGS_MAX_POSITIONAL 256
+/* What --version prints, on every command. */
+#define ATTNLAB_VERSION "0.5.0"
+
 /* args_parse's result when the command goes on; anything else is its exit status. */
 #define ARGS_OK (-1)
 
@@ -62,6 +70,8 @@ typedef struct {
     bool (*takes)(const OptDef *o);
     void *ctx;
     const char *missing_hint; /* a hint after "needs a value", or NULL */
+    bool key_values;          /* positional key=value words are the command's own (./ablate's grid);
+                                 otherwise one naming an option is refused with the --key value form */
 } ArgSpec;
 
 typedef struct {

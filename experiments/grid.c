@@ -32,8 +32,16 @@ int grid_word(Grid *g, const char *word, Err *e) {
     key[eq - word] = '\0';
     const char *vals = eq + 1;
     const OptDef *o = option_find(key);
-    if (!o || !strcmp(o->name, "out"))
-        return err_set(e, "unknown key '%s'", key), err_hint(e, "./ablate --help lists the keys");
+    if (!o || !strcmp(o->name, "out")) {
+        const char *names[256];
+        int n = 0;
+        for (int i = 0; i < option_count() && n < 256; i++)
+            if (strcmp(option_at(i)->name, "out")) names[n++] = option_at(i)->name;
+        const char *near = closest_word(key, names, n);
+        err_set(e, "unknown key '%s'", key);
+        return near ? err_hint(e, "did you mean %s=...? (./ablate --help lists the keys)", near)
+                    : err_hint(e, "./ablate --help lists the keys");
+    }
     grid_option_given(g, key);
     if (!g->implied) g->implied = attn_option_owner(key);
     if (!strchr(vals, '/')) { /* key=v: the same for every run */

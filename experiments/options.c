@@ -143,6 +143,39 @@ void config_defaults(Config *c) {
     c->model.vocab = VOCAB_BYTES;
 }
 
+/* Edit distance between a and b: insertions, deletions, substitutions and
+ * swaps of two neighbours each cost 1 (optimal string alignment). */
+static int edit_distance(const char *a, const char *b) {
+    enum { MAX = 64 };
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n >= MAX || m >= MAX) return MAX;
+    int d[MAX][MAX];
+    for (int i = 0; i <= n; i++) d[i][0] = i;
+    for (int j = 0; j <= m; j++) d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+const char *closest_word(const char *word, const char *const *cands, int n) {
+    size_t len = strlen(word);
+    int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3, best = limit + 1;
+    const char *pick = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!cands[i]) continue;
+        int dist = edit_distance(word, cands[i]);
+        if (dist < best) best = dist, pick = cands[i];
+    }
+    return pick;
+}
+
 static void choices_text(const OptDef *o, char *buf, size_t size) {
     size_t k = 0;
     buf[0] = '\0';
@@ -164,7 +197,15 @@ static void store_bool(char *f, bool v) { memcpy(f, &v, sizeof v); }
 
 int option_set(Config *c, const char *name, const char *value, Err *e) {
     const OptDef *o = option_find(name);
-    if (!o) return err_set(e, "unknown option '%s'", name), err_hint(e, "--help lists the options");
+    if (!o) {
+        err_set(e, "unknown option '%s'", name);
+        const char *names[256];
+        int n = 0;
+        for (int i = 0; i < option_count() && n < 256; i++) names[n++] = option_at(i)->name;
+        const char *near = closest_word(name, names, n);
+        return near ? err_hint(e, "did you mean %s? (--help lists the options)", near)
+                    : err_hint(e, "--help lists the options");
+    }
     char *field = (char *)c + o->offset, *end;
     errno = 0;
     switch (o->type) {
@@ -199,7 +240,12 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
             {
                 char list[256];
                 choices_text(o, list, sizeof list);
-                return err_set(e, "--%s: '%s' is not one of: %s", name, value, list);
+                err_set(e, "--%s: '%s' is not one of: %s", name, value, list);
+                int n = 0;
+                while (option_choices(o)[n]) n++;
+                const char *near = closest_word(value, option_choices(o), n);
+                if (near) err_hint(e, "did you mean %s?", near);
+                return -1;
             }
         case OPT_STRING:
             if (strlen(value) >= o->size)

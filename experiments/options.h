@@ -56,6 +56,10 @@ const OptDef *option_find(const char *name);
 const char *const *option_choices(const OptDef *o);
 /* Every option at its default. */
 void config_defaults(Config *c);
+/* The one of cands[0..n) (NULL entries skipped) that word most likely
+ * mistypes, by edit distance (at most 1 for a word of up to 4 letters, 2 up
+ * to 8, else 3), or NULL. */
+const char *closest_word(const char *word, const char *const *cands, int n);
 /* Parses and range-checks one value. Errors name the option and what is allowed:
  * "--heads: expected an integer in [1, 64], got 'x'". */
 int option_set(Config *c, const char *name, const char *value, Err *e);

@@ -111,4 +111,30 @@ expect "extrapolate: --logn=maybe" 2 "'maybe' is not one of" ./extrapolate "$R" 
 expect "extrapolate: --heads=4" 2 "--heads is fixed by the checkpoint" ./extrapolate "$R" --heads=4 --out="$B"
 expect "bench: --lengths=64,x" 2 "--lengths: expected up to 32 comma-separated lengths" ./bench --scaling --lengths=64,x
 
+# did you mean: a mistyped option, a mistyped choice, a mistyped ablate key
+# (the hint is stderr's second line)
+hint_is() { # name phrase: $T/err's second line holds phrase
+    if sed -n 2p "$T/err" | grep -qF -- "$2"; then pass "$1"; else fail "$1" "hint: $(sed -n 2p "$T/err")"; fi
+}
+expect "train: --atn" 2 "unknown option '--atn'" ./train --atn cosformer --out="$B" "$C"
+hint_is "train: --atn gets did you mean --attn" "did you mean --attn?"
+expect "spectrum: --sample" 2 "unknown option '--sample'" ./spectrum "$R" --sample=1 --out="$B"
+hint_is "spectrum: --sample gets did you mean --samples" "did you mean --samples?"
+expect "train: --attn cosfromer" 2 "'cosfromer' is not one of" ./train --attn cosfromer --out="$B" "$C"
+hint_is "train: cosfromer gets did you mean cosformer" "did you mean cosformer?"
+expect "ablate: atn=" 2 "unknown key 'atn'" ./ablate atn=softmax/linear --out="$B" "$C"
+hint_is "ablate: atn gets did you mean attn" "did you mean attn=...?"
+expect "train: --zzzz" 2 "unknown option '--zzzz'" ./train --zzzz 1 --out="$B" "$C"
+hint_is "train: nothing near --zzzz: the plain hint" "./train --help lists the options"
+# ablate's key=value given to train
+expect "train: attn=cosformer" 2 "./train takes options as --attn cosformer" ./train attn=cosformer --out="$B" "$C"
+# --version on every command
+for cmd in train ablate spectrum extrapolate bench; do
+    if ./$cmd --version >"$T/out" 2>"$T/err" && grep -q "^attnlab [0-9]" "$T/out"; then
+        pass "$cmd --version"
+    else
+        fail "$cmd --version" "$(head -c 200 "$T/out" "$T/err")"
+    fi
+done
+
 cli_end
