@@ -265,7 +265,14 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
             else
                 snprintf(buf, size, "%d", load_int(field));
             break;
-        case OPT_FLOAT: snprintf(buf, size, "%.9g", (double)load_float(field)); break;
+        case OPT_FLOAT: { /* the fewest digits that give the same float back: 0.002, not 0.00200000009 */
+            float x = load_float(field);
+            for (int digits = 1; digits <= 9; digits++) {
+                snprintf(buf, size, "%.*g", digits, (double)x);
+                if (strtof(buf, NULL) == x) break;
+            }
+            break;
+        }
         case OPT_CHOICE: snprintf(buf, size, "%s", option_choices(o)[load_int(field)]); break;
         case OPT_BOOL: snprintf(buf, size, "%s", load_bool(field) ? "true" : "false"); break;
         case OPT_STRING: snprintf(buf, size, "%s", field); break;
@@ -424,7 +431,7 @@ cJSON *config_to_json(const Config *c) {
                     cJSON_AddNumberToObject(j, o->name, load_int(field));
                 break;
             case OPT_FLOAT:
-                /* as text with 9 digits, so the float comes back bit for bit */
+                /* as the fewest digits that give the float back bit for bit (option_format) */
                 cJSON_AddRawToObject(j, o->name, option_format(c, o, buf, sizeof buf));
                 break;
             case OPT_BOOL: cJSON_AddBoolToObject(j, o->name, load_bool(field)); break;
@@ -440,7 +447,7 @@ int config_from_json(Config *c, const cJSON *json, Err *e) {
         const OptDef *o = option_find(it->string);
         if (!o) return err_set(e, "config: unknown option '%s'", it->string);
         char buf[320];
-        if (cJSON_IsString(it))
+        if (cJSON_IsString(it) || cJSON_IsRaw(it)) /* raw: a float as config_to_json wrote it */
             snprintf(buf, sizeof buf, "%s", it->valuestring);
         else if (cJSON_IsBool(it))
             snprintf(buf, sizeof buf, "%s", cJSON_IsTrue(it) ? "true" : "false");

@@ -281,6 +281,26 @@ START_TEST(test_valid_combinations) {
 }
 END_TEST
 
+/* config.json keeps floats as they were typed, and they come back bit for bit. */
+START_TEST(test_floats_as_typed) {
+    const char *typed[] = {"2e-3", "0.1", "1e-4", "0.01", "0.00123456789", "9.99999975e-05", "1e-6"};
+    const char *shown[] = {"0.002", "0.1", "0.0001", "0.01", "0.0012345678", "0.0001", "1e-06"};
+    for (int i = 0; i < 7; i++) {
+        Config c, back;
+        config_defaults(&c);
+        config_defaults(&back);
+        Err e;
+        ck_assert_msg(option_set(&c, "lr", typed[i], &e) == 0, "%s", e.msg);
+        char buf[64];
+        ck_assert_str_eq(option_format(&c, option_find("lr"), buf, sizeof buf), shown[i]);
+        cJSON *j = config_to_json(&c);
+        ck_assert_int_eq(config_from_json(&back, j, &e), 0);
+        cJSON_Delete(j);
+        ck_assert_int_eq(memcmp(&c.train.lr, &back.train.lr, sizeof c.train.lr), 0);
+    }
+}
+END_TEST
+
 Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("config_validate");
@@ -289,6 +309,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_linformer_grid);
     tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
+    tcase_add_test(tc, test_floats_as_typed);
     suite_add_tcase(s, tc);
     return s;
 }
