@@ -83,6 +83,23 @@ static int percent(const Progress *p) {
     return (int)(100.0 * (double)d / (double)p->total);
 }
 
+/* extra's fields (tab-separated) joined by two spaces into out, as many
+ * whole fields as fit in room characters: a narrow terminal drops the last
+ * fields rather than cutting one. Returns the length. */
+static int fit_fields(const char *extra, char *out, int room) {
+    int len = 0;
+    out[0] = '\0';
+    for (const char *f = extra; *f;) {
+        const char *end = strchr(f, '\t');
+        int n = end ? (int)(end - f) : (int)strlen(f), sep = len ? 2 : 0;
+        if (len + sep + n > room) break;
+        len += snprintf(out + len, (size_t)(room - len + 1), "%s%.*s", sep ? "  " : "", n, f);
+        if (!end) break;
+        f = end + 1;
+    }
+    return len;
+}
+
 static void emit(Progress *p, const char *extra, double now, int final) {
     char line[LINE_MAX_LEN + 1];
     char tail[96];
@@ -95,26 +112,43 @@ static void emit(Progress *p, const char *extra, double now, int final) {
         int cap = (int)sizeof line;
         put(line, &len, cap, "%s%sstep %ld", p->label, p->label[0] ? ": " : "", p->done);
         if (p->total > 0) put(line, &len, cap, "/%ld (%d%%)", p->total, percent(p));
-        if (extra[0]) put(line, &len, cap, " %s", extra);
+        char fields[LINE_MAX_LEN + 1];
+        if (extra[0] && fit_fields(extra, fields, LINE_MAX_LEN)) put(line, &len, cap, " %s", fields);
         put(line, &len, cap, " %s", tail);
         fprintf(p->out, "%s\n", line);
         fflush(p->out);
         return;
     }
 
-    /* One line that fits the terminal: the extra text is cut to make room for the times. */
-    int cap = p->columns; /* leave the last column free so the cursor does not wrap */
-    put(line, &len, cap, "%s%s%ld", p->label, p->label[0] ? ": " : "", p->done);
-    if (p->total > 0) {
-        char bar[BAR_WIDTH + 1];
+    /* One line that fits the terminal. What must show: the count, the
+     * percentage and the times; a long label is cut to leave room for them.
+     * Then the fields, as many whole ones as fit, and the bar if room is left. */
+    int cap = p->columns - 1; /* the last column free, so the cursor does not wrap */
+    char count[64];
+    if (p->total > 0)
+        snprintf(count, sizeof count, "%ld/%ld %3d%%", p->done, p->total, percent(p));
+    else
+        snprintf(count, sizeof count, "%ld", p->done);
+    int label_len = (int)strlen(p->label), need = (int)strlen(count) + 1 + tail_len;
+    int label_room = cap - need - 2; /* ": " after it */
+    if (label_len > label_room) label_len = label_room > 2 ? label_room - 2 : 0;
+    if (label_len) put(line, &len, (int)sizeof line, "%.*s%s: ", label_len, p->label, label_len < (int)strlen(p->label) ? ".." : "");
+    int room = cap - len - need - 1;
+    char fields[LINE_MAX_LEN + 1];
+    int fields_len = extra[0] && room > 3 ? fit_fields(extra, fields, room) : 0;
+    bool bar = p->total > 0 && room - fields_len - (fields_len ? 1 : 0) >= BAR_WIDTH + 3;
+    if (bar) {
+        char b[BAR_WIDTH + 1];
         int filled = (int)((long)percent(p) * BAR_WIDTH / 100);
-        for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
-        bar[BAR_WIDTH] = '\0';
-        put(line, &len, cap, "/%ld [%s] %3d%%", p->total, bar, percent(p));
+        for (int i = 0; i < BAR_WIDTH; i++) b[i] = i < filled ? '#' : '.';
+        b[BAR_WIDTH] = '\0';
+        char *slash = strchr(count, '/'), *space = slash ? strchr(slash, ' ') : NULL;
+        put(line, &len, (int)sizeof line, "%.*s [%s]%s", space ? (int)(space - count) : 0, count, b, space ? space : "");
+    } else {
+        put(line, &len, (int)sizeof line, "%s", count);
     }
-    int room = cap - 1 - len - tail_len - 2;
-    if (extra[0] && room > 3) put(line, &len, cap, " %.*s", room - 1, extra);
-    put(line, &len, cap, " %s", tail);
+    if (fields_len) put(line, &len, (int)sizeof line, " %s", fields);
+    put(line, &len, (int)sizeof line, " %s", tail);
     int pad = p->last_len > len ? p->last_len - len : 0;
     fprintf(p->out, "\r%s%*s", line, pad, "");
     if (pad) fprintf(p->out, "\r%s", line); /* cursor back to the end of the text */

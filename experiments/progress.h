@@ -30,7 +30,9 @@ typedef struct {
 
 /* total units of work (e.g. steps); label printed in front (e.g. "train" or "run 3/9"). */
 void progress_init(Progress *p, const char *label, long total, FILE *out);
-/* done units so far; extra is a short status like "loss 1.234 lr 3.0e-4 tok/s 9876" (may be NULL). */
+/* done units so far; extra is a short status (may be NULL) of tab-separated fields, most
+ * important first, e.g. "loss 1.78 bpb\tval 2.45 bpb @1500\tlr 3.0e-4\t9876 tok/s": they are
+ * printed two spaces apart, and a terminal too narrow for all drops the last ones whole. */
 void progress_update(Progress *p, long done, const char *extra);
 /* Prints the final line (with the last done count) and ends it with a newline. */
 void progress_finish(Progress *p, const char *extra);

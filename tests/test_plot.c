@@ -333,6 +333,56 @@ static const char *last_line(const char *buf) {
     return p;
 }
 
+/* On an 80-column terminal the fields that do not fit are dropped whole,
+ * never cut; a plain line keeps them all, two spaces apart. */
+START_TEST(test_progress_fields_at_80_columns) {
+    const char *extra = "loss 1.781 bpb\tval 2.449 bpb @2000\tlr 3.0e-04\t19412 tok/s";
+    for (int width = 40; width <= 160; width += 4) {
+        FILE *f = tmpfile();
+        Progress p;
+        progress_init(&p, "run 12/27 phi=leakyrelu,reweight=cos", 2500, f);
+        p.tty = 1, p.columns = width; /* as a terminal of this width */
+        progress_update(&p, 1234, extra);
+        progress_finish(&p, extra);
+        char buf[4096];
+        slurp(f, buf, sizeof buf);
+        fclose(f);
+        const char *line = strrchr(buf, '\r') + 1;
+        size_t n = strcspn(line, "\n");
+        ck_assert_msg(n < (size_t)width, "width %d: %zu characters: %s", width, n, line);
+        /* each field is there whole or not at all */
+        const char *fields[] = {"loss 1.781 bpb", "val 2.449 bpb @2000", "lr 3.0e-04", "19412 tok/s"};
+        bool gone = false;
+        for (int i = 0; i < 4; i++) {
+            bool whole = strstr(line, fields[i]) != NULL;
+            ck_assert_msg(!(gone && whole), "width %d: field %d after a dropped one: %s", width, i, line);
+            gone |= !whole;
+        }
+        /* between the percentage and the times: the first k fields, whole */
+        const char *from = strstr(line, "% ") ? strstr(line, "% ") + 2 : NULL, *to = strstr(line, " | elapsed");
+        ck_assert_msg(to != NULL, "width %d: no times: %s", width, line);
+        char shown[512] = "", joined[512] = "";
+        if (from && from < to) snprintf(shown, sizeof shown, "%.*s", (int)(to - from), from);
+        bool prefix = !shown[0];
+        for (int i = 0; i < 4 && !prefix; i++) {
+            size_t k = strlen(joined);
+            snprintf(joined + k, sizeof joined - k, "%s%s", i ? "  " : "", fields[i]);
+            prefix = !strcmp(shown, joined);
+        }
+        ck_assert_msg(prefix, "width %d: '%s' is not whole fields", width, shown);
+        if (width == 160) ck_assert_msg(!gone, "all fields fit in 160 columns: %s", line);
+    }
+    FILE *f = tmpfile();
+    Progress p;
+    progress_init(&p, "train", 10, f);
+    progress_finish(&p, extra);
+    char buf[1024];
+    slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "loss 1.781 bpb  val 2.449 bpb @2000  lr 3.0e-04  19412 tok/s"), "%s", buf);
+}
+END_TEST
+
 START_TEST(test_progress_plain_lines) {
     FILE *f = tmpfile();
     ck_assert(f != NULL);
@@ -456,6 +506,7 @@ Suite *plot_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_format_duration);
     tcase_add_test(tc, test_progress_plain_lines);
+    tcase_add_test(tc, test_progress_fields_at_80_columns);
     tcase_add_test(tc, test_progress_not_flooded);
     tcase_add_test(tc, test_progress_terminal);
     suite_add_tcase(s, tc);
