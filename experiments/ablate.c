@@ -197,5 +197,6 @@ int main(int argc, char **argv) {
         free(csv);
     }
     grid_free(runs, n_runs);
+    grid_release(&grid);
     return status;
 }

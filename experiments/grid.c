@@ -211,6 +211,12 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
     return n;
 }
 
+void grid_release(Grid *g) {
+    for (int a = 0; a < g->n_axes; a++)
+        for (int i = 0; i < g->axes[a].n; i++) free(g->axes[a].values[i]);
+    g->n_axes = 0;
+}
+
 void grid_free(GridRun *runs, int n) {
     for (int i = 0; i < n; i++) free(runs[i].steps), free(runs[i].bpb);
     free(runs);

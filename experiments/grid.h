@@ -66,6 +66,8 @@ void grid_default_dir(const Grid *g, char *dir, size_t size);
  * reason. *runs is allocated; returns the count, or -1 with e set. */
 int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **runs, Err *e);
 void grid_free(GridRun *runs, int n);
+/* Frees what grid_word kept of the axes' values. */
+void grid_release(Grid *g);
 
 typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
 /* What run r's folder holds. A folder holding a run of other options (its

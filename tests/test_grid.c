@@ -52,8 +52,7 @@ START_TEST(test_tables_of_long_rows) {
     free(md);
     free(csv);
     grid_free(runs, n);
-    for (int a = 0; a < g.n_axes; a++)
-        for (int i = 0; i < g.axes[a].n; i++) free(g.axes[a].values[i]);
+    grid_release(&g);
 }
 END_TEST
 
@@ -129,7 +128,7 @@ START_TEST(test_stale_run_refused) {
     rmdir(r->folder);
     rmdir(dir);
     grid_free(runs, n);
-    for (int i = 0; i < g.axes[0].n; i++) free(g.axes[0].values[i]);
+    grid_release(&g);
 }
 END_TEST
 
@@ -216,7 +215,7 @@ START_TEST(test_seeds) {
     free(csv);
     free(summary);
     grid_free(runs, n);
-    for (int i = 0; i < g.axes[0].n; i++) free(g.axes[0].values[i]);
+    grid_release(&g);
 }
 END_TEST
 

@@ -187,6 +187,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     free(md);
     free(csv);
     grid_free(runs, n_runs);
+    grid_release(&g);
 
     /* the model runs it: a layer forward and backward, causal */
     config_for(&c, (const char *[]){"attn", "relu2", "d_model", "8", "heads", "2", "context", "6", NULL});
