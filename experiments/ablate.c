@@ -54,7 +54,7 @@ static void usage(FILE *f) {
 static int set_option(const OptDef *o, const char *value, void *ctx) {
     Grid *g = ctx;
     Err e;
-    if (option_set(&g->base, o->name, value, &e) != 0) {
+    if (option_give(&g->base, o->name, value, &e) != 0) {
         err_print(&e);
         return -1;
     }

@@ -110,7 +110,7 @@ static bool takes_option(const OptDef *opt) { return opt->group == GROUP_MODEL |
 static int set_option(const OptDef *opt, const char *value, void *ctx) {
     BenchArgs *b = ctx;
     Err e;
-    if (option_set(b->cfg, opt->name, value, &e) != 0) {
+    if (option_give(b->cfg, opt->name, value, &e) != 0) {
         err_print(&e);
         return -1;
     }

@@ -46,7 +46,7 @@ int grid_word(Grid *g, const char *word, Err *e) {
     if (!g->implied) g->implied = attn_option_owner(key);
     if (!strchr(vals, '/')) { /* key=v: the same for every run */
         if (!*vals) return err_set(e, "%s=: no value", key);
-        return option_set(&g->base, key, vals, e);
+        return option_give(&g->base, key, vals, e);
     }
     if (g->n_axes == GRID_MAX_AXES) return err_set(e, "%s: more than %d axes", key, GRID_MAX_AXES);
     for (int k = 0; k < g->n_axes; k++)
@@ -108,8 +108,12 @@ static void folder_name(const char *name, char *out, size_t size) {
  * takes back at its default. */
 static void baseline_config(Config *c) {
     for (int k = 0; k < attn_kernel_count(); k++)
-        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) option_set(c, r->name, r->def, NULL);
+        for (const OptDef *r = attn_kernels[k]->option_rows; r && r->name; r++) {
+            option_set(c, r->name, r->def, NULL);
+            option_forget(c, r->name);
+        }
     option_set(c, "attn", option_find("attn")->def, NULL);
+    option_forget(c, "attn");
 }
 
 /* Options that do not change what a run computes. */

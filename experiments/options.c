@@ -136,7 +136,9 @@ const OptDef *option_find(const char *name) {
 }
 
 void config_defaults(Config *c) {
+    _Static_assert(OPTIONS_MAX % 8 == 0, "whole bytes of given flags");
     memset(c, 0, sizeof *c);
+    if (option_count() > OPTIONS_MAX) DIE("%d options: more than OPTIONS_MAX %d", option_count(), OPTIONS_MAX);
     for (int i = 0; i < option_count(); i++)
         if (option_set(c, option_at(i)->name, option_at(i)->def, NULL) != 0)
             DIE("bad default for option %s", option_at(i)->name);
@@ -280,8 +282,28 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
     return buf;
 }
 
-/* Whether option `name` differs from its default. */
+static int option_index(const char *name) {
+    for (int i = 0; i < option_count(); i++)
+        if (!strcmp(option_at(i)->name, name)) return i;
+    return -1;
+}
+
+int option_give(Config *c, const char *name, const char *value, Err *e) {
+    if (option_set(c, name, value, e) != 0) return -1;
+    int i = option_index(name);
+    c->given[i / 8] |= (unsigned char)(1u << (i % 8));
+    return 0;
+}
+
+void option_forget(Config *c, const char *name) {
+    int i = option_index(name);
+    if (i >= 0) c->given[i / 8] &= (unsigned char)~(1u << (i % 8));
+}
+
+/* Whether option `name` was given on the command line or differs from its default. */
 static bool changed(const Config *c, const char *name) {
+    int i = option_index(name);
+    if (i >= 0 && (c->given[i / 8] >> (i % 8) & 1)) return true;
     Config d;
     memset(&d, 0, sizeof d);
     const OptDef *o = option_find(name);

@@ -40,10 +40,16 @@ typedef struct {
     int length;
 } SampleConfig;
 
+#define OPTIONS_MAX 256
+
 typedef struct {
     ModelConfig model;
     TrainConfig train;
     SampleConfig sample;
+    /* The options given on the command line (option_give), by their index in
+     * option_at: validation refuses one that the model does not use even when
+     * it equals its default. Not saved: a loaded config has none. */
+    unsigned char given[OPTIONS_MAX / 8];
 } Config;
 
 
@@ -63,6 +69,11 @@ const char *closest_word(const char *word, const char *const *cands, int n);
 /* Parses and range-checks one value. Errors name the option and what is allowed:
  * "--heads: expected an integer in [1, 64], got 'x'". */
 int option_set(Config *c, const char *name, const char *value, Err *e);
+/* option_set, and marks the option as given on the command line. */
+int option_give(Config *c, const char *name, const char *value, Err *e);
+/* Forgets that option `name` was given (it goes back to "changed only if it
+ * differs from its default"). */
+void option_forget(Config *c, const char *name);
 /* The value as text, as --help and ablation tables show it. */
 const char *option_format(const Config *c, const OptDef *o, char *buf, size_t size);
 /* Refuses combinations that cannot work, with the reason, and derives what

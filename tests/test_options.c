@@ -301,6 +301,38 @@ START_TEST(test_floats_as_typed) {
 }
 END_TEST
 
+/* An option given on the command line that the model does not use is
+ * refused even at its default value; the same value from a default or a
+ * loaded config is not "given". */
+START_TEST(test_given_at_default_refused) {
+    Config c;
+    Err e;
+    config_defaults(&c);
+    ck_assert_int_eq(option_set(&c, "phi", "relu", &e), 0); /* relu is the default */
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(option_give(&c, "phi", "relu", &e), 0);
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--phi applies to linear attention, not attn=softmax"), "%s", e.msg);
+    option_forget(&c, "phi");
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+    /* a kernel's own rule, and a position scheme's option, alike */
+    config_defaults(&c);
+    ck_assert_int_eq(option_give(&c, "attn", "linear", &e), 0);
+    ck_assert_int_eq(option_give(&c, "leaky_slope", "0.01", &e), 0);
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--leaky_slope applies to phi=leakyrelu"), "%s", e.msg);
+    config_defaults(&c);
+    ck_assert_int_eq(option_give(&c, "rope_dims", "0", &e), 0);
+    ck_assert_int_ne(config_validate(&c, &e), 0);
+    ck_assert_msg(strstr(e.msg, "--rope_dims applies to pos=rope or xpos"), "%s", e.msg);
+    /* a preset's own value may be given */
+    config_defaults(&c);
+    ck_assert_int_eq(option_give(&c, "attn", "cosformer", &e), 0);
+    ck_assert_int_eq(option_give(&c, "phi", "relu", &e), 0);
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+}
+END_TEST
+
 Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("config_validate");
@@ -310,6 +342,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
     tcase_add_test(tc, test_floats_as_typed);
+    tcase_add_test(tc, test_given_at_default_refused);
     suite_add_tcase(s, tc);
     return s;
 }
