@@ -26,7 +26,8 @@ static const OptDef table_rows[] = {
      "attention kernel (layers/attention/); a preset fixes some of its kernel's options", attn_choice_names},
     {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), NULL, 0, 0, NULL, 0, "position scheme", pos_scheme_names},
     {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
-     "sliding causal window: each query sees the last W keys; 0 = all (also at inference)", NULL},
+     "sliding window: each query sees the keys at distance < W (the last W under clm, W - 1 each side under mlm); "
+     "0 = all (also at inference)", NULL},
     {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
      "scale logits by max(1, log n / log context), n = keys seen (also at inference)", NULL},
     {"bca", OPT_CHOICE, GROUP_MODEL, M(bca), "off", 0, 0, on_off_choices, 0,
@@ -362,8 +363,7 @@ static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
         return err_set(e, "--%s acts on an explicit score matrix, so it needs %s, not %s",
                        m->window > 0 ? "window" : m->bca == ON ? "bca" : "logn", score_kernels(scorers, sizeof scorers),
                        attn);
-    if (!clm && (m->window > 0 || m->bca == ON))
-        return err_set(e, "--%s is a causal mask, and objective=mlm is bidirectional", m->window > 0 ? "window" : "bca");
+    if (!clm && m->bca == ON) return err_set(e, "--bca is a causal mask, and objective=mlm is bidirectional");
     if (m->window > 0 && m->bca == ON)
         return err_set(e, "--window and --bca are two different masks; pick one");
     return 0;

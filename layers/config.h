@@ -35,7 +35,7 @@ typedef struct {
     int pos;          /* index of the pos value (pos_scheme, layers/attention/positions.h) */
     int rope_dims;    /* pos = rope | xpos: rotated dimensions of q and k; 0 = key_size */
     float sandwich_lambda; /* pos = sandwich: the bias scale lambda */
-    int window;       /* 0 = full; otherwise each query sees the last `window` keys */
+    int window;       /* 0 = full; otherwise each query sees keys at distance < window (causal: the last window) */
     int logn;         /* OnOff: logits scaled by max(1, log n_i / log context) */
     int bca;          /* OnOff: xpos's blockwise causal attention (inference only) */
     int objective;    /* Objective */

@@ -64,7 +64,7 @@ void positions_reference(const AttnCall *c, const float *p0, const float *p1, fl
         int seen = 0;
         for (int j = 0; j < T; j++) {
             bool ok = !c->causal || j <= i;
-            if (c->causal && c->m.window > 0) ok = ok && i - j < c->m.window;
+            if (c->m.window > 0) ok = ok && abs(i - j) < c->m.window; /* both sides when bidirectional */
             if (c->causal && c->m.bca) ok = ok && j / blen >= i / blen - 1;
             mask[i * T + j] = ok ? 0.0f : -INFINITY;
             seen += ok;
@@ -141,6 +141,9 @@ Tensor *pos_window1(Tensor **in) { return run(in, true, POS_NONE, 1, false, fals
 Tensor *pos_window2(Tensor **in) { return run(in, true, POS_NONE, 2, false, false); }
 Tensor *pos_window3(Tensor **in) { return run(in, true, POS_NONE, 3, false, false); }
 Tensor *pos_window8(Tensor **in) { return run(in, true, POS_NONE, 8, false, false); }
+Tensor *pos_window1_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 1, false, false); }
+Tensor *pos_window2_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 2, false, false); }
+Tensor *pos_alibi_window_logn_bidirectional(Tensor **in) { return run(in, false, POS_ALIBI, 2, false, true); }
 Tensor *pos_bca(Tensor **in) { return run(in, true, POS_NONE, 0, true, false); }
 Tensor *pos_logn_causal(Tensor **in) { return run(in, true, POS_NONE, 0, false, true); }
 Tensor *pos_logn_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 0, false, true); }

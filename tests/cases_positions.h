@@ -45,6 +45,9 @@ Tensor *pos_window1(Tensor **in);
 Tensor *pos_window2(Tensor **in);
 Tensor *pos_window3(Tensor **in);
 Tensor *pos_window8(Tensor **in);
+Tensor *pos_window1_bidirectional(Tensor **in);
+Tensor *pos_window2_bidirectional(Tensor **in);
+Tensor *pos_alibi_window_logn_bidirectional(Tensor **in);
 Tensor *pos_bca(Tensor **in);
 Tensor *pos_logn_causal(Tensor **in);
 Tensor *pos_logn_bidirectional(Tensor **in);
@@ -83,6 +86,9 @@ void pos_setup_kerple_bca(AttnCall *c);
     {{"attn_pos_window2", 3, POS_QKV, pos_window2}, "softmax", true}, \
     {{"attn_pos_window3", 3, POS_QKV, pos_window3}, "softmax", true}, \
     {{"attn_pos_window8", 3, POS_QKV, pos_window8}, "softmax", true}, \
+    {{"attn_pos_window1_bidirectional", 3, POS_QKV, pos_window1_bidirectional}, "softmax", false}, \
+    {{"attn_pos_window2_bidirectional", 3, POS_QKV, pos_window2_bidirectional}, "softmax", false}, \
+    {{"attn_pos_alibi_window_logn_bidirectional", 3, POS_QKV, pos_alibi_window_logn_bidirectional}, "softmax", false}, \
     {{"attn_pos_bca", 3, POS_QKV, pos_bca}, "softmax", true}, \
     {{"attn_pos_logn_causal", 3, POS_QKV, pos_logn_causal}, "softmax", true}, \
     {{"attn_pos_logn_bidirectional", 3, POS_QKV, pos_logn_bidirectional}, "softmax", false}, \
@@ -102,6 +108,8 @@ void pos_setup_kerple_bca(AttnCall *c);
     {"pos=sandwich causal", "softmax", true, pos_setup_sandwich, 0, {{0}}, positions_compose, true}, \
     {"pos=sandwich bidirectional", "softmax", false, pos_setup_sandwich, 0, {{0}}, positions_compose, true}, \
     {"window=2", "softmax", true, pos_setup_window2, 0, {{0}}, positions_compose, true}, \
+    {"window=2 bidirectional", "softmax", false, pos_setup_window2, 0, {{0}}, positions_compose, true}, \
+    {"alibi window=2 logn bidirectional", "softmax", false, pos_setup_alibi_window_logn, 0, {{0}}, positions_compose, true}, \
     {"bca", "softmax", true, pos_setup_bca, 0, {{0}}, positions_compose, true}, \
     {"logn causal", "softmax", true, pos_setup_logn, 0, {{0}}, positions_compose, true}, \
     {"logn bidirectional", "softmax", false, pos_setup_logn, 0, {{0}}, positions_compose, true}, \

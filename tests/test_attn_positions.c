@@ -204,7 +204,7 @@ static const int block_rows[] = {64, 16, 7};
 START_TEST(test_positions_fixture) {
     StFile sf = fixture_open("attn_positions.safetensors");
     Fixture f = read_fixture(&sf);
-    ck_assert_int_eq(f.n, 17);
+    ck_assert_int_eq(f.n, 21);
     ck_assert_int_lt(f.T, 64);
     for (int b = 0; b < 3; b++) {
         attn_query_block = block_rows[b];
@@ -235,7 +235,7 @@ START_TEST(test_positions_fixture_catches_broken_backward) {
             const Variant *v = &f.v[i];
             bool affected = br == BREAK_SCALE || br == BREAK_DROP ||
                             (br == BREAK_BIAS_GRAD && pos_bias_n_params(v->pos)) ||
-                            (br == BREAK_WINDOW && v->causal && v->window > 0 && v->window < f.T);
+                            (br == BREAK_WINDOW && v->window > 0 && v->window < f.T);
             char msg[300] = "";
             break_install(br);
             Stage s = run_variant(&sf, &f, v, msg, sizeof msg);
@@ -335,12 +335,13 @@ START_TEST(test_positions_gradcheck_catches_broken_backward) {
                                 "attn_pos_kerple_log_bidirectional", "attn_pos_kerple_log_clamp",
                                 "attn_pos_kerple_bca"};
     const char *window_cases[] = {"attn_pos_window1", "attn_pos_window2", "attn_pos_window3",
-                                  "attn_pos_alibi_window_logn"};
+                                  "attn_pos_alibi_window_logn", "attn_pos_window2_bidirectional",
+                                  "attn_pos_alibi_window_logn_bidirectional"};
     for (int qb = 0; qb < 2; qb++) {
         attn_query_block = qb ? 2 : 64;
         for (int w = 0; w < 1 + qb; w++) {
             Break br = w ? BREAK_WINDOW : BREAK_BIAS_GRAD;
-            int n = w ? 4 : 7;
+            int n = w ? 6 : 7;
             for (int i = 0; i < n; i++) {
                 const char *name = w ? window_cases[i] : bias_cases[i];
                 const KernelCase *kc = NULL;

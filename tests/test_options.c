@@ -94,7 +94,7 @@ static const Refusal refusals[] = {
     {{"bca", "on", "attn", "linear", "pos", "rope"}, "--bca acts on an explicit score matrix"},
     {{"window", "16", "talking_heads", "both"}, "--window is done in the plain softmax kernel"},
     {{"logn", "on", "talking_heads", "post"}, "--logn is done in the plain softmax kernel"},
-    {{"window", "16", "objective", "mlm"}, "--window is a causal mask, and objective=mlm is bidirectional"},
+    {{"bca", "on", "objective", "mlm"}, "--bca is a causal mask, and objective=mlm is bidirectional"},
     {{"bca", "on", "objective", "mlm"}, "--bca is a causal mask"},
     {{"window", "16", "bca", "on"}, "--window and --bca are two different masks"},
 };
@@ -129,6 +129,13 @@ END_TEST
 /* The rules of DESIGN.md and the issue, restated: what a valid model
  * combination is, for the options the grids below walk. */
 static bool valid_attention(int attn, int phi, int reweight, int talking, int objective) {
+    if (attn > ATTN_LINFORMER) { /* a kernel added to the registry: the rules every kernel has */
+        const AttnKernel *k = attn_kernel_for(attn);
+        if (phi != PHI_RELU && attn_option_owner("phi") != k) return false;
+        if (reweight != REWEIGHT_NONE && attn_option_owner("reweight") != k) return false;
+        if (talking != TALKING_NONE && attn_option_owner("talking_heads") != k) return false;
+        return !(k->bidirectional_only && objective == OBJECTIVE_CLM);
+    }
     bool linear = attn == ATTN_LINEAR, cosformer = attn == ATTN_COSFORMER;
     if (phi != PHI_RELU && !linear) return false;              /* phi needs attn=linear (cosformer fixes relu) */
     if (reweight != REWEIGHT_NONE && !linear && !cosformer) return false; /* cos re-weighting is linear attention's */
@@ -139,7 +146,7 @@ static bool valid_attention(int attn, int phi, int reweight, int talking, int ob
 
 START_TEST(test_attention_grid) {
     int accepted = 0, refused = 0;
-    for (int attn = 0; attn < 4; attn++)
+    for (int attn = 0; attn < attn_choice_count(); attn++)
         for (int phi = 0; phi < 4; phi++)
             for (int rw = 0; rw < 2; rw++)
                 for (int th = 0; th < 4; th++)
@@ -148,7 +155,7 @@ START_TEST(test_attention_grid) {
                         config_defaults(&c);
                         c.model.attn = attn, linear_opts(&c.model)->phi = phi, linear_opts(&c.model)->reweight = rw, softmax_opts(&c.model)->talking_heads = th;
                         c.model.objective = obj;
-                        if (attn == ATTN_LINFORMER) linformer_opts(&c.model)->linformer_k = 32;
+                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k = 32;
                         Err e;
                         memset(&e, 0, sizeof e);
                         bool want = valid_attention(attn, phi, rw, th, obj);
@@ -200,29 +207,31 @@ END_TEST
 /* The position rules, restated: which pos x attn x objective x talking
  * points are valid, and which inference options go with them. */
 static bool valid_positions(int pos, int attn, int objective, int talking, bool masks) {
-    bool softmax = attn == ATTN_SOFTMAX, linear = attn == ATTN_LINEAR || attn == ATTN_COSFORMER;
+    /* softmax: the built-in kernel with a score matrix, or any added kernel that has one */
+    bool softmax = attn == ATTN_SOFTMAX || (attn > ATTN_LINFORMER && attn_kernel_for(attn)->scores);
+    bool linear = attn == ATTN_LINEAR || attn == ATTN_COSFORMER;
     bool bias = pos == POS_ALIBI || pos == POS_KERPLE_POWER || pos == POS_KERPLE_LOG || pos == POS_SANDWICH;
     if (!valid_attention(attn, PHI_RELU, attn == ATTN_COSFORMER, talking, objective)) return false;
     if (bias && (!softmax || talking != TALKING_NONE)) return false; /* a score matrix of the plain kernel */
     if (pos == POS_XPOS && (!softmax || objective != OBJECTIVE_CLM)) return false;
     if (pos == POS_ROPE && attn == ATTN_COSFORMER) return false; /* cos re-weighting is its own scheme */
     (void)linear;
-    /* window (a causal mask on softmax scores, plain kernel) */
-    if (masks && (!softmax || talking != TALKING_NONE || objective != OBJECTIVE_CLM)) return false;
+    /* window (a mask on the plain softmax kernel's scores, causal or bidirectional) */
+    if (masks && (!softmax || talking != TALKING_NONE)) return false;
     return true;
 }
 
 START_TEST(test_position_grid) {
     int accepted = 0;
     for (int pos = 0; pos <= POS_XPOS; pos++)
-        for (int attn = 0; attn < 4; attn++)
+        for (int attn = 0; attn < attn_choice_count(); attn++)
             for (int obj = 0; obj < 2; obj++)
                 for (int th = 0; th < 4; th += 3)
                     for (int masks = 0; masks < 2; masks++) {
                         Config c;
                         config_defaults(&c);
                         c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, softmax_opts(&c.model)->talking_heads = th;
-                        if (attn == ATTN_LINFORMER) linformer_opts(&c.model)->linformer_k = 32;
+                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k = 32;
                         if (attn == ATTN_COSFORMER) linear_opts(&c.model)->reweight = REWEIGHT_COS;
                         if (masks) c.model.window = 16;
                         Err e;

@@ -30,11 +30,13 @@
 /* ---- plain attention with positions -----------------------------------------
  *
  * Query i sees keys [lo_i, hi_i]: all of them (bidirectional), j <= i
- * (causal), the last `window` ones (window > 0, causal), or under bca (XPOS's
- * blockwise causal attention, causal) its block of b = max(1, context / 2)
- * keys and the one before, lo_i = max(0, (i / b - 1) b), hi_i = i. Window
- * and bca are causal masks: a bidirectional call ignores them
- * (config_validate refuses them with objective = mlm). With
+ * (causal); with window = W > 0 those at distance |i - j| < W (the last W
+ * keys when causal, up to W - 1 on each side when bidirectional); or under
+ * bca (XPOS's blockwise causal attention, causal) its block of
+ * b = max(1, context / 2) keys and the one before,
+ * lo_i = max(0, (i / b - 1) b), hi_i = i. Bca is a causal mask: a
+ * bidirectional call ignores it (config_validate refuses it with
+ * objective = mlm). With
  * n_i = hi_i - lo_i + 1 keys seen, the logits are
  *   z_ij = lambda_i s q_i . k_j + b_h(i - j),
  * lambda_i = max(1, log n_i / log context) under logn (else 1): log-n scaling
@@ -87,7 +89,8 @@ static Plan plan_make(const Node *n, int T) {
     double log_ctx = context > 1 ? log((double)context) : 0.0;
     for (int i = 0; i < T; i++) {
         int lo = 0, hi = causal ? i : T - 1;
-        if (causal && window > 0) lo = i - window + 1 > 0 ? i - window + 1 : 0;
+        if (window > 0) lo = i - window + 1 > 0 ? i - window + 1 : 0;
+        if (window > 0 && !causal) hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
         if (causal && a->bca) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
         p.lo[i] = lo;
         p.hi[i] = hi;
@@ -274,7 +277,7 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
         .sandwich_lambda = c->m.sandwich_lambda,
         .pos = c->m.pos,
         .causal = causal,
-        .window = causal ? c->m.window : 0,
+        .window = c->m.window,
         .bca = causal && c->m.bca,
         .logn = c->m.logn,
         .context = c->m.context,

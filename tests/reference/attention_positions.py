@@ -5,7 +5,8 @@ attention (bca), log-n scaling and the ALiBi, KERPLE (power, log) and Sandwich s
 
 With s = 1/sqrt(key_size), query i, key j, head h and delta = i - j (causal) or |i - j|:
 
-    keys of row i: [lo_i, hi_i]; bidirectional [0, T-1]; causal [0, i]; window W: [max(0, i-W+1), i];
+    keys of row i: [lo_i, hi_i]; bidirectional [0, T-1]; causal [0, i]; window W: [max(0, i-W+1), i]
+    causal, [max(0, i-W+1), min(T-1, i+W-1)] bidirectional;
                    bca: b = max(1, context // 2), [max(0, (i // b - 1) b), i]
     lambda_i     = max(1, log(n_i) / log(context)), n_i = hi_i - lo_i + 1   (logn; else 1)
     z_ij         = lambda_i s q_i . k_j + bias_h(delta)                     (bias unscaled)
@@ -58,6 +59,10 @@ VARIANTS = [
     ("alibi_window_logn", "alibi", True, 12, False, True),
     ("kerple_power_bca", "kerple_power", True, 0, True, False),
     ("kerple_log_logn", "kerple_log", False, 0, False, True),
+    ("window1_bidirectional", "none", False, 1, False, False),
+    ("window5_bidirectional", "none", False, 5, False, False),
+    ("window100_bidirectional", "none", False, 100, False, False),
+    ("alibi_window_logn_bidirectional", "alibi", False, 6, False, True),
 ]
 
 PARAMS = {"kerple_power": ("kerple_a", "kerple_p"), "kerple_log": ("kerple_r1", "kerple_r2")}
@@ -85,8 +90,10 @@ def key_ranges(causal, window, bca):
     b = max(1, CONTEXT // 2)
     for i in range(T):
         l, h = 0, (i if causal else T - 1)
-        if causal and window > 0:
+        if window > 0:  # distance |i - j| < window: the last window keys when causal
             l = max(0, i - window + 1)
+            if not causal:
+                h = min(T - 1, i + window - 1)
         if causal and bca:
             l = max(0, (i // b - 1) * b)
         lo.append(l)
