@@ -397,15 +397,18 @@ static size_t op_bytes(int T, int window, bool grads) {
     return used;
 }
 
+/* Forward and backward keep nothing T x T: each row's max and 1 / sum, and
+ * one block of rows per thread, so memory grows linearly in T (each doubling
+ * of T adds twice what the one before added), with a window and without. */
 START_TEST(test_positions_window_memory_linear) {
-    size_t m1 = op_bytes(1024, 64, true), m2 = op_bytes(2048, 64, true);
-    double ratio = (double)m2 / (double)m1;
-    ck_assert_msg(ratio > 1.8 && ratio < 2.2, "window 64: T 1024 uses %zu bytes, T 2048 %zu (ratio %.2f, want about 2)",
-                  m1, m2, ratio);
-    /* and far less than the T x T of full attention */
-    ck_assert_msg(m2 < (size_t)2 * 2048 * 2048 * sizeof(float) / 8, "window 64 at T 2048 uses %zu bytes", m2);
-    size_t full = op_bytes(2048, 0, true);
-    ck_assert_msg(full > 4 * m2, "full causal at T 2048 uses %zu bytes, window 64 %zu", full, m2);
+    for (int w = 0; w < 2; w++) {
+        int window = w ? 64 : 0;
+        size_t m1 = op_bytes(1024, window, true), m2 = op_bytes(2048, window, true), m4 = op_bytes(4096, window, true);
+        double ratio = (double)(m4 - m2) / (double)(m2 - m1);
+        ck_assert_msg(ratio > 1.8 && ratio < 2.2, "window %d: T 1024, 2048, 4096 use %zu, %zu, %zu bytes (growth ratio %.2f, want 2)",
+                      window, m1, m2, m4, ratio);
+        ck_assert_msg(m4 < (size_t)4096 * 4096 * sizeof(float) / 8, "window %d at T 4096 uses %zu bytes", window, m4);
+    }
 }
 END_TEST
 

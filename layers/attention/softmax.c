@@ -46,9 +46,12 @@
  * Queries run in blocks of attn_query_block rows; a block [r0, r1) needs keys
  * [lo_r0, hi_(r1-1)] (lo and hi never decrease along i), so it costs one
  * score sgemm, the masked softmax of each row over its own range, and one
- * P V sgemm. Forward keeps each block's P at a fixed offset, so memory and
- * time are O(T (window + block)) with a window, and causal attention skips the
- * blocks above the diagonal. Backward, per block, with dz = P * (dP - rowsum(dP * P)):
+ * P V sgemm. Nothing T x T is kept (as FlashAttention-2): forward keeps each
+ * row's max and 1 / sum, and backward computes each block's P again from
+ * them, with the same operations on the same scores, so the same bits as
+ * forward's. Memory is O(T) per head plus one block per thread; time is
+ * O(T (window + block)) with a window, and causal attention skips the blocks
+ * above the diagonal. Backward, per block, with dz = P * (dP - rowsum(dP * P)):
  *   dV[span] += P^T dO,  dP = dO V[span]^T,
  *   g_h[delta] += dz (the bias's gradient, by distance, per batch element and head),
  *   dQ += s (lambda dz) K[span],  dK[span] += s (lambda dz)^T Q.
@@ -62,7 +65,7 @@ int attn_query_block = 64;
 typedef struct {
     int r0, r1; /* query rows [r0, r1) */
     int k0, w;  /* keys [k0, k0 + w) */
-    long off;   /* where the block's P [r1 - r0, w] starts in a head's saved P */
+    long off;   /* where the block's P [r1 - r0, w] would start in a head's whole P */
 } QBlock;
 
 typedef struct {
@@ -123,10 +126,51 @@ static float *thread_block(float *scratch, const Plan *p) {
     return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
 }
 
+/* Row softmax of s[0, n) in place, as softmax_inplace computes it, keeping
+ * the row's max and 1 / sum in *mx, *inv (mx = -inf: every key masked, all
+ * zeros). */
+static void row_softmax(float *restrict s, int n, float *mx_out, float *inv_out) {
+    float mx = -INFINITY;
+    #pragma omp simd reduction(max : mx)
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
+    *mx_out = mx;
+    if (mx == -INFINITY) {
+        for (int i = 0; i < n; i++) s[i] = 0.0f;
+        *inv_out = 0.0f;
+        return;
+    }
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < n; i++) {
+        s[i] = fm_expf(s[i] - mx);
+        sum += s[i];
+    }
+    float inv = 1.0f / sum;
+    *inv_out = inv;
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
+/* The same row again from its kept max and 1 / sum: the same operations on
+ * the same scores, so the same bits as forward's P. */
+static void row_softmax_again(float *restrict s, int n, float mx, float inv) {
+    if (mx == -INFINITY) {
+        for (int i = 0; i < n; i++) s[i] = 0.0f;
+        return;
+    }
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] = fm_expf(s[i] - mx);
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
 /* P of block b of one head into Pb [r1 - r0, w]: scores, log-n, bias, masked
- * softmax. q, k are the head's [T, dk]; bias its table [T] (NULL: none). */
+ * softmax. q, k are the head's [T, dk]; bias its table [T] (NULL: none).
+ * stats (NULL: not kept) is the head's [T, 2]: each row's max and 1 / sum,
+ * written by forward (again false) and read back by backward (again true),
+ * which so recomputes forward's P instead of keeping it. */
 static void block_probs(const Plan *p, const QBlock *b, const float *q, const float *k, const float *bias, float *Pb,
-                        int dk, float scale, bool causal) {
+                        int dk, float scale, bool causal, float *stats, bool again) {
     int R = b->r1 - b->r0, w = b->w;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dk, scale, q + (long)b->r0 * dk, dk,
                 k + (long)b->k0 * dk, dk, 0.0f, Pb, w);
@@ -141,7 +185,12 @@ static void block_probs(const Plan *p, const QBlock *b, const float *q, const fl
                 s[c] += bias[causal ? d : d < 0 ? -d : d];
             }
         for (int c = 0; c < a; c++) s[c] = 0.0f;
-        softmax_inplace(s + a, e - a);
+        if (!stats)
+            softmax_inplace(s + a, e - a);
+        else if (again)
+            row_softmax_again(s + a, e - a, stats[2 * i], stats[2 * i + 1]);
+        else
+            row_softmax(s + a, e - a, &stats[2 * i], &stats[2 * i + 1]);
         for (int c = e; c < w; c++) s[c] = 0.0f;
     }
 }
@@ -167,8 +216,7 @@ static void attn_softmax_forward(Node *n) {
     bool causal = a->causal, keep = a->keep;
     Plan p = plan_make(n, T);
     const float *bias = node_bias(n, H, T, dk);
-    float *P = n->saved + bias_floats(a->pos, H, T), *scratch = NULL;
-    if (!keep) scratch = block_scratch(&p);
+    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL, *scratch = block_scratch(&p);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
@@ -177,8 +225,8 @@ static void attn_softmax_forward(Node *n) {
         float *oh = n->out->data + (long)bh * T * dv;
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
-            float *Pb = keep ? P + bh * p.per_head + blk->off : thread_block(scratch, &p);
-            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal);
+            float *Pb = thread_block(scratch, &p);
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats ? stats + 2L * bh * T : NULL, false);
             /* O[r0:r1] = P V[span] */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
                         vh + (long)blk->k0 * dv, dv, 0.0f, oh + (long)blk->r0 * dv, dv);
@@ -194,26 +242,28 @@ static void attn_softmax_backward(Node *n) {
     int pos = a->pos;
     bool causal = a->causal;
     Plan p = plan_make(n, T);
-    const float *P = n->saved + bias_floats(pos, H, T), *dO = n->out->grad;
+    float *stats = n->saved + bias_floats(pos, H, T);
+    const float *bias = pos_has_bias(pos) ? n->saved : NULL, *dO = n->out->grad; /* forward's bias table */
     float *dq = q->requires_grad ? tensor_grad(q) : NULL;
     float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
     float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
     Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
     bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
-    /* One block's dP, then dz in place, per thread; per (b, h) its g. */
-    float *scratch = block_scratch(&p);
+    /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
+    float *scratch = block_scratch(&p), *scratch_p = block_scratch(&p);
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        const float *Ph = P + bh * p.per_head, *dOh = dO + (long)bh * T * dv;
+        const float *dOh = dO + (long)bh * T * dv;
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
         const float *vh = v->data + (long)bh * T * dv;
-        float *dS = thread_block(scratch, &p);
+        const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
+        float *dS = thread_block(scratch, &p), *Pb = thread_block(scratch_p, &p);
         double *gh = g ? g + (long)bh * T : NULL;
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
             int R = blk->r1 - blk->r0, w = blk->w;
-            const float *Pb = Ph + blk->off;
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats + 2L * bh * T, true);
             if (dvv) /* dV[span] += P^T dO[r0:r1] */
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
                             dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
@@ -291,10 +341,9 @@ static Tensor *plain_attention(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     bool keep = false;
     for (int i = 0; i < n->n_in; i++) keep |= n->in[i]->requires_grad;
     keep = keep && grad_enabled();
-    NODE_ATTRS(n, SoftmaxAttrs)->keep = keep; /* forward keeps P for backward */
+    NODE_ATTRS(n, SoftmaxAttrs)->keep = keep; /* forward keeps each row's max and 1 / sum for backward */
     int H = q->shape[1], T = q->shape[2];
-    long per_head = plan_make(n, T).per_head;
-    long floats = bias_floats(c->m.pos, H, T) + (keep ? (long)q->shape[0] * H * per_head : 0);
+    long floats = bias_floats(c->m.pos, H, T) + (keep ? 2L * q->shape[0] * H * T : 0);
     n->saved = arena_alloc(engine_arena(), (size_t)(floats + 1) * sizeof(float));
     n->out = tensor_4d(q->shape[0], H, T, v->shape[3]);
     return node_run(n);
@@ -316,7 +365,7 @@ static Tensor *plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
             block_probs(&p, blk, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
-                        bias ? bias + (long)(bh % H) * T : NULL, Pb, dk, c->scale, c->causal);
+                        bias ? bias + (long)(bh % H) * T : NULL, Pb, dk, c->scale, c->causal, NULL, false);
             for (int r = 0; r < blk->r1 - blk->r0; r++)
                 memcpy(P->data + ((long)bh * T + blk->r0 + r) * T + blk->k0, Pb + (long)r * blk->w,
                        (size_t)blk->w * sizeof(float));
@@ -398,9 +447,12 @@ static int softmax_validate(const ModelConfig *m, bool (*changed)(const char *na
 
 /* P (H T^2 floats at B 1) kept for backward, and a T^2 scratch per thread in
  * backward; with talking heads, an H T^2 one, twice, per thread. */
+/* The plain kernel keeps nothing T x T (forward's row statistics, one block
+ * per thread); talking heads mixes whole score matrices: P of every head, and
+ * two per head per thread. */
 static double softmax_quadratic_bytes(const ModelConfig *m, int T, int threads) {
-    double per_thread = softmax_opts(m)->talking_heads != TALKING_NONE ? 2.0 * m->heads : 1.0;
-    return 4.0 * (double)T * T * (m->heads + per_thread * threads);
+    if (softmax_opts(m)->talking_heads == TALKING_NONE) return 0;
+    return 4.0 * (double)T * T * (m->heads + 2.0 * m->heads * threads);
 }
 
 static void softmax_describe(const ModelConfig *m, char *buf, size_t size) {
