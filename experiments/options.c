@@ -222,6 +222,23 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
                 store_int(field, (int)x);
             return 0;
         }
+        case OPT_INTS: { /* "64" or "64,32,16": all checked before any is stored */
+            int v[64] = {0}, n = 0;
+            const char *at = value;
+            if ((size_t)o->size > sizeof v / sizeof *v) DIE("--%s: more than 64 values", name);
+            for (;;) {
+                double x = strtod(at, &end);
+                if (end == at || errno || x != floor(x) || x < o->min || x > o->max || n == (int)o->size ||
+                    (*end && *end != ','))
+                    return err_set(e, "--%s: expected up to %zu comma-separated integers in [%.0f, %.0f] (one per layer), got '%s'",
+                                   name, o->size, o->min, o->max, value);
+                v[n++] = (int)x;
+                if (!*end) break;
+                at = end + 1;
+            }
+            memcpy(field, v, o->size * sizeof(int));
+            return 0;
+        }
         case OPT_FLOAT: {
             double x = strtod(value, &end);
             if (end == value || *end || errno || !isfinite(x) || x < o->min || x > o->max)
@@ -279,6 +296,16 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
         case OPT_CHOICE: snprintf(buf, size, "%s", option_choices(o)[load_int(field)]); break;
         case OPT_BOOL: snprintf(buf, size, "%s", load_bool(field) ? "true" : "false"); break;
         case OPT_STRING: snprintf(buf, size, "%s", field); break;
+        case OPT_INTS: {
+            size_t k = 0;
+            buf[0] = '\0';
+            for (size_t i = 0; i < o->size && k < size; i++) {
+                int x = load_int(field + i * sizeof(int));
+                if (i && !x) break;
+                k += (size_t)snprintf(buf + k, size - k, "%s%d", i ? "," : "", x);
+            }
+            break;
+        }
     }
     return buf;
 }
@@ -432,6 +459,9 @@ void options_print_help(FILE *f, int group_mask) {
                 snprintf(allowed, sizeof allowed, "integer in [%.0f, %.0f]", o->min, o->max);
             else if (o->type == OPT_FLOAT)
                 snprintf(allowed, sizeof allowed, "number in [%g, %g]", o->min, o->max);
+            else if (o->type == OPT_INTS)
+                snprintf(allowed, sizeof allowed, "integers in [%.0f, %.0f], one per layer, the last repeating", o->min,
+                         o->max);
             else
                 snprintf(allowed, sizeof allowed, "text");
             fprintf(f, "  --%-15s %s (default: %s; %s)\n", o->name, o->help, o->def[0] ? o->def : "\"\"", allowed);
@@ -455,6 +485,13 @@ cJSON *config_to_json(const Config *c) {
             case OPT_FLOAT:
                 /* as the fewest digits that give the float back bit for bit (option_format) */
                 cJSON_AddRawToObject(j, o->name, option_format(c, o, buf, sizeof buf));
+                break;
+            case OPT_INTS: /* one value as a number, as before there were lists */
+                option_format(c, o, buf, sizeof buf);
+                if (strchr(buf, ','))
+                    cJSON_AddStringToObject(j, o->name, buf);
+                else
+                    cJSON_AddRawToObject(j, o->name, buf);
                 break;
             case OPT_BOOL: cJSON_AddBoolToObject(j, o->name, load_bool(field)); break;
             default: cJSON_AddStringToObject(j, o->name, option_format(c, o, buf, sizeof buf)); break;

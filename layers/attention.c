@@ -28,6 +28,7 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         .key_size = a->key_size,
         .head_size = a->head_size,
         .causal = a->causal,
+        .layer = layer,
         .scale = 1.0f / sqrtf((float)a->key_size),
         .m = attn_effective(c),
     };

@@ -18,7 +18,7 @@ typedef enum { OBJECTIVE_CLM, OBJECTIVE_MLM } Objective;
 #define MASK_ID 256
 
 /* Room for every kernel's options struct (the registry checks it). */
-#define MODEL_KERNEL_OPTION_BYTES 256
+#define MODEL_KERNEL_OPTION_BYTES 512
 
 typedef struct {
     int vocab;        /* 256 bytes (plus a mask id under MLM) */

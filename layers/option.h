@@ -10,7 +10,9 @@
 
 #include <stddef.h>
 
-typedef enum { OPT_INT, OPT_FLOAT, OPT_CHOICE, OPT_BOOL, OPT_STRING } OptType;
+/* OPT_INTS: one integer per layer, "64,32" (layers past the list take its
+ * last value): `size` ints, the unused ones 0. */
+typedef enum { OPT_INT, OPT_FLOAT, OPT_CHOICE, OPT_BOOL, OPT_STRING, OPT_INTS } OptType;
 typedef enum { GROUP_MODEL, GROUP_TRAIN, GROUP_SAMPLE } OptGroup;
 
 typedef struct {
@@ -21,7 +23,7 @@ typedef struct {
     const char *def;
     double min, max;             /* OPT_INT and OPT_FLOAT */
     const char *const *choices;  /* OPT_CHOICE: NULL-terminated, index = stored int */
-    size_t size;                 /* OPT_STRING: buffer size */
+    size_t size;                 /* OPT_STRING: buffer size; OPT_INTS: how many ints */
     const char *help;
     const char *const *(*choices_of)(void); /* OPT_CHOICE: the values from a registry, when choices is NULL */
 } OptDef;

@@ -10,7 +10,7 @@ static AttnCall lf_call(int proj, int share, int n, int k) {
     linformer_opts(&c.m)->linformer_proj = proj;
     linformer_opts(&c.m)->linformer_share = share;
     c.m.context = n;
-    linformer_opts(&c.m)->linformer_k = k;
+    linformer_opts(&c.m)->linformer_k[0] = k;
     return c;
 }
 
@@ -56,7 +56,7 @@ static void setup(AttnCall *c, int proj, int share, int n, int k) {
     linformer_opts(&c->m)->linformer_proj = proj;
     linformer_opts(&c->m)->linformer_share = share;
     c->m.context = n;
-    linformer_opts(&c->m)->linformer_k = k;
+    linformer_opts(&c->m)->linformer_k[0] = k;
 }
 
 void lf_setup_linear_none(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_NONE, LF_N, LF_K); }
@@ -78,7 +78,7 @@ static Tensor *constant(int ndim, const int *shape) { return tensor_zeros(ndim, 
 Tensor *lf_compose_projection(const AttnCall *c, Tensor *w, int B, int T) {
     const int H = c->H, proj = linformer_opts(&c->m)->linformer_proj;
     if (proj == LF_PROJ_MAX) DIE("lf_compose_projection: max pooling is no matrix");
-    int s = c->m.context / linformer_opts(&c->m)->linformer_k;
+    int s = c->m.context / lf_k(linformer_opts(&c->m), c->layer);
     int kp = proj == LF_PROJ_LINEAR ? w->shape[w->ndim - 2] : (T + s - 1) / s;
     Tensor *zeros = constant(4, (int[]){B, H, kp, T});
     if (proj == LF_PROJ_MEAN) { /* row j: 1 / |window j| on the window */

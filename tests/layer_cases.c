@@ -29,7 +29,7 @@ AttnCall kernel_case_call(bool causal) {
     /* chunk small, so that T = 5 spans chunks and a partial one */
     *linear_opts(&c.m) = (LinearOpts){.phi = PHI_RELU, .leaky_slope = 0.01f, .reweight = REWEIGHT_NONE, .chunk = 2};
     *softmax_opts(&c.m) = (SoftmaxOpts){.talking_heads = TALKING_NONE};
-    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = 3, .linformer_share = LF_SHARE_NONE, .linformer_proj = LF_PROJ_LINEAR};
+    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = {3}, .linformer_share = LF_SHARE_NONE, .linformer_proj = LF_PROJ_LINEAR};
     return c;
 }
 

@@ -60,7 +60,7 @@ static int lf_param_shapes(int proj, int share, int H, int n, int k, int *ndim, 
 static AttnCall lf_call(int B, int H, int T, int dk, int dv, int proj, int share, int n, int k) {
     AttnCall c = {.B = B, .H = H, .T = T, .key_size = dk, .head_size = dv, .scale = 1.0f / sqrtf((float)dk),
                   .m.context = n};
-    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = k, .linformer_share = share, .linformer_proj = proj};
+    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = {k}, .linformer_share = share, .linformer_proj = proj};
     return c;
 }
 
@@ -429,7 +429,7 @@ static ModelConfig lf_model_config(int proj, int share) {
     ModelConfig m = {.vocab = VOCAB_BYTES + 1, .layers = M_LAYERS, .d_model = 16, .heads = M_HEADS,
                      .mlp_ratio = 2, .context = M_N, .norm = NORM_LAYERNORM, .tie_embeddings = true,
                      .attn = ATTN_LINFORMER, .pos = POS_LEARNED, .objective = OBJECTIVE_MLM};
-    *linformer_opts(&m) = (LinformerOpts){.linformer_k = M_K, .linformer_share = share, .linformer_proj = proj};
+    *linformer_opts(&m) = (LinformerOpts){.linformer_k = {M_K}, .linformer_share = share, .linformer_proj = proj};
     return m;
 }
 
@@ -492,7 +492,7 @@ START_TEST(test_linformer_model_init) {
     const int proj = _i / 4 ? LF_PROJ_CONV : LF_PROJ_LINEAR, share = _i % 4;
     ModelConfig cfg = lf_model_config(proj, share);
     cfg.context = 64;
-    linformer_opts(&cfg)->linformer_k = 4; /* E [4, 64], conv kernels of 16 */
+    linformer_opts(&cfg)->linformer_k[0] = 4; /* E [4, 64], conv kernels of 16 */
     Model m;
     model_init(&m, &cfg);
     Rng rng;
@@ -568,6 +568,56 @@ START_TEST(test_linformer_model_trains) {
         }
     }
     free(grads);
+    model_free(&m);
+}
+END_TEST
+
+static void record_width(int layer, const Tensor *P, void *ctx) { ((int *)ctx)[layer] = P->shape[3]; }
+
+/* A per-layer k (--linformer_k 4,2): each layer's projection has its own k
+ * (E [H, k_l, n] linear, conv kernels of n / k_l), the model trains, and the
+ * attention matrix of each layer is [T, k_l]. Pooling runs at the layer's own
+ * stride. */
+START_TEST(test_linformer_per_layer_k) {
+    const int proj = _i; /* linear, mean, max, conv */
+    ModelConfig cfg = lf_model_config(proj, LF_SHARE_NONE);
+    *linformer_opts(&cfg) = (LinformerOpts){.linformer_k = {4, 2}, .linformer_share = LF_SHARE_NONE, .linformer_proj = proj};
+    ck_assert_int_eq(lf_k(linformer_opts(&cfg), 0), 4);
+    ck_assert_int_eq(lf_k(linformer_opts(&cfg), 1), 2);
+    ck_assert_int_eq(lf_k(linformer_opts(&cfg), 7), 2); /* past the list: its last */
+    Model m;
+    model_init(&m, &cfg);
+    for (int l = 0; l < M_LAYERS; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blocks.%d.attn.E", l);
+        const Tensor *E = params_find(&m.params, name);
+        if (proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX) {
+            ck_assert_ptr_null(E);
+            continue;
+        }
+        ck_assert_ptr_nonnull(E);
+        int want = proj == LF_PROJ_LINEAR ? (l ? 2 : 4) : M_N / (l ? 2 : 4);
+        ck_assert_msg(E->shape[1] == want, "%s: shape[1] %d, want %d", name, E->shape[1], want);
+    }
+    Rng rng;
+    rng_seed(&rng, 11);
+    model_init_weights(&m, &rng);
+    float *grads = malloc((size_t)m.params.total * sizeof(float));
+    float loss = model_loss_grads(&m, M_N, grads);
+    ck_assert(isfinite(loss));
+    for (long j = 0; j < m.params.total; j++) ck_assert(isfinite(grads[j]));
+    free(grads);
+    /* each layer's attention matrix is [B, H, T, k_l] */
+    int ids[M_N], widths[M_LAYERS] = {0};
+    for (int t = 0; t < M_N; t++) ids[t] = 'a' + t;
+    Arena a;
+    arena_init(&a, 1 << 20);
+    engine_set_arena(&a);
+    model_attention_probs(&m, ids, 1, M_N, record_width, widths);
+    for (int l = 0; l < M_LAYERS; l++) ck_assert_int_eq(widths[l], l ? 2 : 4);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
     model_free(&m);
 }
 END_TEST
@@ -654,6 +704,7 @@ Suite *attn_linformer_suite(void) {
     tcase_add_loop_test(tc, test_linformer_model_init, 0, 8);
     tcase_add_loop_test(tc, test_linformer_model_trains, 0, 16);
     tcase_add_loop_test(tc, test_linformer_layerwise_sums_layers, 0, 2);
+    tcase_add_loop_test(tc, test_linformer_per_layer_k, 0, 4);
     tcase_add_test_raise_signal(tc, test_linformer_model_refuses_clm, SIGABRT);
     suite_add_tcase(s, tc);
     return s;

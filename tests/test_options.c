@@ -10,7 +10,9 @@
  *   options.c, so that a rule that refuses too much fails as surely as one
  *   that lets too much through.
  * - What validation derives: the vocabulary, 257 under objective = mlm. */
+#include <cJSON.h>
 #include <check.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,7 +157,7 @@ START_TEST(test_attention_grid) {
                         config_defaults(&c);
                         c.model.attn = attn, linear_opts(&c.model)->phi = phi, linear_opts(&c.model)->reweight = rw, softmax_opts(&c.model)->talking_heads = th;
                         c.model.objective = obj;
-                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k = 32;
+                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k[0] = 32;
                         Err e;
                         memset(&e, 0, sizeof e);
                         bool want = valid_attention(attn, phi, rw, th, obj);
@@ -186,7 +188,7 @@ START_TEST(test_linformer_grid) {
                 Config c;
                 config_defaults(&c);
                 c.model.attn = ATTN_LINFORMER, c.model.objective = OBJECTIVE_MLM;
-                linformer_opts(&c.model)->linformer_share = share, linformer_opts(&c.model)->linformer_proj = proj, linformer_opts(&c.model)->linformer_k = ks[ki];
+                linformer_opts(&c.model)->linformer_share = share, linformer_opts(&c.model)->linformer_proj = proj, linformer_opts(&c.model)->linformer_k[0] = ks[ki];
                 int n = c.model.context, k = ks[ki];
                 bool pooled = proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX;
                 bool want = k <= n && (proj == LF_PROJ_LINEAR || n % k == 0) && !(pooled && share != LF_SHARE_NONE);
@@ -231,7 +233,7 @@ START_TEST(test_position_grid) {
                         Config c;
                         config_defaults(&c);
                         c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, softmax_opts(&c.model)->talking_heads = th;
-                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k = 32;
+                        if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k[0] = 32;
                         if (attn == ATTN_COSFORMER) linear_opts(&c.model)->reweight = REWEIGHT_COS;
                         if (masks) c.model.window = 16;
                         Err e;
@@ -342,6 +344,64 @@ START_TEST(test_given_at_default_refused) {
 }
 END_TEST
 
+/* --linformer_k per layer: "64,32" parses, prints and goes through
+ * config.json; one value stays a number there (as older checkpoints have
+ * it); bad lists and impossible ones are refused. */
+START_TEST(test_per_layer_k) {
+    Config c, back;
+    Err e;
+    config_defaults(&c);
+    char buf[320];
+    ck_assert_str_eq(option_format(&c, option_find("linformer_k"), buf, sizeof buf), "64");
+    cJSON *j = config_to_json(&c);
+    char *text = cJSON_PrintUnformatted(j);
+    ck_assert_msg(strstr(text, "\"linformer_k\":64,"), "%s", text);
+    free(text);
+    cJSON_Delete(j);
+    ck_assert_int_eq(option_set(&c, "linformer_k", "8,4", &e), 0);
+    ck_assert_str_eq(option_format(&c, option_find("linformer_k"), buf, sizeof buf), "8,4");
+    j = config_to_json(&c);
+    text = cJSON_PrintUnformatted(j);
+    ck_assert_msg(strstr(text, "\"linformer_k\":\"8,4\""), "%s", text);
+    cJSON_Delete(j);
+    j = cJSON_Parse(text);
+    free(text);
+    config_defaults(&back);
+    ck_assert_msg(config_from_json(&back, j, &e) == 0, "%s", e.msg);
+    cJSON_Delete(j);
+    ck_assert_int_eq(lf_k(linformer_opts(&back.model), 0), 8);
+    ck_assert_int_eq(lf_k(linformer_opts(&back.model), 3), 4);
+    /* a shorter list after a longer one leaves no stale values */
+    ck_assert_int_eq(option_set(&c, "linformer_k", "16", &e), 0);
+    ck_assert_int_eq(lf_k(linformer_opts(&c.model), 1), 16);
+    const char *bad[] = {"8,", ",8", "8,,4", "8;4", "0", "8,x", "70000"};
+    for (int i = 0; i < 7; i++) {
+        ck_assert_msg(option_set(&c, "linformer_k", bad[i], &e) != 0, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(e.msg, "comma-separated integers"), "%s", e.msg);
+        ck_assert_int_eq(lf_k(linformer_opts(&c.model), 0), 16); /* untouched */
+    }
+    /* validation: more values than layers; a value too long for the context; layerwise sharing */
+    const char *const refused[][10] = {
+        {"attn", "linformer", "objective", "mlm", "layers", "2", "linformer_k", "8,4,2", NULL},
+        {"attn", "linformer", "objective", "mlm", "layers", "2", "context", "64", "linformer_k", "32,128"},
+        {"attn", "linformer", "objective", "mlm", "linformer_k", "32,16", "linformer_share", "layerwise", NULL},
+    };
+    const char *why[] = {"--linformer_k: 3 values for 2 layers", "--linformer_k 128 is longer than --context 64",
+                         "one --linformer_k, not 2"};
+    for (int r = 0; r < 3; r++) {
+        config_defaults(&c);
+        for (int i = 0; i < 10 && refused[r][i]; i += 2)
+            ck_assert_msg(option_set(&c, refused[r][i], refused[r][i + 1], &e) == 0, "%s", e.msg);
+        ck_assert_int_ne(config_validate(&c, &e), 0);
+        ck_assert_msg(strstr(e.msg, why[r]), "%s", e.msg);
+    }
+    config_defaults(&c);
+    const char *ok[] = {"attn", "linformer", "objective", "mlm", "layers", "4", "linformer_k", "64,32"};
+    for (int i = 0; i < 8; i += 2) ck_assert_int_eq(option_set(&c, ok[i], ok[i + 1], &e), 0);
+    ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+}
+END_TEST
+
 Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("config_validate");
@@ -352,6 +412,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_valid_combinations);
     tcase_add_test(tc, test_floats_as_typed);
     tcase_add_test(tc, test_given_at_default_refused);
+    tcase_add_test(tc, test_per_layer_k);
     suite_add_tcase(s, tc);
     return s;
 }

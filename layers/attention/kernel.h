@@ -37,8 +37,9 @@ typedef struct ATTN_OPTS {
 typedef struct ATTN_OPTS {
     int talking_heads; /* TalkingHeads */
 } SoftmaxOpts;
+#define LF_MAX_LAYERS 64
 typedef struct ATTN_OPTS {
-    int linformer_k;     /* the projected length */
+    int linformer_k[LF_MAX_LAYERS]; /* the projected length per layer (lf_k), 0 past the list */
     int linformer_share; /* LinformerShare */
     int linformer_proj;  /* LinformerProj */
 } LinformerOpts;
@@ -60,6 +61,7 @@ typedef struct {
     int B, H, T;
     int key_size, head_size;
     bool causal;  /* query i sees keys j <= i */
+    int layer;    /* the layer's index, 0 first */
     float scale;  /* logits are scale * q.k; 1 / sqrt(key_size) */
     /* the kernel's parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
@@ -219,5 +221,11 @@ extern const AttnKernel attn_kernel_softmax, attn_kernel_linear, attn_kernel_lin
 static inline LinearOpts *linear_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linear); }
 static inline SoftmaxOpts *softmax_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_softmax); }
 static inline LinformerOpts *linformer_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linformer); }
+/* Linformer's k of layer `layer`: its entry of the list, or the list's last. */
+static inline int lf_k(const LinformerOpts *o, int layer) {
+    int k = o->linformer_k[0];
+    for (int i = 1; i <= layer && i < LF_MAX_LAYERS && o->linformer_k[i]; i++) k = o->linformer_k[i];
+    return k;
+}
 
 #endif

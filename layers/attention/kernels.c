@@ -61,7 +61,10 @@ static void build_choices(void) {
         for (const OptDef *r = kern->option_rows; r && r->name; r++) {
             if (n == MAX_ROWS) DIE("attention kernel %s: more than %d options", kern->name, MAX_ROWS);
             if (r->type == OPT_STRING) DIE("attention kernel %s: option %s: text options are not kept", kern->name, r->name);
-            size_t width = r->type == OPT_FLOAT ? sizeof(float) : r->type == OPT_BOOL ? sizeof(bool) : sizeof(int);
+            size_t width = r->type == OPT_FLOAT  ? sizeof(float)
+                           : r->type == OPT_BOOL ? sizeof(bool)
+                           : r->type == OPT_INTS ? r->size * sizeof(int)
+                                                 : sizeof(int);
             if (r->offset + width > kern->options_size)
                 DIE("attention kernel %s: option %s lies outside its %zu bytes of options", kern->name, r->name,
                     kern->options_size);

@@ -234,9 +234,9 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
         kp = w->shape[w->ndim - 2];
         SHAPE_CHECK(w->shape[w->ndim - 1] >= T, name, "the input is longer than E's n columns", x, w);
     } else {
-        if (o->linformer_k <= 0 || c->m.context < o->linformer_k)
-            DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, o->linformer_k);
-        s = c->m.context / o->linformer_k;
+        int k = lf_k(o, c->layer);
+        if (k <= 0 || c->m.context < k) DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, k);
+        s = c->m.context / k;
         kp = (T + s - 1) / s;
         if (proj == LF_PROJ_CONV) {
             SHAPE_CHECK(w && (w->ndim == 1 || w->ndim == 2), name, "the conv kernel must be [n/k] or [H, n/k]", x, w);
@@ -397,10 +397,10 @@ static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer,
     int shape[3], nd = 0;
     if (share == LF_SHARE_NONE) shape[nd++] = c->heads;
     if (proj == LF_PROJ_LINEAR) {
-        shape[nd++] = o->linformer_k;
+        shape[nd++] = lf_k(o, layer);
         shape[nd++] = c->context;
     } else {
-        shape[nd++] = c->context / o->linformer_k;
+        shape[nd++] = c->context / lf_k(o, layer);
     }
     if (share == LF_SHARE_LAYERWISE) {
         a->params[0] = layer == 0 ? params_add(p, "linformer.E", nd, shape) : params_find(p, "linformer.E");
@@ -427,7 +427,8 @@ static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwis
 static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv", NULL};
 #define M(field) offsetof(LinformerOpts, field)
 static const OptDef linformer_options[] = {
-    {"linformer_k", OPT_INT, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, 0, "Linformer's projected length", NULL},
+    {"linformer_k", OPT_INTS, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, LF_MAX_LAYERS,
+     "Linformer's projected length; per layer as 64,32 (later layers take the last)", NULL},
     {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_names, 0,
      "Linformer's E, F: per head, shared by heads, F = E, one E for all layers", NULL},
     {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_names, 0,
@@ -443,11 +444,20 @@ static int linformer_validate(const ModelConfig *m, bool (*changed)(const char *
     if (m->objective == OBJECTIVE_CLM)
         return err_set(e, "attn=linformer projects keys and values along the sequence, so it cannot be causal"),
                err_hint(e, "add --objective mlm");
-    if (o->linformer_k > m->context)
-        return err_set(e, "--linformer_k %d is longer than --context %d", o->linformer_k, m->context);
-    if (o->linformer_proj != LF_PROJ_LINEAR && m->context % o->linformer_k != 0)
-        return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
-                       lf_proj_names[o->linformer_proj], o->linformer_k, m->context);
+    int given = 0;
+    while (given < LF_MAX_LAYERS && o->linformer_k[given]) given++;
+    if (given > m->layers)
+        return err_set(e, "--linformer_k: %d values for %d layers", given, m->layers),
+               err_hint(e, "one value per layer at most; later layers take the last");
+    for (int l = 0; l < given; l++) {
+        int k = o->linformer_k[l];
+        if (k > m->context) return err_set(e, "--linformer_k %d is longer than --context %d", k, m->context);
+        if (o->linformer_proj != LF_PROJ_LINEAR && m->context % k != 0)
+            return err_set(e, "--linformer_proj %s pools with kernel = stride = context / k, so --linformer_k %d must divide --context %d",
+                           lf_proj_names[o->linformer_proj], k, m->context);
+    }
+    if (given > 1 && o->linformer_share == LF_SHARE_LAYERWISE)
+        return err_set(e, "--linformer_share layerwise: one E for all layers, so one --linformer_k, not %d", given);
     if ((o->linformer_proj == LF_PROJ_MEAN || o->linformer_proj == LF_PROJ_MAX) && o->linformer_share != LF_SHARE_NONE)
         return err_set(e, "--linformer_share %s: linformer_proj=%s pools without parameters, so there is nothing to share",
                        lf_share_names[o->linformer_share], lf_proj_names[o->linformer_proj]),
@@ -456,14 +466,20 @@ static int linformer_validate(const ModelConfig *m, bool (*changed)(const char *
 }
 
 static void linformer_describe(const ModelConfig *m, char *buf, size_t size) {
-    snprintf(buf, size, " k=%d", linformer_opts(m)->linformer_k);
+    const LinformerOpts *o = linformer_opts(m);
+    size_t n = (size_t)snprintf(buf, size, " k=%d", o->linformer_k[0]);
+    for (int l = 1; l < LF_MAX_LAYERS && o->linformer_k[l] && n < size; l++)
+        n += (size_t)snprintf(buf + n, size - n, ",%d", o->linformer_k[l]);
 }
 
 static int linformer_check_length(const ModelConfig *m, int T, Err *e) {
     const LinformerOpts *o = linformer_opts(m);
-    if (T < o->linformer_k) return err_set(e, "linformer_k %d is longer than T %d", o->linformer_k, T);
-    if (T != m->context && o->linformer_proj != LF_PROJ_LINEAR && T % (m->context / o->linformer_k))
-        return err_set(e, "--length %d: Linformer's pooling needs a multiple of %d", T, m->context / o->linformer_k);
+    for (int l = 0; l < m->layers; l++) {
+        int k = lf_k(o, l);
+        if (T < k) return err_set(e, "linformer_k %d is longer than T %d", k, T);
+        if (T != m->context && o->linformer_proj != LF_PROJ_LINEAR && T % (m->context / k))
+            return err_set(e, "--length %d: Linformer's pooling needs a multiple of %d", T, m->context / k);
+    }
     return 0;
 }
 
