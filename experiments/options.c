@@ -444,14 +444,16 @@ int config_validate(Config *c, Err *e) {
     return 0;
 }
 
-void options_print_help(FILE *f, int group_mask) {
+void options_print_help(FILE *f, int group_mask) { options_print_help_without(f, group_mask, NULL); }
+
+void options_print_help_without(FILE *f, int group_mask, const char *skip) {
     static const char *const titles[] = {"model", "training", "sampling"};
     for (int g = 0; g < 3; g++) {
         if (!(group_mask & (1 << g))) continue;
         fprintf(f, "\n%s options:\n", titles[g]);
         for (int i = 0; i < option_count(); i++) {
             const OptDef *o = option_at(i);
-            if ((int)o->group != g) continue;
+            if ((int)o->group != g || (skip && !strcmp(o->name, skip))) continue;
             char allowed[256] = "";
             if (o->type == OPT_CHOICE || o->type == OPT_BOOL)
                 choices_text(o, allowed, sizeof allowed);

@@ -81,6 +81,8 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
 int config_validate(Config *c, Err *e);
 /* Prints the table for --help: the groups given, one line per option. */
 void options_print_help(FILE *f, int group_mask);
+/* The same without option `skip` (a command's own flag of that name: ablate's --out). */
+void options_print_help_without(FILE *f, int group_mask, const char *skip);
 /* The whole config as a JSON object of option name -> value. */
 cJSON *config_to_json(const Config *c);
 /* Reads such an object (unknown keys are an error; missing keys keep their

@@ -663,6 +663,22 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     free(z);
     free(data);
 
+    /* each cell's value in it, while the cells are big enough to read:
+     * white on viridis' dark half, black on its light half */
+    if ((long)rows * cols <= 256) {
+        plschr(0.0, cols <= 8 && rows <= 8 ? 0.7 : 0.5);
+        for (int j = 0; j < rows; j++)
+            for (int i = 0; i < cols; i++) {
+                double v = values[(size_t)j * cols + i];
+                if (!isfinite(v)) continue;
+                char text[32];
+                snprintf(text, sizeof text, fabs(v) >= 1000 || (v != 0 && fabs(v) < 0.01) ? "%.1e" : "%.2f", v);
+                plcol0((v - vmin) / (vmax - vmin) < 0.55 ? COL_BG : COL_FG);
+                plptex(i, j, 1.0, 0.0, 0.5, text);
+            }
+        plschr(0.0, 1.0);
+    }
+
     plcol0(COL_FG);
     plwidth(1.0);
     plbox("bnti", int_step(cols), 1, "bntiv", int_step(rows), 1); /* ticks outside, at cells */
