@@ -23,45 +23,89 @@ void grid_option_given(Grid *g, const char *name) {
     g->eval_given |= !strcmp(name, "eval_every");
 }
 
+/* The option named name[0, len), or NULL with e set (and a did-you-mean). */
+static const OptDef *grid_key(const char *name, size_t len, Err *e) {
+    char key[64];
+    if (len >= sizeof key) return err_set(e, "%.40s...: no such key", name), NULL;
+    memcpy(key, name, len);
+    key[len] = '\0';
+    const OptDef *o = option_find(key);
+    if (o && strcmp(o->name, "out")) return o;
+    const char *names[256];
+    int n = 0;
+    for (int i = 0; i < option_count() && n < 256; i++)
+        if (strcmp(option_at(i)->name, "out")) names[n++] = option_at(i)->name;
+    const char *near = closest_word(key, names, n);
+    err_set(e, "unknown key '%s'", key);
+    if (near)
+        err_hint(e, "did you mean %s=...? (./ablate --help lists the keys)", near);
+    else
+        err_hint(e, "./ablate --help lists the keys");
+    return NULL;
+}
+
+/* value ("128:16" for a linked axis) into c, one part per option of ax. */
+static int set_linked(Config *c, const GridAxis *ax, const char *value, bool give, Err *e) {
+    const char *part = value;
+    for (int i = 0; i < ax->n_opts; i++) {
+        const char *end = strchr(part, ':');
+        if (i + 1 < ax->n_opts && !end)
+            return err_set(e, "%s=%s: %d values joined by ':', one per key", ax->name, value, ax->n_opts);
+        if (i + 1 == ax->n_opts && end)
+            return err_set(e, "%s=%s: %d values joined by ':', not more", ax->name, value, ax->n_opts);
+        char one[320];
+        size_t len = end ? (size_t)(end - part) : strlen(part);
+        if (!len || len >= sizeof one) return err_set(e, "%s=%s: an empty or too long value", ax->name, value);
+        memcpy(one, part, len);
+        one[len] = '\0';
+        int rc = give ? option_give(c, ax->opts[i]->name, one, e) : option_set(c, ax->opts[i]->name, one, e);
+        if (rc != 0) return -1;
+        part = end + 1;
+    }
+    return 0;
+}
+
 int grid_word(Grid *g, const char *word, Err *e) {
     const char *eq = strchr(word, '=');
     if (!eq) return err_set(e, "%s: not key=value", word);
-    char key[128];
-    if ((size_t)(eq - word) >= sizeof key) return err_set(e, "%.40s...: no such key", word);
-    memcpy(key, word, (size_t)(eq - word));
-    key[eq - word] = '\0';
+    /* the key, or keys linked by ':' that vary together (d_model:key_size=128:16/96:64) */
+    GridAxis ax = {.n_opts = 0};
+    if ((size_t)(eq - word) >= sizeof ax.name) return err_set(e, "%.40s...: no such key", word);
+    memcpy(ax.name, word, (size_t)(eq - word));
+    ax.name[eq - word] = '\0';
+    for (const char *k = ax.name;;) {
+        const char *end = strchr(k, ':');
+        size_t len = end ? (size_t)(end - k) : strlen(k);
+        if (ax.n_opts == GRID_MAX_LINKED) return err_set(e, "%s: more than %d linked keys", ax.name, GRID_MAX_LINKED);
+        const OptDef *o = grid_key(k, len, e);
+        if (!o) return -1;
+        for (int a = 0; a < g->n_axes; a++)
+            for (int i = 0; i < g->axes[a].n_opts; i++)
+                if (g->axes[a].opts[i] == o) return err_set(e, "%s: given as an axis twice", o->name);
+        for (int i = 0; i < ax.n_opts; i++)
+            if (ax.opts[i] == o) return err_set(e, "%s: linked to itself", o->name);
+        ax.opts[ax.n_opts++] = o;
+        grid_option_given(g, o->name);
+        if (!g->implied) g->implied = attn_option_owner(o->name);
+        if (!end) break;
+        k = end + 1;
+    }
     const char *vals = eq + 1;
-    const OptDef *o = option_find(key);
-    if (!o || !strcmp(o->name, "out")) {
-        const char *names[256];
-        int n = 0;
-        for (int i = 0; i < option_count() && n < 256; i++)
-            if (strcmp(option_at(i)->name, "out")) names[n++] = option_at(i)->name;
-        const char *near = closest_word(key, names, n);
-        err_set(e, "unknown key '%s'", key);
-        return near ? err_hint(e, "did you mean %s=...? (./ablate --help lists the keys)", near)
-                    : err_hint(e, "./ablate --help lists the keys");
-    }
-    grid_option_given(g, key);
-    if (!g->implied) g->implied = attn_option_owner(key);
     if (!strchr(vals, '/')) { /* key=v: the same for every run */
-        if (!*vals) return err_set(e, "%s=: no value", key);
-        return option_give(&g->base, key, vals, e);
+        if (!*vals) return err_set(e, "%s=: no value", ax.name);
+        return set_linked(&g->base, &ax, vals, true, e);
     }
-    if (g->n_axes == GRID_MAX_AXES) return err_set(e, "%s: more than %d axes", key, GRID_MAX_AXES);
-    for (int k = 0; k < g->n_axes; k++)
-        if (g->axes[k].opt == o) return err_set(e, "%s: given as an axis twice", key);
-    GridAxis ax = {.opt = o};
+    if (g->n_axes == GRID_MAX_AXES) return err_set(e, "%s: more than %d axes", ax.name, GRID_MAX_AXES);
     int rc = 0;
     for (const char *v = vals;; v++) {
         const char *end = strchr(v, '/');
         size_t len = end ? (size_t)(end - v) : strlen(v);
         if (!len) {
-            rc = err_set(e, "%s=%s: an empty value in the axis", key, vals), err_hint(e, "write key=v1/v2/v3");
+            rc = err_set(e, "%s=%s: an empty value in the axis", ax.name, vals), err_hint(e, "write key=v1/v2/v3");
             break;
         }
         if (ax.n == GRID_MAX_VALUES) {
-            rc = err_set(e, "%s: more than %d values", key, GRID_MAX_VALUES);
+            rc = err_set(e, "%s: more than %d values", ax.name, GRID_MAX_VALUES);
             break;
         }
         char *value = xmalloc(len + 1);
@@ -69,7 +113,7 @@ int grid_word(Grid *g, const char *word, Err *e) {
         value[len] = '\0';
         ax.values[ax.n++] = value;
         Config scratch = g->base;
-        if ((rc = option_set(&scratch, key, value, e)) != 0) break;
+        if ((rc = set_linked(&scratch, &ax, value, false, e)) != 0) break;
         if (!end) break;
         v = end;
     }
@@ -91,18 +135,23 @@ int grid_settle(Grid *g, Err *e) {
     return 0;
 }
 
-void grid_default_dir(const Grid *g, char *dir, size_t size) {
-    size_t k = (size_t)snprintf(dir, size, "runs/ablate");
-    for (int a = 0; a < g->n_axes && k < size; a++) k += (size_t)snprintf(dir + k, size - k, "-%s", g->axes[a].opt->name);
-}
-
 /* Folder-safe form of a run name. */
 static void folder_name(const char *name, char *out, size_t size) {
     size_t k = 0;
     for (const char *p = name; *p && k + 1 < size; p++)
-        out[k++] = (*p == '=' ? '-' : *p == ',' || *p == ' ' ? '_' : *p == '/' ? '-' : *p);
+        out[k++] = (*p == '=' ? '-' : *p == ',' || *p == ' ' ? '_' : *p == '/' ? '-' : *p == ':' ? '+' : *p);
     out[k] = '\0';
 }
+
+void grid_default_dir(const Grid *g, char *dir, size_t size) {
+    size_t k = (size_t)snprintf(dir, size, "runs/ablate");
+    for (int a = 0; a < g->n_axes && k < size; a++) {
+        char name[128];
+        folder_name(g->axes[a].name, name, sizeof name);
+        k += (size_t)snprintf(dir + k, size - k, "-%s", name);
+    }
+}
+
 
 /* The baseline: the default kernel, with every option that only some kernel
  * takes back at its default. */
@@ -155,9 +204,9 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
             stride /= ax->n;
             const char *v = ax->values[(p / stride) % ax->n];
             r->values[a] = v;
-            option_set(&r->cfg, ax->opt->name, v, NULL);
+            set_linked(&r->cfg, ax, v, false, NULL); /* checked by grid_word */
             if (k < sizeof r->name)
-                k += (size_t)snprintf(r->name + k, sizeof r->name - k, "%s%s=%s", a ? "," : "", ax->opt->name, v);
+                k += (size_t)snprintf(r->name + k, sizeof r->name - k, "%s%s=%s", a ? "," : "", ax->name, v);
         }
     }
     int n_points = (int)points;
@@ -380,6 +429,16 @@ static void put_csv(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* A run's value on an axis, as the option table prints it ("128:16" linked). */
+static void axis_value(const Config *c, const GridAxis *ax, char *buf, size_t size) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ax->n_opts && k < size; i++) {
+        char one[320];
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ":" : "", option_format(c, ax->opts[i], one, sizeof one));
+    }
+}
+
 /* A table's header: `first`, a column per axis, then `rest` (markdown
  * columns; CSV names); n_rest columns after the axes. */
 static void table_header(const Grid *g, FILE *md, FILE *csv, const char *first, const char *rest_md,
@@ -387,8 +446,9 @@ static void table_header(const Grid *g, FILE *md, FILE *csv, const char *first, 
     fprintf(md, "| %s |", first);
     fprintf(csv, "%s,", first);
     for (int a = 0; a < g->n_axes; a++) {
-        fprintf(md, " %s |", g->axes[a].opt->name);
-        fprintf(csv, "%s,", g->axes[a].opt->name);
+        fprintf(md, " %s |", g->axes[a].name);
+        put_csv(csv, g->axes[a].name);
+        fputc(',', csv);
     }
     fprintf(md, " %s |\n|---|", rest_md);
     fprintf(csv, "%s\n", rest_csv);
@@ -403,7 +463,7 @@ static void row_start(const Grid *g, const GridRun *r, const char *name, FILE *m
     fputc(',', csv);
     for (int a = 0; a < g->n_axes; a++) {
         char v[320] = "-";
-        if (r->values[a]) option_format(&r->cfg, g->axes[a].opt, v, sizeof v);
+        if (r->values[a]) axis_value(&r->cfg, &g->axes[a], v, sizeof v);
         fprintf(md, " %s |", v);
         put_csv(csv, v);
         fputc(',', csv);

@@ -18,10 +18,15 @@
 #define GRID_MAX_VALUES 32
 #define GRID_MAX_RUNS 512
 #define GRID_MAX_SEEDS 32
+#define GRID_MAX_LINKED 4
 
+/* An axis: one option, or options linked by ':' that vary together
+ * (d_model:key_size=128:16/96:64, for comparisons at equal parameters). */
 typedef struct {
-    const OptDef *opt;
-    char *values[GRID_MAX_VALUES];
+    const OptDef *opts[GRID_MAX_LINKED];
+    int n_opts;
+    char name[128];                 /* "phi", or "d_model:key_size" */
+    char *values[GRID_MAX_VALUES];  /* "relu", or "128:16" */
     int n;
 } GridAxis;
 

@@ -219,6 +219,51 @@ START_TEST(test_seeds) {
 }
 END_TEST
 
+/* Linked keys vary together: d_model:key_size=128:16/96:64 is two runs, not
+ * four, each with both values; the table has one column for the pair. */
+START_TEST(test_linked_axis) {
+    Grid g;
+    grid_init(&g);
+    Err e;
+    ck_assert_msg(grid_word(&g, "d_model:key_size=128:16/96:64", &e) == 0, "%s", e.msg);
+    ck_assert_msg(grid_word(&g, "heads=4/8", &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, false, "out", &runs, &e);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(runs[0].cfg.model.d_model, 128);
+    ck_assert_int_eq(runs[0].cfg.model.key_size, 16);
+    ck_assert_int_eq(runs[3].cfg.model.d_model, 96);
+    ck_assert_int_eq(runs[3].cfg.model.key_size, 64);
+    ck_assert_int_eq(runs[3].cfg.model.heads, 8);
+    ck_assert_str_eq(runs[3].name, "d_model:key_size=96:64,heads=8");
+    char dir[256];
+    grid_default_dir(&g, dir, sizeof dir);
+    ck_assert_str_eq(dir, "runs/ablate-d_model+key_size-heads");
+    ck_assert_str_eq(runs[3].folder, "out/d_model+key_size-96+64_heads-8");
+    for (int i = 0; i < n; i++) runs[i].result = (TrainResult){.status = TRAIN_DONE, .val_bpb = 3, .tok_s = 1};
+    char *md, *csv;
+    grid_tables(&g, runs, n, &md, &csv, NULL);
+    ck_assert_msg(strstr(md, "| run | d_model:key_size | heads |"), "%s", md);
+    ck_assert_msg(strstr(md, "| 96:64 | 8 |"), "%s", md);
+    free(md);
+    free(csv);
+    grid_free(runs, n);
+    grid_release(&g);
+    /* refused: a part short or extra, a key twice, an unknown key */
+    const char *bad[] = {"d_model:key_size=128/96:64", "d_model:key_size=128:16:4/96:64", "d_model:d_model=1/2",
+                         "d_model:kee_size=128:16/96:64", "d_model:key_size=128:x/96:64"};
+    const char *why[] = {"2 values joined by ':', one per key", "not more", "linked to itself", "unknown key 'kee_size'",
+                         "--key_size: expected an integer"};
+    for (int i = 0; i < 5; i++) {
+        grid_init(&g);
+        ck_assert_int_ne(grid_word(&g, bad[i], &e), 0);
+        ck_assert_msg(strstr(e.msg, why[i]), "%s: %s", bad[i], e.msg);
+        ck_assert_int_eq(g.n_axes, 0);
+    }
+}
+END_TEST
+
 Suite *grid_suite(void) {
     Suite *s = suite_create("grid");
     TCase *tc = tcase_create("grid");
@@ -227,6 +272,7 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_stale_run_refused);
     tcase_add_test(tc, test_intervals);
     tcase_add_test(tc, test_seeds);
+    tcase_add_test(tc, test_linked_axis);
     suite_add_tcase(s, tc);
     return s;
 }
