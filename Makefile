@@ -14,7 +14,10 @@ NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo 
 WARN := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments
 OPT := -O2 $(NATIVE)
-ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# float-cast-overflow is not part of GCC's -fsanitize=undefined: it catches a
+# NaN or an out-of-range float converted to an integer.
+ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
+	-fno-sanitize-recover=undefined,float-cast-overflow
 
 # pkg-config runs in the sub-make below, after `deps` has installed it.
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(TEST_PKGS))
@@ -32,7 +35,8 @@ COMMANDS := train bench spectrum ablate extrapolate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo extrapolate-demo
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo extrapolate-demo \
+	fuzz fuzz-run
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -55,6 +59,9 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_extrapolate.sh
 	sh tests/cli_startup.sh
 	sh tests/cli_args.sh
+	sh tests/cli_hardening.sh
+	sh tests/cli_kill.sh
+	sh tests/cli_torch.sh
 
 # The commands are built with the same flags, so that they compile there too.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
@@ -92,6 +99,39 @@ $(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/%.
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c) for the safetensors reader and the
+# checkpoint and config loader, built with clang under ASan and UBSan and run
+# for FUZZ_TIME seconds each from the committed seeds (tests/fuzz/<name>/);
+# what they find goes to build-fuzz/corpus/, never into the seeds. A crash, a
+# leak, undefined behaviour or an input slower than 10 s fails, and leaves
+# the input in build-fuzz/.
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 30
+FUZZERS := safetensors checkpoint
+# -Wno-pass-failed: the sanitizers keep some `omp simd` loops from vectorising.
+FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -Wno-pass-failed -fsanitize=address,undefined -fno-sanitize-recover=all
+fuzz:
+	@sh scripts/deps.sh --fuzz
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=build-fuzz FLAVOUR_CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" \
+	    fuzz-run
+
+fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
+	@for f in $(FUZZERS); do \
+	    mkdir -p $(BUILD)/corpus/$$f; \
+	    echo "fuzz: $$f for $(FUZZ_TIME) s"; \
+	    (cd $(BUILD) && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	        ./fuzz_$$f -max_total_time=$(FUZZ_TIME) -timeout=10 -print_final_stats=1 \
+	        corpus/$$f $(CURDIR)/tests/fuzz/$$f >fuzz_$$f.log 2>&1); rc=$$?; \
+	    runs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(BUILD)/fuzz_$$f.log); \
+	    if [ $$rc -ne 0 ]; then tail -n 40 $(BUILD)/fuzz_$$f.log; \
+	        echo "fuzz: $$f: FAILED after $${runs:-?} executions (log: $(BUILD)/fuzz_$$f.log)"; exit 1; fi; \
+	    echo "fuzz: $$f: $$runs executions, 0 crashes"; \
+	done
+
+$(FUZZERS:%=$(BUILD)/fuzz_%): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) -fsanitize=fuzzer $(DEP_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
 # Regenerates the PyTorch fixtures (needs Debian's python3-torch); the
 # results are committed so that the tests need no PyTorch.
@@ -149,4 +189,4 @@ data/brown.txt:
 	sh scripts/fetch_corpus.sh
 
 clean:
-	rm -rf build build-asan $(COMMANDS)
+	rm -rf build build-asan build-fuzz $(COMMANDS)

@@ -27,7 +27,7 @@ static char *block_alloc(Arena *a, size_t bytes) {
     bool huge = bytes >= HUGE_MIN;
     if (huge) bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1); /* aligned_alloc wants a multiple */
     void *p = aligned_alloc(huge ? HUGE_PAGE : ARENA_ALIGN, bytes);
-    if (!p) DIE("arena: out of memory allocating %zu bytes", bytes);
+    if (!p) DIE_OOM(bytes);
 #ifdef MADV_HUGEPAGE
     if (huge) madvise(p, bytes, MADV_HUGEPAGE);
 #endif
@@ -69,7 +69,7 @@ void *arena_alloc(Arena *a, size_t bytes) {
         /* Each overflow request gets a block of its own: simple, and it only
          * happens until the next reset sizes the main block. */
         ArenaBlock *b = malloc(sizeof *b);
-        if (!b) DIE("arena: out of memory");
+        if (!b) DIE_OOM(sizeof *b);
         a->mallocs++;
         b->size = bytes;
         b->data = block_alloc(a, bytes);

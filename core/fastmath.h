@@ -6,8 +6,9 @@
  * polynomial for e^r on |r| <= ln2/2, 2^n built in the exponent bits), branch
  * free so a loop over it becomes AVX-512. Relative error is below 2e-7 (about
  * 2 ulp) over the whole float range; exp(-inf) is exactly 0, which keeps masked
- * attention weights exactly zero. We do not use -ffast-math for this: it would
- * change every other float expression in the program. */
+ * attention weights exactly zero, and exp(NaN) is NaN. We do not use
+ * -ffast-math for this: it would change every other float expression in the
+ * program. */
 #ifndef ATTNLAB_FASTMATH_H
 #define ATTNLAB_FASTMATH_H
 
@@ -15,7 +16,11 @@
 
 static inline float fm_expf(float x) {
     const float hi = 88.3762626647949f, lo = -87.3365447505531f; /* e^hi ~ FLT_MAX, e^lo ~ FLT_MIN */
-    float xc = x > hi ? hi : (x < lo ? lo : x);
+    /* Clamped so that NaN lands on hi too: n below then always fits an int32
+     * (converting NaN to an integer is undefined behaviour); the NaN comes
+     * back through the last select. */
+    float xc = x < hi ? x : hi;
+    xc = xc > lo ? xc : lo;
     /* n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest, no libm
      * call), r = x - n ln2 in two parts for accuracy */
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -37,7 +42,8 @@ static inline float fm_expf(float x) {
     } scale = {.i = ((int32_t)n + 127) << 23};
     float y = er * scale.f;
     y = x > hi ? __builtin_inff() : y;
-    return x < lo ? 0.0f : y;
+    y = x < lo ? 0.0f : y;
+    return x == x ? y : x;
 }
 
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): exact limits +-1, absolute error ~1e-7. */

@@ -14,6 +14,8 @@ void rng_seed(Rng *r, uint64_t seed) {
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
 }
 
+bool rng_state_valid(const Rng *r) { return (r->s[0] | r->s[1] | r->s[2] | r->s[3]) != 0; }
+
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 uint64_t rng_u64(Rng *r) {

@@ -6,6 +6,7 @@
 #ifndef ATTNLAB_RNG_H
 #define ATTNLAB_RNG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -13,6 +14,10 @@ typedef struct {
 } Rng;
 
 void rng_seed(Rng *r, uint64_t seed);
+/* Whether a state can come from rng_seed: xoshiro's state must not be all
+ * zero (from there it gives zeros forever). Checked on every state loaded
+ * from a file. */
+bool rng_state_valid(const Rng *r);
 uint64_t rng_u64(Rng *r);
 /* Uniform in [0, 1), 24 random bits: every value is an exact float. */
 float rng_uniform(Rng *r);

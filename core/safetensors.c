@@ -166,15 +166,46 @@ static int parse_entry(const StFile *s, const cJSON *j, StEntry *en, Err *e) {
     return 0;
 }
 
-/* Everything after the file is open: header length, JSON, entries. Fills s as it goes;
- * the caller frees s on failure. */
+static int cmp_offsets(const void *a, const void *b) {
+    const StEntry *x = *(const StEntry *const *)a, *y = *(const StEntry *const *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* The format requires the tensors, in the order of their offsets, to tile the
+ * data section exactly: each starts where the previous one ended, the first at
+ * 0 and the last ending at the end of the file. A gap or an overlap means a
+ * forged or shifted header (a header length one byte short moves every tensor
+ * by a byte), so it is refused rather than read as garbage. */
+static int check_coverage(const StFile *s, Err *e) {
+    const char *p = s->path;
+    size_t data_size = s->file_size - s->data_start, at = 0;
+    const StEntry **order = xmalloc((size_t)(s->n_entries ? s->n_entries : 1) * sizeof *order);
+    for (int i = 0; i < s->n_entries; i++) order[i] = &s->entries[i];
+    qsort(order, (size_t)s->n_entries, sizeof *order, cmp_offsets);
+    int rc = 0;
+    for (int i = 0; i < s->n_entries && rc == 0; i++) {
+        const StEntry *en = order[i];
+        if (en->begin < at)
+            rc = err_set(e, "%s: tensors '%s' and '%s' overlap (data_offsets [%zu, %zu] and [%zu, %zu])", p,
+                         order[i - 1]->name, en->name, order[i - 1]->begin, order[i - 1]->end, en->begin, en->end);
+        else if (en->begin > at)
+            rc = err_set(e, "%s: data section bytes [%zu, %zu) belong to no tensor (before '%s')", p, at, en->begin,
+                         en->name);
+        at = en->end;
+    }
+    if (rc == 0 && at != data_size)
+        rc = err_set(e, "%s: data section bytes [%zu, %zu) belong to no tensor (after the last one)", p, at,
+                     data_size);
+    free(order);
+    return rc;
+}
+
+/* Everything after the file is open: header length, JSON, entries, and that
+ * the entries cover the data section. Fills s as it goes; the caller frees s
+ * on failure. */
 static int parse_file(StFile *s, Err *e) {
     const char *p = s->path;
-    struct stat st;
-    if (fstat(fileno(s->f), &st) != 0) return err_set(e, "%s: cannot stat: %s", p, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return err_set(e, "%s: is a directory, not a safetensors file", p);
-    if (!S_ISREG(st.st_mode)) return err_set(e, "%s: not a regular file", p);
-    s->file_size = (size_t)st.st_size;
     if (s->file_size < 8) {
         return err_set(e, "%s: file is %zu bytes, too short for a safetensors header", p, s->file_size);
     }
@@ -185,11 +216,12 @@ static int parse_file(StFile *s, Err *e) {
     for (int i = 7; i >= 0; i--) n = (n << 8) | lenbuf[i];
     /* Both checks come before the allocation, so a corrupt length cannot ask for exabytes. */
     if (n > ST_MAX_HEADER_BYTES) {
-        return err_set(e, "%s: header length %llu exceeds the %llu-byte limit (corrupt file?)", p, n,
-                       ST_MAX_HEADER_BYTES);
+        return err_set(e, "%s: not a safetensors file (its first 8 bytes give a header length of %llu, which exceeds "
+                       "the %llu-byte limit)", p, n, ST_MAX_HEADER_BYTES);
     }
     if (n > s->file_size - 8) {
-        return err_set(e, "%s: header length %llu runs past the end of the file (%zu bytes)", p, n, s->file_size);
+        return err_set(e, "%s: not a safetensors file, or a truncated one (header length %llu runs past the end of "
+                       "the file, %zu bytes)", p, n, s->file_size);
     }
     s->data_start = 8 + (size_t)n;
 
@@ -245,22 +277,41 @@ static int parse_file(StFile *s, Err *e) {
     const char *dup = find_duplicate(names, s->n_entries);
     if (dup) rc = err_set(e, "%s: tensor '%s' appears more than once in the header", p, dup);
     free(names);
+    if (rc == 0) rc = check_coverage(s, e);
 done:
     cJSON_Delete(root);
     return rc;
+}
+
+/* Opens path for reading if it is a regular file. O_NONBLOCK so that a FIFO
+ * named by mistake is refused instead of blocking the open until a writer
+ * comes; then the descriptor is made blocking again for the reads. */
+static int open_regular(StFile *s, const char *path, Err *e) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = err_set(e, "%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = err_set(e, "%s: is a directory, not a safetensors file", path);
+    else if (!S_ISREG(st.st_mode))
+        rc = err_set(e, "%s: not a regular file (a safetensors file is one)", path);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(s->f = fdopen(fd, "rb")))
+        rc = err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    if (rc != 0) {
+        close(fd);
+        return -1;
+    }
+    s->file_size = (size_t)st.st_size;
+    return 0;
 }
 
 int st_open(StFile *sf, const char *path, Err *e) {
     StFile s = {0};
     memset(sf, 0, sizeof *sf);
     s.path = xstrdup(path);
-    s.f = fopen(path, "rb");
-    if (!s.f) {
-        int rc = err_set(e, "%s: cannot open: %s", path, strerror(errno));
-        st_close(&s);
-        return rc;
-    }
-    if (parse_file(&s, e) != 0) {
+    if (open_regular(&s, path, e) != 0 || parse_file(&s, e) != 0) {
         st_close(&s);
         return -1;
     }
@@ -325,7 +376,7 @@ int st_read_expect(StFile *sf, const char *name, int ndim, const int *shape, flo
  * writing */
 
 static cJSON *json_check(cJSON *j) {
-    if (!j) DIE("cJSON: out of memory");
+    if (!j) DIE_OOM(0);
     return j;
 }
 
@@ -410,7 +461,7 @@ static char *build_header(const char *path, const StTensor *t, int n, const StMe
         goto done;
     }
     json = cJSON_PrintUnformatted(root);
-    if (!json) DIE("cJSON: out of memory");
+    if (!json) DIE_OOM(0);
 done:
     cJSON_Delete(root);
     free(names);
@@ -445,10 +496,18 @@ int st_save(const char *path, const StTensor *t, int n, const StMeta *meta, int 
     snprintf(tmp, tmp_size, "%s.tmp", path);
 
     int rc = -1;
-    FILE *f = fopen(tmp, "wb");
+    /* A fresh file: whatever a killed run left at tmp (or a FIFO, or a
+     * symlink put there) is replaced, never written through. */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         err_set(e, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto out;   /* nothing was created */
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        goto out;   /* nothing was left */
     }
     static const char spaces[8] = "        ";
     int ok = fwrite(lenbuf, 1, 8, f) == 8 && fwrite(json, 1, json_len, f) == json_len &&

@@ -4,8 +4,11 @@
  * The JSON maps each tensor name to {"dtype":"F32","shape":[...],"data_offsets":[begin,end]}
  * (offsets relative to the data section) plus an optional "__metadata__" string map.
  *
- * st_open checks the whole header (length, JSON, dtypes, shapes, offsets inside the file)
- * before any tensor data is read, so a bad file is one clear error, never a crash.
+ * st_open checks the whole header (length, JSON, dtypes, shapes, offsets inside the file,
+ * and that the tensors tile the data section exactly, without gaps or overlaps, as the
+ * format requires) before any tensor data is read, so a bad file is one clear error,
+ * never a crash. Anything but a regular file (a FIFO, a device) is refused without
+ * blocking.
  * st_save writes "<path>.tmp", syncs it and renames it over the target, so a reader
  * never sees a half-written checkpoint. */
 #ifndef ATTNLAB_SAFETENSORS_H

@@ -2,8 +2,16 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An error is one line whatever it quotes: a tensor name or a metadata key
+ * from a hostile file may hold a newline or an escape sequence, shown as '?'. */
+static void one_line(char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
 
 int err_set(Err *e, const char *fmt, ...) {
     if (!e) return -1;
@@ -11,6 +19,7 @@ int err_set(Err *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    one_line(e->msg);
     e->hint[0] = '\0';
     return -1;
 }
@@ -21,6 +30,7 @@ int err_hint(Err *e, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(e->hint, sizeof e->hint, fmt, ap);
     va_end(ap);
+    one_line(e->hint);
     return -1;
 }
 
@@ -40,15 +50,26 @@ void die_at(const char *file, int line, const char *fmt, ...) {
     abort();
 }
 
+void die_oom(size_t bytes, const char *file, int line) {
+    fflush(stdout);
+    if (bytes)
+        fprintf(stderr, "error: out of memory: allocating %.1f MiB failed (%s:%d)\n", (double)bytes / (1 << 20), file,
+                line);
+    else
+        fprintf(stderr, "error: out of memory: an allocation failed (%s:%d)\n", file, line);
+    fprintf(stderr, "hint: close other programs, or use a smaller model, batch or length\n");
+    exit(1);
+}
+
 void *malloc_check(size_t size, const char *file, int line) {
     void *p = malloc(size ? size : 1);
-    if (!p) die_at(file, line, "out of memory allocating %zu bytes", size);
+    if (!p) die_oom(size, file, line);
     return p;
 }
 
 void *calloc_check(size_t n, size_t size, const char *file, int line) {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) die_at(file, line, "out of memory allocating %zu x %zu bytes", n, size);
+    if (!p) die_oom(n > SIZE_MAX / (size ? size : 1) ? SIZE_MAX : n * size, file, line);
     return p;
 }
 

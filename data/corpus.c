@@ -56,6 +56,14 @@ int corpus_open(Corpus *c, const char *path, double val_fraction, int context, E
     }
     size_t size = (size_t)st.st_size;
 
+    /* Too short for any split: say so, rather than blame one split and the context. */
+    size_t window = (size_t)context + 1;
+    if (size < 2 * window) {
+        close(fd);
+        err_set(e, "%s: the corpus is too short: %zu byte%s, and a training and a validation window of %zu bytes "
+                "each need %zu", path, size, size == 1 ? "" : "s", window, 2 * window);
+        return err_hint(e, "use a longer text file");
+    }
     size_t val_bytes = (size_t)floor(val_fraction * (double)size + 0.5);
     if (val_bytes > size) val_bytes = size;
     size_t train_end = size - val_bytes;

@@ -37,7 +37,8 @@ typedef struct {
  * out (the rule above). Both splits must hold at least context + 1 bytes (one window).
  * On error returns -1 with e set ("<path>: <why>", plus a hint where one helps) and c zeroed, with
  * nothing to free: missing or unreadable file, a directory or other non-regular file, an empty
- * file, val_fraction outside (0, 1), context < 1, a split shorter than context + 1 bytes. */
+ * file, val_fraction outside (0, 1), context < 1, a file shorter than two windows (2 (context + 1)
+ * bytes: "the corpus is too short"), a split shorter than context + 1 bytes. */
 int corpus_open(Corpus *c, const char *path, double val_fraction, int context, Err *e);
 /* Unmaps and frees; c is zeroed. Safe on a zeroed Corpus and when called twice. */
 void corpus_close(Corpus *c);

@@ -1,12 +1,39 @@
 #include "checkpoint.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The index of the first value of x[0, n) that is not finite (or, when
+ * nonneg, negative), or -1. */
+static long first_bad(const float *x, long n, bool nonneg) {
+    for (long i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (nonneg && x[i] < 0.0f)) return i;
+    return -1;
+}
+
+int checkpoint_check_finite(const Model *m, Err *e) {
+    const ParamSet *p = &m->params;
+    for (int i = 0; i < params_count(p); i++) {
+        const Tensor *w = p->list[i];
+        static const char *const what[3] = {"", "its AdamW moment m: ", "its AdamW moment v: "};
+        const float *slab[3] = {p->value, p->m, p->v};
+        for (int k = 0; k < 3; k++) {
+            long at = first_bad(slab[k] + p->offset[i], w->n, false);
+            if (at >= 0)
+                return err_set(e, "parameter '%s': %svalue %ld is %g", w->name, what[k], at,
+                               (double)slab[k][p->offset[i] + at]);
+        }
+    }
+    return 0;
+}
+
 int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
-                    const char *corpus, Err *e) {
+                    const char *corpus, double best_val_bpb, Err *e) {
+    Err why;
+    if (checkpoint_check_finite(m, &why) != 0) return err_set(e, "%s: not saved: %s", path, why.msg);
     const ParamSet *p = &m->params;
     int n = params_count(p);
     StTensor *t = xmalloc((size_t)3 * n * sizeof *t);
@@ -25,13 +52,15 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     cJSON *json = config_to_json(c);
     char *config = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
-    char step_s[32], rng_s[80];
+    char step_s[32], rng_s[80], best_s[32] = "";
     snprintf(step_s, sizeof step_s, "%ld", step);
+    if (isfinite(best_val_bpb)) snprintf(best_s, sizeof best_s, "%.17g", best_val_bpb);
     snprintf(rng_s, sizeof rng_s, "%016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64, data_rng->s[0],
              data_rng->s[1], data_rng->s[2], data_rng->s[3]);
     StMeta meta[] = {
         {"format", CHECKPOINT_FORMAT}, {"format_version", CHECKPOINT_VERSION}, {"config", config},
         {"step", step_s},              {"data_rng", rng_s},                     {"corpus", corpus ? corpus : ""},
+        {"best_val_bpb", best_s},
     };
     int rc = st_save(path, t, 3 * n, meta, (int)(sizeof meta / sizeof meta[0]), e);
     free(config);
@@ -39,6 +68,23 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     free(names);
     free(t);
     return rc;
+}
+
+/* "%016x %016x %016x %016x", as checkpoint_save writes it, and nothing else. */
+static int parse_rng(const char *text, Rng *r) {
+    const char *c = text;
+    for (int k = 0; k < 4; k++) {
+        uint64_t v = 0;
+        for (int i = 0; i < 16; i++, c++) {
+            int d = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : -1;
+            if (d < 0) return -1;
+            v = v << 4 | (uint64_t)d;
+        }
+        r->s[k] = v;
+        if (*c != (k < 3 ? ' ' : '\0')) return -1;
+        c++;
+    }
+    return 0;
 }
 
 int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) {
@@ -71,10 +117,22 @@ int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) 
         err_set(e, "%s: bad or missing 'step' in metadata", path);
         goto fail;
     }
-    if (!rng || sscanf(rng, "%" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx64, &info->data_rng.s[0], &info->data_rng.s[1],
-                       &info->data_rng.s[2], &info->data_rng.s[3]) != 4) {
-        err_set(e, "%s: bad or missing 'data_rng' in metadata", path);
+    if (!rng || parse_rng(rng, &info->data_rng) != 0) {
+        err_set(e, "%s: bad or missing 'data_rng' in metadata (four words of 16 hex digits)", path);
         goto fail;
+    }
+    if (!rng_state_valid(&info->data_rng)) {
+        err_set(e, "%s: 'data_rng' in metadata is all zero, a state the generator cannot have", path);
+        goto fail;
+    }
+    info->best_val_bpb = NAN;
+    const char *best = st_meta(st, "best_val_bpb");
+    if (best && best[0]) {
+        info->best_val_bpb = strtod(best, &end);
+        if (*end || !isfinite(info->best_val_bpb) || info->best_val_bpb < 0) {
+            err_set(e, "%s: bad 'best_val_bpb' in metadata ('%s')", path, best);
+            goto fail;
+        }
     }
     snprintf(info->corpus, sizeof info->corpus, "%s", corpus ? corpus : "");
     info->has_optim = st->n_entries > 0 && st_find(st, "optim.m.tok_emb.weight") != NULL;
@@ -84,17 +142,26 @@ fail:
     return -1;
 }
 
+/* Reads one tensor and refuses a value that is not finite (or a negative
+ * one, for AdamW's second moment). */
+static int read_checked(StFile *st, const char *name, const Tensor *w, float *dst, bool nonneg, Err *e) {
+    if (st_read_expect(st, name, w->ndim, w->shape, dst, e) != 0) return -1;
+    long at = first_bad(dst, w->n, nonneg);
+    if (at >= 0) return err_set(e, "%s: tensor '%s': value %ld is %g", st->path, name, at, (double)dst[at]);
+    return 0;
+}
+
 int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
     ParamSet *p = &m->params;
     for (int i = 0; i < params_count(p); i++) {
         Tensor *w = p->list[i];
-        if (st_read_expect(st, w->name, w->ndim, w->shape, w->data, e) != 0) return -1;
+        if (read_checked(st, w->name, w, w->data, false, e) != 0) return -1;
         if (!with_optim) continue;
         char name[160];
         snprintf(name, sizeof name, "optim.m.%s", w->name);
-        if (st_read_expect(st, name, w->ndim, w->shape, p->m + p->offset[i], e) != 0) return -1;
+        if (read_checked(st, name, w, p->m + p->offset[i], false, e) != 0) return -1;
         snprintf(name, sizeof name, "optim.v.%s", w->name);
-        if (st_read_expect(st, name, w->ndim, w->shape, p->v + p->offset[i], e) != 0) return -1;
+        if (read_checked(st, name, w, p->v + p->offset[i], true, e) != 0) return -1;
     }
     return 0;
 }

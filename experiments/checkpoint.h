@@ -3,7 +3,14 @@
  * Tensors: every parameter under its PyTorch name, then AdamW's moments as
  * optim.m.<name> and optim.v.<name>. Metadata: format = attnlab, the format
  * version, the config as JSON, the step, the data RNG's state and the corpus
- * path. Resuming from it continues the run exactly. */
+ * path, and the best validation bpb so far. Resuming from it continues the run
+ * exactly.
+ *
+ * Nothing non-finite is saved or loaded: checkpoint_save refuses parameters
+ * or moments that are not finite (the trainer checks first, and stops the run
+ * as diverged), and checkpoint_load refuses a file holding any, or a negative
+ * second moment. A data RNG state that xoshiro cannot have (all zero) is
+ * refused on open. */
 #ifndef ATTNLAB_CHECKPOINT_H
 #define ATTNLAB_CHECKPOINT_H
 
@@ -19,11 +26,15 @@ typedef struct {
     long step;
     Rng data_rng;
     char corpus[1024];
+    double best_val_bpb; /* NAN when none was recorded */
     bool has_optim;
 } CheckpointInfo;
 
 int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
-                    const char *corpus, Err *e);
+                    const char *corpus, double best_val_bpb, Err *e);
+/* 0 when every parameter and both AdamW moments of it are finite; otherwise
+ * -1 with e naming the first that is not. */
+int checkpoint_check_finite(const Model *m, Err *e);
 /* Opens and checks a checkpoint, and reads its metadata into info. On
  * success st is open; the caller closes it. */
 int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e);

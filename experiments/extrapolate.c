@@ -22,6 +22,8 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "corpus.h"
+#include "interrupt.h"
+#include "memory.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -299,6 +301,7 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    interrupt_install();
     int threads = 0, max_windows = 0, max_bytes = 0;
     const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
     GlobalOverrides overrides = {.n = 0};
@@ -374,7 +377,9 @@ int main(int argc, char **argv) {
     }
 
     /* Everything that can fail on user input is checked before any scoring:
-     * the checkpoints, the overrides, the corpora and the lengths. */
+     * the lengths, the checkpoints, the overrides, the memory, the corpora. */
+    int lengths[MAX_LENGTHS], nl = 0;
+    if (lengths_arg && parse_lengths(lengths_arg, lengths, &nl, &e) != 0) goto user_error;
     for (int i = 0; i < nv; i++) {
         Variant *v = &vs[i];
         StFile st;
@@ -399,6 +404,15 @@ int main(int argc, char **argv) {
             snprintf(e.hint, sizeof e.hint, "%s", why.hint);
             goto user_error;
         }
+        /* one window at a time, at the longest length */
+        int longest = nl ? lengths[nl - 1] : vs[0].cfg.model.context << 3;
+        char what[1300];
+        snprintf(what, sizeof what, "%s: scoring at length %d", v->spec, longest);
+        if (memory_check(what, "score shorter --lengths", &v->cfg.model, 1, longest, MEMORY_EVAL, engine_threads(),
+                         &e) != 0) {
+            st_close(&st);
+            goto runtime_error;
+        }
         model_init(&v->model, &v->cfg.model);
         v->loaded = true;
         int rc = checkpoint_load(&st, &v->model, false, &e);
@@ -416,12 +430,8 @@ int main(int argc, char **argv) {
         }
         if (corpus_open(&v->corpus, v->corpus_path, v->cfg.train.val_fraction, 1, &e) != 0) goto runtime_error;
     }
-    int lengths[MAX_LENGTHS], nl = 0;
-    if (lengths_arg) {
-        if (parse_lengths(lengths_arg, lengths, &nl, &e) != 0) goto user_error;
-    } else {
+    if (!lengths_arg)
         for (int k = 0; k < 4; k++) lengths[nl++] = vs[0].cfg.model.context << k;
-    }
     long total_bytes = 0;
     int max_T = 0;
     for (int i = 0; i < nv; i++) {
@@ -493,6 +503,11 @@ int main(int argc, char **argv) {
             char extra[1300];
             snprintf(extra, sizeof extra, "%s T=%d", v->label, T);
             for (long w = 0; w < v->windows[l]; w++) {
+                if (interrupt_signal()) {
+                    progress_finish(&prog, "interrupted");
+                    printf("interrupted; nothing written\n");
+                    return interrupt_exit_status();
+                }
                 arena_reset(&arena);
                 nats += window_nats(v, T, windows_at(T, max_windows, max_bytes), w, ids, targets);
                 done += T;

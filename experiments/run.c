@@ -1,9 +1,11 @@
 #include "run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,8 +30,16 @@ int write_file_atomic(const char *path, const char *text, Err *e) { return write
 int write_bytes_atomic(const char *path, const void *text, size_t n, Err *e) {
     char tmp[1100];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return err_set(e, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(e, "%s: cannot write: %s", tmp, strerror(errno));
+    /* a fresh file: whatever was left at tmp (a file from a killed run, a
+     * FIFO, a symlink) is replaced, never written through */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return err_set(e, "%s: cannot write: %s", tmp, strerror(err));
+    }
     bool ok = fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved_errno = errno;
     ok = (fclose(f) == 0) && ok;
@@ -39,6 +49,57 @@ int write_bytes_atomic(const char *path, const void *text, size_t n, Err *e) {
         return err_set(e, "%s: cannot write: %s", path, strerror(saved_errno));
     }
     return 0;
+}
+
+FILE *fopen_regular(const char *path, const char *mode, Err *e) {
+    int flags = mode[0] == 'r' ? O_RDONLY : O_WRONLY | O_CREAT | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
+    int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) {
+        int err = errno;
+        if (!(mode[0] == 'r' && err == ENOENT)) err_set(e, "%s: cannot open: %s", path, strerror(err));
+        errno = err;
+        return NULL;
+    }
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        err_set(e, "%s: not a regular file", path);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, mode)))
+        err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) {
+        close(fd);
+        errno = EINVAL;
+    }
+    return f;
+}
+
+int run_lock(const char *dir, Err *e) {
+    char path[1100];
+    if (path_join(path, sizeof path, dir, ".lock", e) != 0) return -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) return err_set(e, "%s: cannot make the run folder's lock: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char pid[32] = "";
+        ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
+        close(fd);
+        pid[got > 0 ? got : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        if (err != EWOULDBLOCK) return err_set(e, "%s: cannot lock: %s", path, strerror(err));
+        err_set(e, "%s: another command is training in this run folder%s%s%s", dir, pid[0] ? " (pid " : "", pid,
+                pid[0] ? ")" : "");
+        return err_hint(e, "wait for it to finish, or pick another --out");
+    }
+    /* who holds it, for the message above; the lock is what counts */
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    bool noted = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
+    (void)noted; /* when it is not, only the message above loses the pid */
+    return fd;
+}
+
+void run_unlock(int fd) {
+    if (fd >= 0) close(fd); /* closing releases the flock */
 }
 
 bool file_exists(const char *path) {

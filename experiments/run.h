@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "util.h"
 
@@ -13,6 +14,16 @@ int make_dirs(const char *path, Err *e);
 int write_file_atomic(const char *path, const char *text, Err *e);
 /* The same for n bytes that may contain zeros. */
 int write_bytes_atomic(const char *path, const void *data, size_t n, Err *e);
+/* Opens a file that must be a regular one if it exists, without blocking on
+ * a FIFO: mode "r", "w" or "a" as fopen takes them. NULL with e set, except
+ * that a missing file opened "r" gives NULL with errno ENOENT and e unset. */
+FILE *fopen_regular(const char *path, const char *mode, Err *e);
+/* Takes the run folder's lock (an flock on dir/.lock, held until run_unlock
+ * or the process ends, even by kill -9), so that two commands cannot train
+ * into one folder at once. The file descriptor, or -1 with e set when another
+ * process holds it (naming its pid) or the file cannot be made. */
+int run_lock(const char *dir, Err *e);
+void run_unlock(int fd);
 bool file_exists(const char *path);
 bool is_directory(const char *path);
 /* Seconds on a monotonic clock. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interrupt.h"
 #include "mlm.h"
 #include "tape.h"
 
@@ -59,7 +60,7 @@ char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
     engine_set_arena(&arena);
     bool was = grad_set(false);
     int V = m->cfg.vocab, T_max = m->cfg.context;
-    for (int step = 0; step < s->length; step++) {
+    for (int step = 0; step < s->length && !interrupt_signal(); step++) {
         arena_reset(&arena);
         int T = n < (size_t)T_max ? (int)n : T_max;
         Tensor *logits = model_forward(m, ids + n - T, 1, T);
@@ -75,6 +76,10 @@ char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
     engine_set_arena(outer);
     arena_free(&arena);
     free(ids);
+    if (interrupt_signal()) {
+        free(text);
+        return NULL;
+    }
     return text;
 }
 
@@ -88,7 +93,7 @@ static void text_put(Text *t, const char *s, size_t n) {
     if (t->len + n + 1 > t->cap) {
         t->cap = 2 * (t->len + n + 1);
         t->p = realloc(t->p, t->cap);
-        if (!t->p) DIE("out of memory");
+        if (!t->p) DIE_OOM(t->cap);
     }
     memcpy(t->p + t->len, s, n);
     t->len += n;
@@ -132,7 +137,7 @@ char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *l
     engine_set_arena(&arena);
     bool was = grad_set(false);
     long right_all = 0, masked_all = 0;
-    for (long w = 0; w < k; w++) {
+    for (long w = 0; w < k && !interrupt_signal(); w++) {
         corpus_val_window(c, T, k, w, orig, targets);
         mlm_val_window(c, T, k, w, ids, targets);
         for (int i = 0; i < T; i++)
@@ -167,6 +172,10 @@ char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *l
     engine_set_arena(outer);
     arena_free(&arena);
     free(orig), free(ids), free(targets), free(filled);
+    if (interrupt_signal()) {
+        free(t.p);
+        return NULL;
+    }
     *len = t.len;
     return t.p;
 }

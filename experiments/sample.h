@@ -9,7 +9,8 @@
 /* Continues s->prompt by s->length bytes with temperature and top-k. Returns
  * the prompt followed by the sample, malloc'd, NUL-terminated, *len bytes long
  * (a sampled byte may itself be 0). Runs with gradients off in its own arena;
- * the model sees at most its context. */
+ * the model sees at most its context. NULL when a signal (interrupt.h) stops
+ * it part-way. */
 char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len);
 
 /* One byte from logits z [V] (V <= 256): the argmax at temperature t <= 0,
@@ -32,7 +33,8 @@ int sample_draw(const float *z, int V, float t, int k, Rng *rng);
  *
  * and a total. One column per byte: '_' is a masked byte, a control byte
  * (newline, tab ...) is shown as '~', and other bytes as they are (so UTF-8
- * text reads as text). Gradients off, in its own arena. */
+ * text reads as text). Gradients off, in its own arena. NULL when a signal
+ * stops it part-way. */
 char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *len);
 
 #endif

@@ -13,6 +13,8 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "corpus.h"
+#include "interrupt.h"
+#include "memory.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -85,6 +87,7 @@ static void spectrum_free(Spectrum *sp) {
 
 static void on_layer(int layer, const Tensor *P, void *ctx) {
     Spectrum *sp = ctx;
+    if (interrupt_signal()) return; /* the window loop stops next */
     if (!sp->sum_c) spectrum_init(sp, P);
     for (int h = 0; h < sp->heads; h++) {
         if (!head_values(sp, P->data + (long)h * sp->rows * sp->cols)) {
@@ -123,6 +126,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    interrupt_install();
     const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
     int samples = 8, length = 0;
     bool eigen = false;
@@ -163,13 +167,19 @@ int main(int argc, char **argv) {
     StFile st;
     CheckpointInfo info;
     if (checkpoint_open(&st, ckpt, &info, &e) != 0) goto runtime_error;
+    const ModelConfig *mc = &info.cfg.model;
+    int T = length ? length : mc->context;
+    char what[1200];
+    snprintf(what, sizeof what, "%s: P of every layer at length %d", ckpt, T);
+    if (memory_check(what, "use a shorter --length", mc, 1, T, MEMORY_PROBS, engine_threads(), &e) != 0) {
+        st_close(&st);
+        goto runtime_error;
+    }
     Model m;
-    model_init(&m, &info.cfg.model);
+    model_init(&m, mc);
     int rc = checkpoint_load(&st, &m, false, &e);
     st_close(&st);
     if (rc != 0) goto runtime_error;
-    const ModelConfig *mc = &info.cfg.model;
-    int T = length ? length : mc->context;
     if (pos_scheme(mc->pos)->bounded && T > mc->context) {
         fprintf(stderr, "error: --length %d: the model learned positions up to %d only\nhint: use --length %d or less\n",
                 T, mc->context, mc->context);
@@ -212,14 +222,19 @@ int main(int argc, char **argv) {
            eigen ? "eigenvalue moduli" : "singular values", threads_banner(threads));
     Progress prog;
     progress_init(&prog, "spectrum", count, stdout);
-    for (long w = 0; w < count && !sp.failed; w++) {
+    for (long w = 0; w < count && !sp.failed && !interrupt_signal(); w++) {
         arena_reset(&arena);
         corpus_val_window(&corpus, T, samples, w, ids, targets);
         model_attention_probs(&m, ids, 1, T, on_layer, &sp);
+        if (interrupt_signal()) break;
         sp.windows++;
         progress_update(&prog, w + 1, NULL);
     }
-    progress_finish(&prog, NULL);
+    progress_finish(&prog, interrupt_signal() ? "interrupted" : NULL);
+    if (interrupt_signal()) {
+        printf("interrupted after %d of %ld windows; nothing written\n", sp.windows, count);
+        return interrupt_exit_status();
+    }
     if (sp.failed) {
         fprintf(stderr, "error: LAPACK did not converge on an attention matrix\n");
         return 1;

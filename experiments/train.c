@@ -2,10 +2,12 @@
  *          ./train --resume RUN_DIR [--steps N ...] */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "args.h"
 #include "checkpoint.h"
+#include "interrupt.h"
 #include "run.h"
 #include "startup.h"
 #include "tensor.h"
@@ -41,11 +43,45 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
     t->keys[t->n_set] = o->name;
     t->values[t->n_set++] = value;
     Err e;
-    if (option_set(t->cfg, o->name, value, &e) != 0) {
+    if (option_give(t->cfg, o->name, value, &e) != 0) {
         err_print(&e);
         return -1;
     }
     return 0;
+}
+
+/* Whether --out names the folder being resumed (as written, or the same
+ * folder by another path). */
+static bool same_folder(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    if (na == nb && strncmp(a, b, na) == 0) return true;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Says what a resume changes: every option given a new value, and the
+ * learning rate of the next step when the schedule moves (a new --steps
+ * stretches the cosine decay). Notes on stdout, after the start-up line. */
+static void note_resume_changes(const Config *was, const Config *now, long step) {
+    char line[1024] = "", a[320], b[320];
+    size_t len = 0;
+    for (int i = 0; i < option_count(); i++) {
+        const OptDef *o = option_at(i);
+        if (!strcmp(o->name, "out")) continue; /* the run stays in its folder */
+        option_format(was, o, a, sizeof a);
+        option_format(now, o, b, sizeof b);
+        if (strcmp(a, b) != 0 && len < sizeof line)
+            len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %s -> %s", len ? ", " : "", o->name, a, b);
+    }
+    if (len) printf("note: resuming with %s\n", line);
+    const TrainConfig *w = &was->train, *n = &now->train;
+    float planned = lr_at(w->schedule, step, w->warmup, w->steps, w->lr, w->min_lr);
+    float lr = lr_at(n->schedule, step, n->warmup, n->steps, n->lr, n->min_lr);
+    if (planned != lr)
+        printf("note: the learning rate at step %ld changes from %.3g (as the run planned) to %.3g, on a schedule "
+               "that now ends at step %d\n", step + 1, planned, lr, n->steps);
 }
 
 int main(int argc, char **argv) {
@@ -79,6 +115,13 @@ int main(int argc, char **argv) {
         st_close(&st);
         Config given = cfg;
         cfg = info.cfg;
+        for (int k = 0; k < args.n_set; k++)
+            if (!strcmp(args.keys[k], "out") && !same_folder(given.train.out, resume)) {
+                fprintf(stderr, "error: --out %s: a resumed run stays in its folder (%s)\n"
+                                "hint: drop --out, or copy the run folder to %s and resume that copy\n",
+                        given.train.out, resume, given.train.out);
+                return 2;
+            }
         for (int k = 0; k < args.n_set; k++) {
             const OptDef *o = option_find(args.keys[k]);
             if (o->group == GROUP_MODEL) {
@@ -122,6 +165,8 @@ int main(int argc, char **argv) {
     }
     int threads = engine_set_threads(cfg.train.threads);
     printf("attnlab train: %s%s, %s\n", run_dir, resume ? " (resumed)" : "", threads_banner(threads));
+    if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
+    fflush(stdout); /* seen at once in a log, before the first step */
 
     train_install_signal_handlers();
     TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = "train"};
@@ -133,7 +178,7 @@ int main(int argc, char **argv) {
     switch (r.status) {
         case TRAIN_DIVERGED: {
             char ckpt[1100];
-            fprintf(stderr, "error: step %ld: the loss is not finite; stopped\n", r.diverged_step);
+            fprintf(stderr, "error: step %ld: %s; stopped\n", r.diverged_step, r.why);
             if (path_join(ckpt, sizeof ckpt, run_dir, "model.safetensors", NULL) == 0 && file_exists(ckpt))
                 fprintf(stderr, "hint: the last good checkpoint is %s; try a lower --lr\n", ckpt);
             else
@@ -141,8 +186,12 @@ int main(int argc, char **argv) {
             return 1;
         }
         case TRAIN_INTERRUPTED:
-            printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step, run_dir);
-            return 128 + (train_stop_signal() ? train_stop_signal() : 2); /* the shell's convention: 130 for Ctrl-C */
+            if (r.step < cfg.train.steps)
+                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step,
+                       run_dir);
+            else /* in the final evaluation or the sampling: training itself is done */
+                printf("interrupted after the last step (%ld); checkpoint saved, samples.txt not written.\n", r.step);
+            return interrupt_exit_status(); /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM */
         default:
             printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb,
                    cfg.model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r.step, r.tok_s);

@@ -9,16 +9,24 @@
  * objective = clm: windows of T inputs predicting the next byte each
  * (data/corpus.h). objective = mlm: the same windows, masked (data/mlm.h);
  * the loss, val_loss and val_bpb are on the masked positions only, and
- * samples.txt is a fill-in demo instead of a left-to-right sample. */
+ * samples.txt is a fill-in demo instead of a left-to-right sample.
+ *
+ * Safety: the run folder is locked for the run's life (run_lock); what the
+ * model needs in memory is checked before it is allocated (memory.h); no
+ * checkpoint is saved with a parameter or moment that is not finite (the run
+ * stops as diverged instead, keeping the last good one); and Ctrl-C or
+ * SIGTERM stops every phase (steps, evaluation, sampling) with a checkpoint. */
 #include "trainer.h"
 
+#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "corpus.h"
+#include "interrupt.h"
+#include "memory.h"
 #include "mlm.h"
 #include "model.h"
 #include "plot.h"
@@ -26,22 +34,12 @@
 #include "run.h"
 #include "sample.h"
 
-static volatile sig_atomic_t stop_signal;
 /* The test hook (trainer.h): the next run stops after this many steps. */
 static long stop_after = -1;
 
-static void on_signal(int sig) { stop_signal = sig; }
+int train_stop_signal(void) { return interrupt_signal(); }
 
-int train_stop_signal(void) { return stop_signal; }
-
-void train_install_signal_handlers(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART; /* a signal during a write must not fail the write */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
+void train_install_signal_handlers(void) { interrupt_install(); }
 
 /* The three random streams of a run all come from its seed. */
 enum { STREAM_INIT = 0, STREAM_DATA = 1, STREAM_SAMPLE = 2 };
@@ -50,7 +48,8 @@ static void rng_stream(Rng *r, int64_t seed, int stream) { rng_seed(r, (uint64_t
 /* data/ knows nothing of layers/: the two must agree on the mask id. */
 _Static_assert(MLM_MASK_ID == MASK_ID, "data/mlm.h and layers/config.h disagree on the mask id");
 
-/* Mean validation loss (nats per byte) over the fixed windows. */
+/* Mean validation loss (nats per byte) over the fixed windows; NAN when a
+ * signal stops it part-way. */
 static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, int *targets, Arena *arena) {
     int B = cfg->train.batch, T = cfg->model.context;
     long max_windows = (long)cfg->train.eval_batches * B;
@@ -58,7 +57,7 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
     bool was = grad_set(false);
     double total = 0.0;
     long rows = 0;
-    for (long w = 0; w < count; w += B) {
+    for (long w = 0; w < count && !interrupt_signal(); w += B) {
         int b = (int)(count - w < B ? count - w : B);
         for (int i = 0; i < b; i++) {
             int *in = ids + (long)i * T, *tg = targets + (long)i * T;
@@ -75,7 +74,7 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
         rows += b;
     }
     grad_set(was);
-    return rows ? total / (double)rows : NAN;
+    return rows && !interrupt_signal() ? total / (double)rows : NAN;
 }
 
 /* Metrics kept in memory for the plot (and re-read on resume). */
@@ -87,11 +86,12 @@ typedef struct {
 static void curves_add(Curves *cv, double step, double loss, double val) {
     if (cv->n == cv->cap) {
         cv->cap = cv->cap ? 2 * cv->cap : 256;
-        cv->step = realloc(cv->step, (size_t)cv->cap * sizeof(double));
-        cv->loss_bits = realloc(cv->loss_bits, (size_t)cv->cap * sizeof(double));
-        cv->val_step = realloc(cv->val_step, (size_t)cv->cap * sizeof(double));
-        cv->val_bits = realloc(cv->val_bits, (size_t)cv->cap * sizeof(double));
-        if (!cv->step || !cv->loss_bits || !cv->val_step || !cv->val_bits) DIE("out of memory");
+        size_t bytes = (size_t)cv->cap * sizeof(double);
+        cv->step = realloc(cv->step, bytes);
+        cv->loss_bits = realloc(cv->loss_bits, bytes);
+        cv->val_step = realloc(cv->val_step, bytes);
+        cv->val_bits = realloc(cv->val_bits, bytes);
+        if (!cv->step || !cv->loss_bits || !cv->val_step || !cv->val_bits) DIE_OOM(bytes);
     }
     cv->step[cv->n] = step;
     cv->loss_bits[cv->n++] = loss / M_LN2;
@@ -113,10 +113,13 @@ static int plot_curves(const char *path, const Curves *cv, Err *e) {
 }
 
 /* On resume: keeps the metrics lines up to the checkpoint's step (later ones
- * will be made again, identically), rewrites the file, and refills the curves. */
-static int metrics_truncate(const char *path, long step, Curves *cv, Err *e) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
+ * will be made again, identically), rewrites the file, and refills the curves
+ * and the best validation bpb among the kept lines (*best, NAN if none). A
+ * line cut short by a killed run does not parse and is dropped. */
+static int metrics_truncate(const char *path, long step, Curves *cv, double *best, Err *e) {
+    *best = NAN;
+    FILE *f = fopen_regular(path, "r", e);
+    if (!f) return errno == ENOENT ? 0 : -1;
     size_t cap = 1 << 16, len = 0;
     char *kept = xmalloc(cap), line[4096];
     while (fgets(line, sizeof line, f)) {
@@ -125,12 +128,13 @@ static int metrics_truncate(const char *path, long step, Curves *cv, Err *e) {
         if (s && cJSON_IsNumber(s) && s->valuedouble <= (double)step) {
             size_t n = strlen(line);
             if (len + n + 1 > cap) kept = realloc(kept, cap = 2 * (len + n + 1));
-            if (!kept) DIE("out of memory");
+            if (!kept) DIE_OOM(cap);
             memcpy(kept + len, line, n + 1);
             len += n;
             const cJSON *loss = cJSON_GetObjectItem(j, "loss"), *val = cJSON_GetObjectItem(j, "val_loss");
-            curves_add(cv, s->valuedouble, cJSON_IsNumber(loss) ? loss->valuedouble : NAN,
-                       cJSON_IsNumber(val) ? val->valuedouble : NAN);
+            double v = cJSON_IsNumber(val) ? val->valuedouble : NAN;
+            curves_add(cv, s->valuedouble, cJSON_IsNumber(loss) ? loss->valuedouble : NAN, v);
+            if (isfinite(v) && !(*best <= v / M_LN2)) *best = v / M_LN2;
         }
         cJSON_Delete(j);
     }
@@ -143,91 +147,165 @@ static int metrics_truncate(const char *path, long step, Curves *cv, Err *e) {
 
 void train_stop_after(long steps) { stop_after = steps; }
 
-int train_run(const TrainJob *job, TrainResult *r, Err *e) {
-    long stop_at = stop_after;
-    stop_after = -1;
-    memset(r, 0, sizeof *r);
-    r->status = TRAIN_FAILED;
-    r->val_bpb = r->best_val_bpb = NAN;
-    Config cfg = job->cfg;
-    const TrainConfig *tc = &cfg.train;
-    if (cfg.model.bca == ON)
+/* Everything one run holds, so that the phases below share it. */
+typedef struct {
+    const TrainJob *job;
+    Config cfg;
+    char ckpt[1100], metrics_path[1100], plot_path[1100], config_path[1100], samples_path[1100];
+    int lock;
+    Corpus corpus;
+    Model m;
+    bool model_made;
+    long start;
+    Rng data_rng, init_rng, sample_rng;
+    Curves cv;
+    FILE *metrics;
+} Run;
+
+/* The checks that can fail on user input, made before the run folder is
+ * made or anything is written: the paths, a run already there, the corpus
+ * and the memory the model needs. */
+static int run_check(Run *run, Err *e) {
+    const TrainJob *job = run->job;
+    const Config *cfg = &run->cfg;
+    if (cfg->model.bca == ON)
         return err_set(e, "--bca on: blockwise causal attention is an inference-time option"),
                err_hint(e, "train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on");
-    char ckpt[1100], metrics_path[1100], plot_path[1100], config_path[1100], samples_path[1100];
-    if (path_join(ckpt, sizeof ckpt, job->run_dir, "model.safetensors", e) ||
-        path_join(metrics_path, sizeof metrics_path, job->run_dir, "metrics.jsonl", e) ||
-        path_join(plot_path, sizeof plot_path, job->run_dir, "loss.png", e) ||
-        path_join(config_path, sizeof config_path, job->run_dir, "config.json", e) ||
-        path_join(samples_path, sizeof samples_path, job->run_dir, "samples.txt", e))
+    if (path_join(run->ckpt, sizeof run->ckpt, job->run_dir, "model.safetensors", e) ||
+        path_join(run->metrics_path, sizeof run->metrics_path, job->run_dir, "metrics.jsonl", e) ||
+        path_join(run->plot_path, sizeof run->plot_path, job->run_dir, "loss.png", e) ||
+        path_join(run->config_path, sizeof run->config_path, job->run_dir, "config.json", e) ||
+        path_join(run->samples_path, sizeof run->samples_path, job->run_dir, "samples.txt", e))
         return -1;
-
-    /* Everything that can fail on user input is checked before the run folder
-     * is made or anything is written. */
-    if (!job->resume && file_exists(ckpt))
+    if (!job->resume && file_exists(run->ckpt))
         return err_set(e, "%s: a run is already there", job->run_dir),
                err_hint(e, "continue it with --resume %s, or pick another --out", job->run_dir);
-    Corpus corpus;
-    if (corpus_open(&corpus, job->corpus, tc->val_fraction, cfg.model.context, e) != 0) return -1;
-    Model m;
-    long start = 0;
-    Rng data_rng, init_rng, sample_rng;
-    rng_stream(&init_rng, tc->seed, STREAM_INIT);
-    rng_stream(&data_rng, tc->seed, STREAM_DATA);
-    rng_stream(&sample_rng, tc->seed, STREAM_SAMPLE);
+    char what[1200];
+    snprintf(what, sizeof what, "%s: batch %d x context %d", job->run_dir, cfg->train.batch, cfg->model.context);
+    if (memory_check(what, "lower --layers, --d_model, --batch or --context", &cfg->model, cfg->train.batch,
+                     cfg->model.context, MEMORY_TRAIN, engine_threads(), e) != 0)
+        return -1;
+    return corpus_open(&run->corpus, job->corpus, cfg->train.val_fraction, cfg->model.context, e);
+}
+
+/* The run folder, locked; the model, fresh or from the checkpoint; config.json
+ * and metrics.jsonl (cut back to the checkpoint's step on resume). *best is
+ * the best validation bpb so far. */
+static int run_open(Run *run, double *best, Err *e) {
+    const TrainJob *job = run->job;
+    const TrainConfig *tc = &run->cfg.train;
+    if (!job->resume && make_dirs(job->run_dir, e) != 0) return -1;
+    if ((run->lock = run_lock(job->run_dir, e)) < 0) return -1;
+    /* under the lock: another run may have saved here since run_check */
+    if (!job->resume && file_exists(run->ckpt))
+        return err_set(e, "%s: a run is already there", job->run_dir),
+               err_hint(e, "continue it with --resume %s, or pick another --out", job->run_dir);
+    rng_stream(&run->init_rng, tc->seed, STREAM_INIT);
+    rng_stream(&run->data_rng, tc->seed, STREAM_DATA);
+    rng_stream(&run->sample_rng, tc->seed, STREAM_SAMPLE);
+    *best = NAN;
     if (job->resume) {
         StFile st;
         CheckpointInfo info;
-        if (checkpoint_open(&st, ckpt, &info, e) != 0) {
-            corpus_close(&corpus);
-            return -1;
-        }
+        if (checkpoint_open(&st, run->ckpt, &info, e) != 0) return -1;
         if (!info.has_optim) {
             st_close(&st);
-            corpus_close(&corpus);
-            return err_set(e, "%s: has no optimizer state, so it cannot be resumed", ckpt);
+            return err_set(e, "%s: has no optimizer state, so it cannot be resumed", run->ckpt);
         }
-        model_init(&m, &cfg.model);
-        int rc = checkpoint_load(&st, &m, true, e);
+        model_init(&run->m, &run->cfg.model);
+        run->model_made = true;
+        int rc = checkpoint_load(&st, &run->m, true, e);
         st_close(&st);
-        if (rc != 0) {
-            model_free(&m);
-            corpus_close(&corpus);
-            return -1;
-        }
-        start = info.step;
-        data_rng = info.data_rng;
+        if (rc != 0) return -1;
+        run->start = info.step;
+        run->data_rng = info.data_rng;
+        *best = info.best_val_bpb;
     } else {
-        if (make_dirs(job->run_dir, e) != 0) {
-            corpus_close(&corpus);
-            return -1;
-        }
-        model_init(&m, &cfg.model);
-        model_init_weights(&m, &init_rng);
+        model_init(&run->m, &run->cfg.model);
+        run->model_made = true;
+        model_init_weights(&run->m, &run->init_rng);
     }
 
-    cJSON *json = config_to_json(&cfg);
+    cJSON *json = config_to_json(&run->cfg);
     cJSON_AddStringToObject(json, "corpus", job->corpus);
     char *config_text = cJSON_Print(json);
     cJSON_Delete(json);
     size_t tl = strlen(config_text);
     config_text = realloc(config_text, tl + 2);
-    if (!config_text) DIE("out of memory");
+    if (!config_text) DIE_OOM(tl + 2);
     strcpy(config_text + tl, "\n");
-    int rc = write_file_atomic(config_path, config_text, e);
+    int rc = write_file_atomic(run->config_path, config_text, e);
     free(config_text);
-    Curves cv = {0};
-    if (rc == 0 && job->resume) rc = metrics_truncate(metrics_path, start, &cv, e);
-    FILE *metrics = rc == 0 ? fopen(metrics_path, start ? "a" : "w") : NULL;
-    if (rc == 0 && !metrics) rc = err_set(e, "%s: cannot write", metrics_path);
-    if (rc != 0) {
-        corpus_close(&corpus);
-        model_free(&m);
-        curves_free(&cv);
-        return -1;
-    }
+    double kept_best = NAN;
+    if (rc == 0 && job->resume) rc = metrics_truncate(run->metrics_path, run->start, &run->cv, &kept_best, e);
+    /* checkpoints before this one did not record it: the metrics did */
+    if (!isfinite(*best)) *best = kept_best;
+    if (rc == 0) run->metrics = fopen_regular(run->metrics_path, run->start ? "a" : "w", e);
+    return rc == 0 && run->metrics ? 0 : -1;
+}
 
-    int B = tc->batch, T = cfg.model.context;
+static void run_close(Run *run) {
+    if (run->metrics) fclose(run->metrics);
+    corpus_close(&run->corpus);
+    if (run->model_made) model_free(&run->m);
+    curves_free(&run->cv);
+    run_unlock(run->lock);
+}
+
+/* Saves a checkpoint at step `done` unless a parameter or moment is not
+ * finite: then r records the divergence (why in r->why) and nothing is
+ * written, so the last good checkpoint stays. 1 when saved, 0 when diverged,
+ * -1 on a write error. */
+static int save_if_finite(Run *run, long done, TrainResult *r, Err *e) {
+    Err why;
+    if (checkpoint_check_finite(&run->m, &why) != 0) {
+        r->status = TRAIN_DIVERGED;
+        r->diverged_step = done;
+        r->step = done - 1;
+        snprintf(r->why, sizeof r->why, "%s", why.msg);
+        return 0;
+    }
+    if (checkpoint_save(run->ckpt, &run->m, &run->cfg, done, &run->data_rng, run->job->corpus, r->best_val_bpb, e) != 0)
+        return -1;
+    return 1;
+}
+
+/* One metrics line (and a progress update) for step `done`. */
+static void log_step(Run *run, Progress *prog, long done, double loss, double val, float lr, float norm,
+                     AttnStats stats, double tok_s, double val_bpb) {
+    FILE *f = run->metrics;
+    fprintf(f, "{\"step\": %ld, \"loss\": %.6f, \"val_loss\": ", done, loss);
+    if (isfinite(val))
+        fprintf(f, "%.6f, \"val_bpb\": %.6f", val, val / M_LN2);
+    else
+        fprintf(f, "null, \"val_bpb\": null");
+    fprintf(f, ", \"lr\": %.6g, \"grad_norm\": %.6f", lr, norm);
+    /* the fraction of linear-attention denominators clamped at eps in this
+     * step's forward; null for kernels without denominators */
+    if (stats.den_rows > 0)
+        fprintf(f, ", \"den_clamped\": %.6g", (double)stats.den_clamped / (double)stats.den_rows);
+    else
+        fprintf(f, ", \"den_clamped\": null");
+    fprintf(f, ", \"tok_s\": %.0f}\n", tok_s);
+    fflush(f);
+    curves_add(&run->cv, (double)done, loss, val);
+    char extra[160];
+    if (isfinite(val_bpb))
+        snprintf(extra, sizeof extra, "loss %.3f val_bpb %.3f lr %.1e %.0f tok/s", loss, val_bpb, lr, tok_s);
+    else
+        snprintf(extra, sizeof extra, "loss %.3f lr %.1e %.0f tok/s", loss, lr, tok_s);
+    progress_update(prog, done, extra);
+}
+
+/* The steps from run->start to the configured end, or until a signal, the
+ * test hook or a divergence stops them. Fills r's status (TRAIN_DONE,
+ * TRAIN_INTERRUPTED or TRAIN_DIVERGED), step and validation numbers; the
+ * checkpoint of the last completed step is saved unless the run diverged. */
+static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
+    const Config *cfg = &run->cfg;
+    const TrainConfig *tc = &cfg->train;
+    Model *m = &run->m;
+    int B = tc->batch, T = cfg->model.context;
     int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
     Arena arena;
     arena_init(&arena, 0);
@@ -236,121 +314,123 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     opt.weight_decay = tc->weight_decay;
 
     Progress prog;
-    progress_init(&prog, job->label ? job->label : "train", tc->steps, stdout);
+    progress_init(&prog, run->job->label ? run->job->label : "train", tc->steps, stdout);
     /* A metrics line every log_every steps, at every evaluation and at the end. */
     double *rates = xmalloc((size_t)(tc->steps / tc->log_every + tc->steps / tc->eval_every + 2) * sizeof(double));
-    int n_rates = 0;
-    double t_log = now_seconds(), loss = NAN, val = NAN;
-    long tokens_since = 0, step = start;
-    bool interrupted = false, diverged = false;
+    int n_rates = 0, rc = 0;
+    double t_log = now_seconds();
+    long tokens_since = 0, step = run->start;
+    bool interrupted = false;
+    r->status = TRAIN_DONE;
     grad_set(true);
     for (; step < tc->steps; step++) {
-        if (stop_signal || step == stop_at) {
+        if (interrupt_signal() || step == stop_at) {
             interrupted = true;
             break;
         }
         arena_reset(&arena);
         tape_reset();
-        params_zero_grad(&m.params);
-        if (cfg.model.objective == OBJECTIVE_MLM)
-            mlm_train_batch(&corpus, &data_rng, B, T, ids, targets);
+        params_zero_grad(&m->params);
+        if (cfg->model.objective == OBJECTIVE_MLM)
+            mlm_train_batch(&run->corpus, &run->data_rng, B, T, ids, targets);
         else
-            corpus_train_batch(&corpus, &data_rng, B, T, ids, targets);
+            corpus_train_batch(&run->corpus, &run->data_rng, B, T, ids, targets);
         float lr = lr_at(tc->schedule, step, tc->warmup, tc->steps, tc->lr, tc->min_lr);
         attn_stats_reset();
-        Tensor *l = model_loss(&m, ids, targets, B, T);
-        loss = l->data[0];
+        Tensor *l = model_loss(m, ids, targets, B, T);
+        double loss = l->data[0];
         /* this step's forward only: read before backward and evaluation */
         AttnStats stats = attn_stats;
-        if (!isfinite(loss)) {
-            diverged = true;
+        float norm = NAN;
+        if (isfinite(loss)) {
+            backward(l);
+            norm = clip_grad_norm(&m->params, tc->clip);
+        }
+        if (!isfinite(loss) || !isfinite(norm)) {
+            r->status = TRAIN_DIVERGED;
+            r->diverged_step = step + 1;
+            r->step = step;
+            snprintf(r->why, sizeof r->why, "the %s is not finite", isfinite(loss) ? "gradient norm" : "loss");
             break;
         }
-        backward(l);
-        float norm = clip_grad_norm(&m.params, tc->clip);
-        if (!isfinite(norm)) {
-            loss = norm;
-            diverged = true;
-            break;
-        }
-        adamw_step(&m.params, &opt, lr, step + 1);
+        adamw_step(&m->params, &opt, lr, step + 1);
         tokens_since += (long)B * T;
         long done = step + 1;
         bool eval = done % tc->eval_every == 0 || done == tc->steps;
+        double val = NAN;
         if (eval) {
-            val = evaluate(&m, &corpus, &cfg, ids, targets, &arena);
-            r->val_bpb = val / M_LN2;
-            if (!(r->best_val_bpb <= r->val_bpb)) r->best_val_bpb = r->val_bpb;
+            val = evaluate(m, &run->corpus, cfg, ids, targets, &arena);
+            if (isfinite(val)) {
+                r->val_bpb = val / M_LN2;
+                if (!(r->best_val_bpb <= r->val_bpb)) r->best_val_bpb = r->val_bpb;
+            }
         }
-        if (done % tc->log_every == 0 || eval || done == tc->steps) {
-            double t = now_seconds(), tok_s = tokens_since / (t - t_log);
+        if (done % tc->log_every == 0 || eval) {
+            double tok_s = tokens_since / (now_seconds() - t_log);
             rates[n_rates++] = tok_s;
-            fprintf(metrics, "{\"step\": %ld, \"loss\": %.6f, \"val_loss\": ", done, loss);
-            if (eval)
-                fprintf(metrics, "%.6f, \"val_bpb\": %.6f", val, val / M_LN2);
-            else
-                fprintf(metrics, "null, \"val_bpb\": null");
-            fprintf(metrics, ", \"lr\": %.6g, \"grad_norm\": %.6f", lr, norm);
-            /* the fraction of linear-attention denominators clamped at eps in
-             * this step's forward; null for kernels without denominators */
-            if (stats.den_rows > 0)
-                fprintf(metrics, ", \"den_clamped\": %.6g", (double)stats.den_clamped / (double)stats.den_rows);
-            else
-                fprintf(metrics, ", \"den_clamped\": null");
-            fprintf(metrics, ", \"tok_s\": %.0f}\n", tok_s);
-            fflush(metrics);
-            curves_add(&cv, (double)done, loss, eval ? val : NAN);
-            char extra[160];
-            if (isfinite(r->val_bpb))
-                snprintf(extra, sizeof extra, "loss %.3f val_bpb %.3f lr %.1e %.0f tok/s", loss, r->val_bpb, lr, tok_s);
-            else
-                snprintf(extra, sizeof extra, "loss %.3f lr %.1e %.0f tok/s", loss, lr, tok_s);
-            progress_update(&prog, done, extra);
+            log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s, r->val_bpb);
             t_log = now_seconds(); /* evaluation and logging are not counted as training time */
             tokens_since = 0;
         }
-        if (done % tc->save_every == 0 && done != tc->steps && checkpoint_save(ckpt, &m, &cfg, done, &data_rng, job->corpus, e) != 0)
-            goto io_fail;
+        if (done % tc->save_every == 0 && done != tc->steps && !interrupt_signal()) {
+            if ((rc = save_if_finite(run, done, r, e)) <= 0) break;
+        }
     }
-    fclose(metrics);
-    metrics = NULL;
-    r->step = step;
-    if (n_rates) {
-        r->tok_s = median_of(rates, n_rates);
+    if (rc >= 0 && r->status != TRAIN_DIVERGED) {
+        /* the end, or the stop: the checkpoint of the last completed step */
+        r->step = step;
+        rc = save_if_finite(run, step, r, e);
+        /* a signal during the last evaluation stops the run after the save */
+        if (rc > 0 && (interrupted || interrupt_signal())) r->status = TRAIN_INTERRUPTED;
     }
-    if (diverged) { /* keep the last good checkpoint */
-        progress_finish(&prog, "diverged");
-        r->status = TRAIN_DIVERGED;
-        r->diverged_step = step + 1;
-    } else {
-        if (checkpoint_save(ckpt, &m, &cfg, step, &data_rng, job->corpus, e) != 0) goto io_fail;
-        progress_finish(&prog, interrupted ? "interrupted" : "done");
-        r->status = interrupted ? TRAIN_INTERRUPTED : TRAIN_DONE;
-    }
-    if (cv.n && plot_curves(plot_path, &cv, e) != 0) goto io_fail;
-    if (r->status == TRAIN_DONE) {
-        size_t len;
-        bool mlm = cfg.model.objective == OBJECTIVE_MLM;
-        char *text = mlm ? sample_fill_in(&m, &corpus, &cfg.sample, &len) : sample_text(&m, &cfg.sample, &sample_rng, &len);
-        int src = write_bytes_atomic(samples_path, text, len, e);
-        if (!job->quiet && src == 0) printf(mlm ? "\n%s\n" : "\nsample:\n%s\n\n", text); /* the demo has its own title */
-        free(text);
-        if (src != 0) goto io_fail;
-    }
-    rc = 0;
-    goto done;
-io_fail:
-    rc = -1;
-    if (metrics) fclose(metrics);
-done:
+    progress_finish(&prog, r->status == TRAIN_DIVERGED      ? "diverged"
+                           : r->status == TRAIN_INTERRUPTED ? "interrupted"
+                                                            : "done");
+    if (n_rates) r->tok_s = median_of(rates, n_rates);
     free(rates);
     free(ids);
     free(targets);
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&arena);
-    corpus_close(&corpus);
-    model_free(&m);
-    curves_free(&cv);
+    return rc < 0 ? -1 : 0;
+}
+
+/* samples.txt: text from the finished model, or the fill-in demo under mlm.
+ * 1 when written, 0 when a signal stopped the sampling, -1 on error. */
+static int run_sample(Run *run, Err *e) {
+    size_t len;
+    bool mlm = run->cfg.model.objective == OBJECTIVE_MLM;
+    char *text = mlm ? sample_fill_in(&run->m, &run->corpus, &run->cfg.sample, &len)
+                     : sample_text(&run->m, &run->cfg.sample, &run->sample_rng, &len);
+    if (!text) return 0;
+    int rc = write_bytes_atomic(run->samples_path, text, len, e);
+    if (!run->job->quiet && rc == 0) /* the demo has its own title */
+        printf(mlm ? "\n%s\n" : "\nsample:\n%s\n\n", text);
+    free(text);
+    return rc == 0 ? 1 : -1;
+}
+
+int train_run(const TrainJob *job, TrainResult *r, Err *e) {
+    long stop_at = stop_after;
+    stop_after = -1;
+    memset(r, 0, sizeof *r);
+    r->status = TRAIN_FAILED;
+    r->val_bpb = r->best_val_bpb = NAN;
+    Run run = {.job = job, .cfg = job->cfg, .lock = -1};
+    int rc = -1;
+    if (run_check(&run, e) != 0 || run_open(&run, &r->best_val_bpb, e) != 0 || run_steps(&run, stop_at, r, e) != 0)
+        goto done;
+    fclose(run.metrics);
+    run.metrics = NULL;
+    if (run.cv.n && plot_curves(run.plot_path, &run.cv, e) != 0) goto done;
+    if (r->status == TRAIN_DONE) {
+        int sampled = run_sample(&run, e);
+        if (sampled < 0) goto done;
+        if (!sampled) r->status = TRAIN_INTERRUPTED;
+    }
+    rc = 0;
+done:
+    run_close(&run);
     return rc;
 }

@@ -19,16 +19,22 @@ typedef enum { TRAIN_DONE, TRAIN_INTERRUPTED, TRAIN_DIVERGED, TRAIN_FAILED } Tra
 typedef struct {
     TrainStatus status;
     long step;          /* steps completed */
-    long diverged_step; /* the step whose loss was not finite */
-    double val_bpb, best_val_bpb;
+    long diverged_step; /* the step whose loss, gradient norm or update was not finite */
+    char why[512];      /* what was not finite: "the loss is not finite", "parameter 'x': ..." */
+    double val_bpb, best_val_bpb; /* the best over the whole run, across resumes */
     double tok_s;       /* median over logged intervals */
 } TrainResult;
 
-/* Runs the job. User errors (bad corpus, a run folder in the way) return -1
- * with e set; a diverged or interrupted run returns 0 with the status. */
+/* Runs the job. User errors (bad corpus, a run folder in the way or in use,
+ * a model too large for the memory) return -1 with e set; a diverged or
+ * interrupted run returns 0 with the status. A run that diverges (a loss,
+ * gradient norm, parameter or AdamW moment that is not finite) keeps the last
+ * good checkpoint; one interrupted by a signal in any phase (steps,
+ * evaluation, sampling) has its last completed step saved. */
 int train_run(const TrainJob *job, TrainResult *r, Err *e);
 
-/* Set by SIGINT / SIGTERM; the loop saves a checkpoint and stops. */
+/* interrupt.h's handler for SIGINT / SIGTERM; the loop saves a checkpoint
+ * and stops. */
 void train_install_signal_handlers(void);
 /* The signal that stopped the last run (SIGINT or SIGTERM), or 0. */
 int train_stop_signal(void);

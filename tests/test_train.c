@@ -8,7 +8,9 @@
  * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives;
  *   under objective = mlm, samples.txt is a fill-in demo.
  * - A diverging run stops with TRAIN_DIVERGED and the step, and leaves the last good
- *   checkpoint as it was.
+ *   checkpoint as it was; a parameter or moment that is not finite is never saved.
+ * - Hostile input: a forged all-zero RNG state, a model too large for the memory,
+ *   a run folder locked by another run; the best bpb survives a resume.
  *
  * Every run is tiny (1 layer, d_model 32, context 32, batch 4) on a generated
  * pseudo-English corpus of 200 KB, in one temporary folder per test case. */
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "memory.h"
 #include "mlm.h"
 #include "run.h"
 #include "safetensors.h"
@@ -588,6 +591,187 @@ START_TEST(test_diverged_keeps_last_good_checkpoint) {
 }
 END_TEST
 
+/* Rewrites a checkpoint: metadata `key` set to `value` (when key is not NULL)
+ * and value `index` of tensor `tensor` set to x (when tensor is not NULL). */
+static void rewrite_checkpoint(const char *path, const char *key, const char *value, const char *tensor, long index,
+                               float x) {
+    StFile st;
+    Err e;
+    ck_assert_msg(st_open(&st, path, &e) == 0, "%s", e.msg);
+    StTensor *t = calloc((size_t)st.n_entries, sizeof *t);
+    int (*shapes)[ST_MAX_DIMS] = calloc((size_t)st.n_entries, sizeof *shapes);
+    for (int i = 0; i < st.n_entries; i++) {
+        const StEntry *en = &st.entries[i];
+        float *data = malloc(en->numel * sizeof(float));
+        ck_assert_msg(st_read(&st, en, data, &e) == 0, "%s", e.msg);
+        if (tensor && !strcmp(en->name, tensor)) data[index] = x;
+        for (int d = 0; d < en->ndim; d++) shapes[i][d] = (int)en->shape[d];
+        t[i] = (StTensor){en->name, en->ndim, shapes[i], data};
+    }
+    StMeta *meta = calloc((size_t)st.n_meta, sizeof *meta);
+    for (int i = 0; i < st.n_meta; i++)
+        meta[i] = (StMeta){st.meta_keys[i], key && !strcmp(st.meta_keys[i], key) ? value : st.meta_vals[i]};
+    ck_assert_msg(st_save(path, t, st.n_entries, meta, st.n_meta, &e) == 0, "%s", e.msg);
+    for (int i = 0; i < st.n_entries; i++) free((void *)t[i].data);
+    free(t), free(shapes), free(meta);
+    st_close(&st);
+}
+
+/* A forged checkpoint whose data RNG is all zero (xoshiro then gives zeros
+ * forever, and drawing a batch spun without end) is refused on open. */
+START_TEST(test_zero_rng_refused) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "10");
+    TrainResult r;
+    train_stop_after(5);
+    run_ok(&cfg, "zero_rng", false, TRAIN_INTERRUPTED, 5, &r);
+    char path[1024];
+    tpath(path, sizeof path, "zero_rng", "model.safetensors");
+    rewrite_checkpoint(path, "data_rng", "0000000000000000 0000000000000000 0000000000000000 0000000000000000", NULL, 0,
+                       0);
+    Err e;
+    ck_assert_int_eq(run_quiet(&cfg, "zero_rng", true, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "'data_rng' in metadata is all zero"), "got '%s'", e.msg);
+    /* and a state that is not four words of 16 hex digits */
+    static const char *const bad[] = {"0x1 2 3 4", "1 2 3", "0000000000000001 0000000000000000 0000000000000000",
+                                      "000000000000000g 0000000000000000 0000000000000000 0000000000000000",
+                                      " 0000000000000001 0000000000000000 0000000000000000 000000000000000"};
+    for (int i = 0; i < 5; i++) {
+        rewrite_checkpoint(path, "data_rng", bad[i], NULL, 0, 0);
+        ck_assert_int_eq(run_quiet(&cfg, "zero_rng", true, &r, &e), -1);
+        ck_assert_msg(strstr(e.msg, "bad or missing 'data_rng'"), "'%s': got '%s'", bad[i], e.msg);
+    }
+}
+END_TEST
+
+/* A parameter or AdamW moment that is not finite is never saved. With untied
+ * embeddings, row 255 of tok_emb is read only for byte 255, which the corpus
+ * never holds: a huge (finite) first moment there makes AdamW's next update
+ * infinite (m / (sqrt(v) + eps) with v = 0) while the loss and the gradient
+ * stay finite. The run must stop as diverged at its next save, naming the
+ * parameter, and leave the last good checkpoint as it was. */
+START_TEST(test_nonfinite_never_saved) {
+    Config cfg = tiny_config();
+    set(&cfg, "tie_embeddings", "false");
+    set(&cfg, "steps", "20");
+    set(&cfg, "save_every", "5");
+    TrainResult r;
+    train_stop_after(10);
+    run_ok(&cfg, "nonfinite", false, TRAIN_INTERRUPTED, 10, &r);
+    char path[1024];
+    tpath(path, sizeof path, "nonfinite", "model.safetensors");
+    rewrite_checkpoint(path, NULL, NULL, "optim.m.tok_emb.weight", 255L * 32, 3e38f);
+    size_t n_before;
+    char *before = slurp(path, &n_before);
+    Err e;
+    ck_assert_msg(run_quiet(&cfg, "nonfinite", true, &r, &e) == 0, "%s", e.msg);
+    ck_assert_int_eq(r.status, TRAIN_DIVERGED);
+    ck_assert_int_eq(r.diverged_step, 15);
+    ck_assert_msg(strstr(r.why, "parameter 'tok_emb.weight'"), "why: '%s'", r.why);
+    size_t n_after;
+    char *after = slurp(path, &n_after);
+    ck_assert_msg(n_before == n_after && memcmp(before, after, n_before) == 0, "the step-10 checkpoint was replaced");
+    free(before), free(after);
+    assert_no_tmp("nonfinite");
+    /* a checkpoint holding a value that is not finite does not load */
+    rewrite_checkpoint(path, NULL, NULL, "ln_f.weight", 3, NAN);
+    ck_assert_int_eq(run_quiet(&cfg, "nonfinite", true, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "tensor 'ln_f.weight': value 3 is nan"), "got '%s'", e.msg);
+    rewrite_checkpoint(path, NULL, NULL, "ln_f.weight", 3, 1.0f);
+    rewrite_checkpoint(path, NULL, NULL, "optim.v.ln_f.bias", 0, -1.0f);
+    ck_assert_int_eq(run_quiet(&cfg, "nonfinite", true, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "tensor 'optim.v.ln_f.bias': value 0 is -1"), "got '%s'", e.msg);
+}
+END_TEST
+
+/* The best validation bpb is the best of the whole run, across a resume:
+ * here the run is resumed with a learning rate that makes it worse, so its
+ * best is the evaluation at step 10, before the stop. */
+START_TEST(test_best_across_resume) {
+    Config cfg = tiny_config();
+    set(&cfg, "steps", "20");
+    set(&cfg, "schedule", "constant");
+    TrainResult r;
+    train_stop_after(10);
+    run_ok(&cfg, "best", false, TRAIN_INTERRUPTED, 10, &r);
+    double at10 = r.best_val_bpb;
+    ck_assert(isfinite(at10));
+    set(&cfg, "lr", "1");
+    run_ok(&cfg, "best", true, TRAIN_DONE, 20, &r);
+    ck_assert_msg(r.val_bpb > at10, "the resumed run did not get worse (%g, then %g): the test proves nothing", at10,
+                  r.val_bpb);
+    ck_assert_msg(r.best_val_bpb == at10, "best %.9g, want step 10's %.9g", r.best_val_bpb, at10);
+    /* a checkpoint that does not record it (made before it was recorded):
+     * metrics.jsonl does, to its 6 decimals */
+    char path[1024];
+    set(&cfg, "steps", "30");
+    tpath(path, sizeof path, "best", "model.safetensors");
+    rewrite_checkpoint(path, "best_val_bpb", "", NULL, 0, 0);
+    run_ok(&cfg, "best", true, TRAIN_DONE, 30, &r);
+    ck_assert_msg(fabs(r.best_val_bpb - at10) < 1e-5, "best %.9g, want step 10's %.9g", r.best_val_bpb, at10);
+}
+END_TEST
+
+/* A model too large for the machine is refused before anything is allocated
+ * or written, with what it needs and what is available. */
+START_TEST(test_memory_refused) {
+    Config cfg = tiny_config();
+    set(&cfg, "layers", "64");
+    set(&cfg, "d_model", "8192");
+    set(&cfg, "heads", "8");
+    TrainResult r;
+    Err e;
+    ck_assert_int_eq(run_quiet(&cfg, "huge", false, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "51.5 billion parameters") && strstr(e.msg, "needs") && strstr(e.msg, "available"),
+                  "got '%s'", e.msg);
+    ck_assert_msg(strstr(e.hint, "parameters alone need"), "hint '%s'", e.hint);
+    char dir[1024];
+    ck_assert(!file_exists(tpath(dir, sizeof dir, "huge", NULL)));
+    /* the count comes from the model's own declarations */
+    static const char *const kv[][2] = {{"attn", "softmax"}, {"attn", "cosformer"}, {"talking_heads", "both"},
+                                        {"pos", "learned"},   {"tie_embeddings", "false"}};
+    for (int i = 0; i < 5; i++) {
+        Config c = tiny_config();
+        set(&c, kv[i][0], kv[i][1]);
+        ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+        Model m;
+        model_init(&m, &c.model);
+        ck_assert_int_eq(model_param_count(&c.model), m.params.total);
+        model_free(&m);
+        ck_assert(memory_need(&c.model, 4, 32, MEMORY_TRAIN, 1) > 16.0 * (double)model_param_count(&c.model));
+        ck_assert_int_eq(memory_check("tiny", NULL, &c.model, 4, 32, MEMORY_TRAIN, 1, &e), 0);
+    }
+}
+END_TEST
+
+/* One run folder, one training at a time: the lock is exclusive between any
+ * two holders (two processes, or two opens in one), and released on unlock. */
+START_TEST(test_run_folder_locked) {
+    char dir[1024];
+    tpath(dir, sizeof dir, "locked", NULL);
+    Err e;
+    ck_assert_int_eq(make_dirs(dir, &e), 0);
+    int fd = run_lock(dir, &e);
+    ck_assert_msg(fd >= 0, "%s", e.msg);
+    ck_assert_int_eq(run_lock(dir, &e), -1);
+    char pid[64];
+    snprintf(pid, sizeof pid, "(pid %ld)", (long)getpid());
+    ck_assert_msg(strstr(e.msg, "another command is training in this run folder") && strstr(e.msg, pid), "got '%s'",
+                  e.msg);
+    /* train_run into the folder is refused while it is held */
+    Config cfg = tiny_config();
+    TrainResult r;
+    ck_assert_int_eq(run_quiet(&cfg, "locked", false, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "another command is training"), "got '%s'", e.msg);
+    char path[1024];
+    ck_assert(!file_exists(tpath(path, sizeof path, "locked", "config.json")));
+    run_unlock(fd);
+    fd = run_lock(dir, &e);
+    ck_assert_msg(fd >= 0, "%s", e.msg);
+    run_unlock(fd);
+}
+END_TEST
+
 /* Errors before training starts leave no run folder behind. */
 START_TEST(test_bad_corpus_makes_no_folder) {
     Config cfg = tiny_config();
@@ -661,6 +845,11 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_eval_more_often_than_log);
     tcase_add_test(tc, test_diverged_keeps_last_good_checkpoint);
     tcase_add_test(tc, test_bad_corpus_makes_no_folder);
+    tcase_add_test(tc, test_zero_rng_refused);
+    tcase_add_test(tc, test_nonfinite_never_saved);
+    tcase_add_test(tc, test_best_across_resume);
+    tcase_add_test(tc, test_memory_refused);
+    tcase_add_test(tc, test_run_folder_locked);
     tcase_add_test(tc, test_sample_draw_top_k);
     suite_add_tcase(s, tc);
     return s;

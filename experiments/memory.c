@@ -1,0 +1,110 @@
+/* memory.c: see memory.h for what is counted. */
+#include "memory.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "model.h"
+
+long model_param_count(const ModelConfig *c) {
+    Model m;
+    params_set_dry_run(true);
+    model_init(&m, c);
+    params_set_dry_run(false);
+    long n = m.params.total;
+    model_free(&m);
+    return n;
+}
+
+double memory_need(const ModelConfig *c, int B, int T, MemoryUse use, int threads) {
+    const AttnKernel *kern = attn_kernel_for(c->attn);
+    ModelConfig m = attn_effective(c);
+    double params = (double)model_param_count(c), tokens = (double)B * T, L = c->layers, d = c->d_model;
+    double per_token = L * (30.0 * d + 4.0 * c->mlp_ratio * d) + 6.0 * c->vocab; /* floats */
+    double quadratic = kern->quadratic_bytes ? kern->quadratic_bytes(&m, T, threads) : 0.0;
+    switch (use) {
+        case MEMORY_TRAIN: /* values, gradients, m and v; the arena; P kept per layer and window */
+            return 16.0 * params + 4.0 * tokens * per_token + L * B * quadratic;
+        case MEMORY_EVAL: /* the values are read, the other slabs never touched */
+            return 4.0 * params + 2.0 * tokens * per_token;
+        case MEMORY_PROBS: /* every layer's P at once, and a copy for LAPACK */
+            return 4.0 * params + 2.0 * tokens * per_token + 4.0 * (L * c->heads + 1) * B * (double)T * T;
+    }
+    return 0.0;
+}
+
+/* The first number in a file (a /proc or /sys value), or -1. */
+static double read_number(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[256];
+    double v = -1;
+    size_t klen = key ? strlen(key) : 0;
+    while (fgets(line, sizeof line, f)) {
+        if (key && strncmp(line, key, klen) != 0) continue;
+        if (sscanf(line + klen, "%lf", &v) != 1) v = -1;
+        break;
+    }
+    fclose(f);
+    return v;
+}
+
+static void lower_to(double *avail, double x) {
+    if (x >= 0 && x < *avail) *avail = x;
+}
+
+double memory_available(void) {
+    double avail = 1e300;
+    double kib = read_number("/proc/meminfo", "MemAvailable:");
+    if (kib >= 0) avail = kib * 1024.0;
+    /* a container's limit: cgroup v2, then v1 ("max" or a huge number: none) */
+    double limit = read_number("/sys/fs/cgroup/memory.max", NULL);
+    if (limit > 0) lower_to(&avail, limit - read_number("/sys/fs/cgroup/memory.current", NULL));
+    limit = read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", NULL);
+    if (limit > 0 && limit < 1e18)
+        lower_to(&avail, limit - read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", NULL));
+    /* ulimit -v: what is mapped already counts against it */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        double pages = read_number("/proc/self/statm", NULL);
+        long page = sysconf(_SC_PAGESIZE);
+        lower_to(&avail, (double)rl.rlim_cur - (pages > 0 && page > 0 ? pages * (double)page : 0.0));
+    }
+    return avail > 0 ? avail : 0;
+}
+
+static const char *gib(double bytes, char *buf, size_t size) {
+    if (bytes >= (double)(1 << 30))
+        snprintf(buf, size, "%.1f GiB", bytes / (1 << 30));
+    else
+        snprintf(buf, size, "%.0f MiB", bytes / (1 << 20));
+    return buf;
+}
+
+/* "842.5 thousand", "51.5 billion" */
+static const char *count_words(double n, char *buf, size_t size) {
+    if (n >= 1e9)
+        snprintf(buf, size, "%.1f billion", n / 1e9);
+    else if (n >= 1e6)
+        snprintf(buf, size, "%.1f million", n / 1e6);
+    else
+        snprintf(buf, size, "%.1f thousand", n / 1e3);
+    return buf;
+}
+
+int memory_check(const char *what, const char *hint, const ModelConfig *c, int B, int T, MemoryUse use, int threads,
+                 Err *e) {
+    double need = memory_need(c, B, T, use, threads), avail = memory_available();
+    if (need <= avail) return 0;
+    char a[32], b[32], n[32];
+    double params = (double)model_param_count(c);
+    err_set(e, "%s: the model (%s parameters) %s needs %s, %s available", what, count_words(params, n, sizeof n),
+            use == MEMORY_TRAIN ? "in training" : "at this length", gib(need, a, sizeof a), gib(avail, b, sizeof b));
+    double least = (use == MEMORY_TRAIN ? 16.0 : 4.0) * params;
+    if (least > avail) /* no length or batch helps */
+        return err_hint(e, "its parameters alone need %s: a smaller model, or a machine with more memory",
+                        gib(least, a, sizeof a));
+    return hint ? err_hint(e, "%s", hint) : -1;
+}
