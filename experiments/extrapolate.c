@@ -422,8 +422,11 @@ int main(int argc, char **argv) {
             v->corpus_path = corpus_arg;
         } else {
             if (!info.corpus[0] || !file_exists(info.corpus)) {
-                fprintf(stderr, "error: no corpus given, and the one %s names (%s) is not there\nhint: ./extrapolate %s corpus.txt\n",
-                        v->spec, info.corpus[0] ? info.corpus : "none recorded", v->spec);
+                /* through err_set, which keeps a forged path on one line */
+                err_set(&e, "no corpus given, and the one %s names (%s) is not there", v->spec,
+                        info.corpus[0] ? info.corpus : "none recorded");
+                err_hint(&e, "./extrapolate %s corpus.txt", v->spec);
+                err_print(&e);
                 return 2;
             }
             v->corpus_path = xstrdup(info.corpus);

@@ -193,8 +193,10 @@ int main(int argc, char **argv) {
     if (!corpus_path) {
         corpus_path = info.corpus;
         if (!corpus_path[0] || !file_exists(corpus_path)) {
-            fprintf(stderr, "error: no corpus given, and the checkpoint's (%s) is not there\nhint: ./spectrum %s corpus.txt\n",
-                    corpus_path[0] ? corpus_path : "none recorded", target);
+            /* through err_set, which keeps a forged path on one line */
+            err_set(&e, "no corpus given, and the checkpoint's (%s) is not there", corpus_path[0] ? corpus_path : "none recorded");
+            err_hint(&e, "./spectrum %s corpus.txt", target);
+            err_print(&e);
             return 2;
         }
     }
