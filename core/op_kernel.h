@@ -24,6 +24,10 @@ static inline void thread_range(long n, long *lo, long *hi) {
  * all -INFINITY (every key masked) becomes all zeros, not NaN. Vector loops;
  * the sums use `omp simd reduction`, a fixed order. */
 void softmax_inplace(float *s, int n);
+/* The same, keeping the row's max and 1 / sum (max -inf: all masked, zeros),
+ * so that a backward can compute the same row again bit for bit:
+ * s_i = fm_expf(s_i - max) * inv. */
+void softmax_inplace_stats(float *s, int n, float *mx, float *inv);
 
 /* Aborts with "<op>: <why>: a [..], b [..]" (b may be NULL). */
 void shape_fail(const char *op, const char *why, const Tensor *a, const Tensor *b)

@@ -18,10 +18,12 @@ Tensor *op_softmax(Tensor *x, Tensor *mask) {
     return node_run(n);
 }
 
-void softmax_inplace(float *restrict s, int n) {
+void softmax_inplace_stats(float *restrict s, int n, float *mx_out, float *inv_out) {
     float mx = -INFINITY;
     #pragma omp simd reduction(max : mx)
     for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
+    *mx_out = mx;
+    *inv_out = 0.0f;
     if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */
         for (int i = 0; i < n; i++) s[i] = 0.0f;
         return;
@@ -33,8 +35,14 @@ void softmax_inplace(float *restrict s, int n) {
         sum += s[i];
     }
     float inv = 1.0f / sum;
+    *inv_out = inv;
     #pragma omp simd
     for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
+void softmax_inplace(float *restrict s, int n) {
+    float mx, inv;
+    softmax_inplace_stats(s, n, &mx, &inv);
 }
 
 /* One row: y = softmax(x + mask), mask may be NULL. */

@@ -126,31 +126,6 @@ static float *thread_block(float *scratch, const Plan *p) {
     return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
 }
 
-/* Row softmax of s[0, n) in place, as softmax_inplace computes it, keeping
- * the row's max and 1 / sum in *mx, *inv (mx = -inf: every key masked, all
- * zeros). */
-static void row_softmax(float *restrict s, int n, float *mx_out, float *inv_out) {
-    float mx = -INFINITY;
-    #pragma omp simd reduction(max : mx)
-    for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
-    *mx_out = mx;
-    if (mx == -INFINITY) {
-        for (int i = 0; i < n; i++) s[i] = 0.0f;
-        *inv_out = 0.0f;
-        return;
-    }
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < n; i++) {
-        s[i] = fm_expf(s[i] - mx);
-        sum += s[i];
-    }
-    float inv = 1.0f / sum;
-    *inv_out = inv;
-    #pragma omp simd
-    for (int i = 0; i < n; i++) s[i] *= inv;
-}
-
 /* The same row again from its kept max and 1 / sum: the same operations on
  * the same scores, so the same bits as forward's P. */
 static void row_softmax_again(float *restrict s, int n, float mx, float inv) {
@@ -190,7 +165,7 @@ static void block_probs(const Plan *p, const QBlock *b, const float *q, const fl
         else if (again)
             row_softmax_again(s + a, e - a, stats[2 * i], stats[2 * i + 1]);
         else
-            row_softmax(s + a, e - a, &stats[2 * i], &stats[2 * i + 1]);
+            softmax_inplace_stats(s + a, e - a, &stats[2 * i], &stats[2 * i + 1]);
         for (int c = e; c < w; c++) s[c] = 0.0f;
     }
 }
