@@ -35,7 +35,7 @@ COMMANDS := train bench spectrum ablate extrapolate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo extrapolate-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo extrapolate-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -169,6 +169,23 @@ cosformer-seeds-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --seeds 3 $(COSFORMER_SEEDS_OPTS) \
 	    --out results/cosformer-seeds data/brown.txt
+
+# More reproductions at the same budget, 3 seeds each, resumable from
+# results/ (EXPERIMENTS.md): the low-rank bottleneck's key_size sweep at
+# fixed heads and head_size; Talking-Heads over the number of heads at fixed
+# d_model; Linformer's k at two lengths (masked LMs, k matters, not n/k).
+REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
+	--sample_length 0 --seeds 3
+lowrank-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
+talking-heads-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
+linformer-k-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_k=16/32/64 context=128/256 --attn linformer --objective mlm $(REPRO_OPTS) \
+	    --out results/linformer-k data/brown.txt
 
 # The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
 # position scheme at context 128 with the same budget, into runs/extrap/<pos>
