@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "grid.h"
+#include "interrupt.h"
 #include "progress.h"
 #include "run.h"
 #include "startup.h"
@@ -101,7 +102,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         }
         if (r->result.status == TRAIN_INTERRUPTED) {
             printf("interrupted in run %s; run the same command again to resume\n", r->name);
-            return 128 + (train_stop_signal() ? train_stop_signal() : 2);
+            return interrupt_exit_status();
         }
         if (r->result.status == TRAIN_DIVERGED)
             printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
@@ -184,7 +185,7 @@ int main(int argc, char **argv) {
     int threads = engine_set_threads(grid.base.train.threads);
     printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
 
-    train_install_signal_handlers();
+    interrupt_install(); /* a run stops at its next step, its checkpoint saved */
     double t_start = now_seconds();
     status = train_runs(runs, n_runs, n_train, corpus);
     if (status == 0 && grid_write_outputs(dir, &grid, runs, n_runs, &e) != 0) {

@@ -2,6 +2,7 @@
 #include "grid.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -281,9 +282,8 @@ static int read_json(const char *folder, const char *file, cJSON **out, Err *e) 
     char path[1100];
     *out = NULL;
     snprintf(path, sizeof path, "%s/%s", folder, file);
-    if (!file_exists(path)) return 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return err_set(e, "%s: cannot read", path);
+    FILE *f = fopen_regular(path, "r", e); /* a FIFO left there must not hang the grid */
+    if (!f) return errno == ENOENT ? 0 : -1;
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     bool whole = feof(f);
@@ -308,8 +308,8 @@ static void read_metrics(GridRun *run) {
     run->steps = run->bpb = NULL;
     run->n_points = 0;
     run->den_clamped = NAN;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
+    FILE *f = fopen_regular(path, "r", NULL);
+    if (!f) return; /* no curve: the table still has the result */
     char line[4096];
     int cap = 0, n_clamped = 0;
     double clamped = 0;

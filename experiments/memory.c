@@ -25,7 +25,7 @@ double memory_need(const ModelConfig *c, int B, int T, MemoryUse use, int thread
     double per_token = L * (30.0 * d + 4.0 * c->mlp_ratio * d) + 6.0 * c->vocab; /* floats */
     double quadratic = kern->quadratic_bytes ? kern->quadratic_bytes(&m, T, threads) : 0.0;
     switch (use) {
-        case MEMORY_TRAIN: /* values, gradients, m and v; the arena; P kept per layer and window */
+        case MEMORY_TRAIN: /* values, gradients, m and v; the arena; what the kernel keeps that grows faster than T */
             return 16.0 * params + 4.0 * tokens * per_token + L * B * quadratic;
         case MEMORY_EVAL: /* the values are read, the other slabs never touched */
             return 4.0 * params + 2.0 * tokens * per_token;

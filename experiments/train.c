@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
     if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
     fflush(stdout); /* seen at once in a log, before the first step */
 
-    train_install_signal_handlers();
+    interrupt_install(); /* the loop saves a checkpoint and stops */
     TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = "train"};
     TrainResult r;
     if (train_run(&job, &r, &e) != 0) {

@@ -37,10 +37,6 @@
 /* The test hook (trainer.h): the next run stops after this many steps. */
 static long stop_after = -1;
 
-int train_stop_signal(void) { return interrupt_signal(); }
-
-void train_install_signal_handlers(void) { interrupt_install(); }
-
 /* The three random streams of a run all come from its seed. */
 enum { STREAM_INIT = 0, STREAM_DATA = 1, STREAM_SAMPLE = 2 };
 static void rng_stream(Rng *r, int64_t seed, int stream) { rng_seed(r, (uint64_t)seed * 3 + (uint64_t)stream); }

@@ -33,12 +33,6 @@ typedef struct {
  * evaluation, sampling) has its last completed step saved. */
 int train_run(const TrainJob *job, TrainResult *r, Err *e);
 
-/* interrupt.h's handler for SIGINT / SIGTERM; the loop saves a checkpoint
- * and stops. */
-void train_install_signal_handlers(void);
-/* The signal that stopped the last run (SIGINT or SIGTERM), or 0. */
-int train_stop_signal(void);
-
 /* For tests: the next train_run stops exactly as if SIGINT had arrived once
  * `steps` steps were done (checkpoint saved, status TRAIN_INTERRUPTED), which a
  * real signal cannot do deterministically. Applies to that one run only; a

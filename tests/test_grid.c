@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "grid.h"
@@ -122,6 +123,11 @@ START_TEST(test_stale_run_refused) {
     ck_assert_int_eq(write_file_atomic(path, "{\"layers\": \"many\"", &e), 0);
     ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), -1);
     ck_assert_msg(strstr(e.msg, "config.json: not the file a run writes"), "%s", e.msg);
+    /* a FIFO in its place is refused, not waited on */
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(grid_run_state(r, "corpus.txt", &e), -1);
+    ck_assert_msg(strstr(e.msg, "not a regular file"), "%s", e.msg);
     unlink(path);
     snprintf(path, sizeof path, "%s/result.json", r->folder);
     unlink(path);

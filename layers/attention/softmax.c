@@ -65,7 +65,6 @@ int attn_query_block = 64;
 typedef struct {
     int r0, r1; /* query rows [r0, r1) */
     int k0, w;  /* keys [k0, k0 + w) */
-    long off;   /* where the block's P [r1 - r0, w] would start in a head's whole P */
 } QBlock;
 
 typedef struct {
@@ -73,8 +72,7 @@ typedef struct {
     int *lo, *hi;   /* each row's keys */
     float *lambda;  /* each row's log-n factor (1 without logn) */
     QBlock *b;
-    long per_head;  /* floats of P per head */
-    int max_w;
+    int max_w;      /* the widest block: a block's scratch is qb x max_w */
 } Plan;
 
 /* The plan of the node's call, in the arena. */
@@ -100,7 +98,6 @@ static Plan plan_make(const Node *n, int T) {
         double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
         p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
     }
-    long off = 0;
     p.max_w = 0;
     for (int b = 0; b < p.n; b++) {
         QBlock *q = &p.b[b];
@@ -108,11 +105,8 @@ static Plan plan_make(const Node *n, int T) {
         q->r1 = q->r0 + qb < T ? q->r0 + qb : T;
         q->k0 = p.lo[q->r0];
         q->w = p.hi[q->r1 - 1] - q->k0 + 1;
-        q->off = off;
-        off += (long)(q->r1 - q->r0) * q->w;
         if (q->w > p.max_w) p.max_w = q->w;
     }
-    p.per_head = off;
     return p;
 }
 
