@@ -77,6 +77,7 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
 typedef struct {
     double *step, *loss_bits, *val_step, *val_bits;
     int n, n_val, cap;
+    double time_s; /* the last line's time_s (0 if none): where a resumed run's clock starts */
 } Curves;
 
 static void curves_add(Curves *cv, double step, double loss, double val) {
@@ -128,7 +129,9 @@ static int metrics_truncate(const char *path, long step, Curves *cv, double *bes
             memcpy(kept + len, line, n + 1);
             len += n;
             const cJSON *loss = cJSON_GetObjectItem(j, "loss"), *val = cJSON_GetObjectItem(j, "val_loss");
+            const cJSON *time_s = cJSON_GetObjectItem(j, "time_s");
             double v = cJSON_IsNumber(val) ? val->valuedouble : NAN;
+            if (cJSON_IsNumber(time_s) && isfinite(time_s->valuedouble)) cv->time_s = time_s->valuedouble;
             curves_add(cv, s->valuedouble, cJSON_IsNumber(loss) ? loss->valuedouble : NAN, v);
             if (isfinite(v) && !(*best <= v / M_LN2)) *best = v / M_LN2;
         }
@@ -156,6 +159,7 @@ typedef struct {
     Rng data_rng, init_rng, sample_rng;
     Curves cv;
     FILE *metrics;
+    double t0; /* now_seconds() at which time_s was cv.time_s */
 } Run;
 
 /* The checks that can fail on user input, made before the run folder is
@@ -266,9 +270,12 @@ static int save_if_finite(Run *run, long done, TrainResult *r, Err *e) {
     return 1;
 }
 
-/* One metrics line (and a progress update) for step `done`. */
+/* One metrics line (and a progress update) for step `done`. val is this
+ * step's validation loss (NAN when it did not evaluate); the progress line
+ * shows the last one, in bits per byte, with the step it was measured at.
+ * time_s is the wall-clock time of the run so far (continued on resume). */
 static void log_step(Run *run, Progress *prog, long done, double loss, double val, float lr, float norm,
-                     AttnStats stats, double tok_s, double val_bpb) {
+                     AttnStats stats, double tok_s) {
     FILE *f = run->metrics;
     fprintf(f, "{\"step\": %ld, \"loss\": %.6f, \"val_loss\": ", done, loss);
     if (isfinite(val))
@@ -282,14 +289,15 @@ static void log_step(Run *run, Progress *prog, long done, double loss, double va
         fprintf(f, ", \"den_clamped\": %.6g", (double)stats.den_clamped / (double)stats.den_rows);
     else
         fprintf(f, ", \"den_clamped\": null");
-    fprintf(f, ", \"tok_s\": %.0f}\n", tok_s);
+    fprintf(f, ", \"tok_s\": %.0f, \"time_s\": %.3f}\n", tok_s, run->cv.time_s + (now_seconds() - run->t0));
     fflush(f);
     curves_add(&run->cv, (double)done, loss, val);
-    char extra[160];
-    if (isfinite(val_bpb))
-        snprintf(extra, sizeof extra, "loss %.3f val_bpb %.3f lr %.1e %.0f tok/s", loss, val_bpb, lr, tok_s);
-    else
-        snprintf(extra, sizeof extra, "loss %.3f lr %.1e %.0f tok/s", loss, lr, tok_s);
+    /* the fields, most important first; a narrow terminal drops the last ones */
+    char extra[200], shown[48] = "";
+    const Curves *cv = &run->cv;
+    if (cv->n_val)
+        snprintf(shown, sizeof shown, "\tval %.3f bpb @%.0f", cv->val_bits[cv->n_val - 1], cv->val_step[cv->n_val - 1]);
+    snprintf(extra, sizeof extra, "loss %.3f bpb%s\tlr %.1e\t%.0f tok/s", loss / M_LN2, shown, lr, tok_s);
     progress_update(prog, done, extra);
 }
 
@@ -315,6 +323,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     double *rates = xmalloc((size_t)(tc->steps / tc->log_every + tc->steps / tc->eval_every + 2) * sizeof(double));
     int n_rates = 0, rc = 0;
     double t_log = now_seconds();
+    run->t0 = t_log;
     long tokens_since = 0, step = run->start;
     bool interrupted = false;
     r->status = TRAIN_DONE;
@@ -364,7 +373,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         if (done % tc->log_every == 0 || eval) {
             double tok_s = tokens_since / (now_seconds() - t_log);
             rates[n_rates++] = tok_s;
-            log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s, r->val_bpb);
+            log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s);
             t_log = now_seconds(); /* evaluation and logging are not counted as training time */
             tokens_since = 0;
         }

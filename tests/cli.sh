@@ -238,6 +238,23 @@ else
     fail "--help lists every option" "exit $?"
 fi
 
+# ------------------------------------------------------------------- progress
+# The plain progress lines (stdout is not a terminal): the loss in bits per
+# byte, and the last validation bpb with the step it was measured at, also on
+# the lines between evaluations.
+if "$TRAIN" $TINY --steps 30 --warmup 5 --eval_every 10 --log_every 5 --out "$R/progress" "$CORPUS" \
+    >"$T/out" 2>"$T/err"; then
+    at15=$(grep -c '^train: step 15/30 .* loss [0-9.]* bpb  val [0-9.]* bpb @10  lr ' "$T/out")
+    at20=$(grep -c '^train: step 20/30 .* loss [0-9.]* bpb  val [0-9.]* bpb @20  lr ' "$T/out")
+    if [ "$at15" -eq 1 ] && [ "$at20" -eq 1 ] && ! grep -q 'val_bpb' "$T/out"; then
+        pass "progress: loss and val in bpb, val with its step"
+    else
+        fail "progress: loss and val in bpb, val with its step" "$(grep '^train: step' "$T/out" | head -4)"
+    fi
+else
+    fail "progress: loss and val in bpb, val with its step" "exit $?: $(head -1 "$T/err")"
+fi
+
 # ------------------------------------------------------------------- Ctrl-C
 # SIGINT saves a checkpoint and exits 130; the run then resumes to the end.
 "$TRAIN" $TINY --steps 10000000 --warmup 10 --save_every 10000000 --eval_every 10000000 --log_every 1000 \

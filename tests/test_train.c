@@ -183,6 +183,28 @@ static char *metrics_without_timing(const char *run) {
     return out;
 }
 
+/* metrics.jsonl's time_s: present on every line, finite, never negative and
+ * never going back, also across a resume (the clock continues from the last
+ * kept line). */
+static void assert_time_grows(const char *run) {
+    char path[1024];
+    char *text = slurp(tpath(path, sizeof path, run, "metrics.jsonl"), NULL);
+    ck_assert_msg(text != NULL, "%s: no metrics.jsonl", run);
+    double last = 0.0;
+    int lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        cJSON *m = cJSON_Parse(line);
+        const cJSON *t = m ? cJSON_GetObjectItem(m, "time_s") : NULL;
+        ck_assert_msg(cJSON_IsNumber(t), "%s: line %d has no time_s: %s", run, lines + 1, line);
+        ck_assert_msg(isfinite(t->valuedouble) && t->valuedouble >= last, "%s: line %d: time_s %g after %g", run,
+                      lines + 1, t->valuedouble, last);
+        last = t->valuedouble;
+        cJSON_Delete(m);
+    }
+    ck_assert_int_gt(lines, 0);
+    free(text);
+}
+
 /* Every tensor (parameters and optimizer moments) and the step and data RNG of
  * two checkpoints are equal, bit for bit. */
 static void assert_same_checkpoint(const char *path_a, const char *path_b) {
@@ -270,6 +292,7 @@ static void check_resume_exact(const Config *cfg, const char *tag) {
         char *got = metrics_without_timing(name);
         ck_assert_msg(strcmp(got, want) == 0, "%s: metrics differ from the uninterrupted run:\n%s\nwant:\n%s", name, got, want);
         free(got);
+        assert_time_grows(name);
         assert_same_checkpoint(path, full_ckpt);
         assert_no_tmp(name);
     }
@@ -380,16 +403,16 @@ START_TEST(test_run_folder) {
     cJSON_Delete(j);
     free(text);
 
-    /* metrics.jsonl: one line per 5 steps with the 8 keys; falling loss */
+    /* metrics.jsonl: one line per 5 steps with the 9 keys; falling loss */
     text = slurp(tpath(path, sizeof path, "folder", "metrics.jsonl"), NULL);
-    static const char *const keys[] = {"step", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "den_clamped", "tok_s"};
+    static const char *const keys[] = {"step", "loss", "val_loss", "val_bpb", "lr", "grad_norm", "den_clamped", "tok_s", "time_s"};
     int lines = 0, evals = 0;
     double first = NAN, last = NAN;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *m = cJSON_Parse(line);
         ck_assert_msg(cJSON_IsObject(m), "metrics line %d does not parse: %s", lines + 1, line);
-        ck_assert_int_eq(cJSON_GetArraySize(m), 8);
-        for (int k = 0; k < 8; k++) ck_assert_msg(cJSON_GetObjectItem(m, keys[k]) != NULL, "line %d lacks %s", lines + 1, keys[k]);
+        ck_assert_int_eq(cJSON_GetArraySize(m), 9);
+        for (int k = 0; k < 9; k++) ck_assert_msg(cJSON_GetObjectItem(m, keys[k]) != NULL, "line %d lacks %s", lines + 1, keys[k]);
         ck_assert_int_eq(cJSON_GetObjectItem(m, "step")->valueint, 5 * (lines + 1));
         double loss = cJSON_GetObjectItem(m, "loss")->valuedouble;
         ck_assert(isfinite(loss) && loss > 0.0);
@@ -425,6 +448,7 @@ START_TEST(test_run_folder) {
 
     /* the checkpoint: the finished step, with optimizer state */
     ck_assert_int_eq(checkpoint_step(tpath(path, sizeof path, "folder", "model.safetensors")), 40);
+    assert_time_grows("folder");
 }
 END_TEST
 
@@ -452,7 +476,7 @@ START_TEST(test_mlm_run_folder) {
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *m = cJSON_Parse(line);
         ck_assert_msg(cJSON_IsObject(m), "metrics line does not parse: %s", line);
-        ck_assert_int_eq(cJSON_GetArraySize(m), 8);
+        ck_assert_int_eq(cJSON_GetArraySize(m), 9);
         double loss = cJSON_GetObjectItem(m, "loss")->valuedouble;
         ck_assert(isfinite(loss));
         if (isnan(first)) first = loss;
