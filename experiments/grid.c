@@ -166,22 +166,13 @@ static void baseline_config(Config *c) {
     option_forget(c, "attn");
 }
 
-/* Options that do not change what a run computes. */
-static bool bookkeeping(const OptDef *o) {
-    static const char *const names[] = {"threads", "log_every", "save_every", "out", NULL};
-    if (o->group == GROUP_SAMPLE) return true;
-    for (int i = 0; names[i]; i++)
-        if (!strcmp(o->name, names[i])) return true;
-    return false;
-}
-
 /* The options a and b differ in, as "name a -> b, ..." into buf (empty when none). */
 static void differences(const Config *a, const Config *b, char *buf, size_t size) {
     size_t k = 0;
     buf[0] = '\0';
     for (int i = 0; i < option_count(); i++) {
         const OptDef *o = option_at(i);
-        if (bookkeeping(o)) continue;
+        if (option_bookkeeping(o)) continue;
         char x[320], y[320];
         if (!strcmp(option_format(a, o, x, sizeof x), option_format(b, o, y, sizeof y))) continue;
         if (k < size) k += (size_t)snprintf(buf + k, size - k, "%s%s %s -> %s", k ? ", " : "", o->name, x, y);

@@ -1,6 +1,8 @@
 /* options.c: the option table and everything made from it. */
 #include "options.h"
 
+#include <ctype.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -70,7 +72,7 @@ static const OptDef table_rows[] = {
     {"log_every", OPT_INT, GROUP_TRAIN, T(log_every), "10", 1, 100000000, NULL, 0,
      "steps between metrics lines", NULL},
     {"out", OPT_STRING, GROUP_TRAIN, T(out), "", 0, 0, NULL, sizeof(((TrainConfig *)0)->out),
-     "run folder; default runs/<attn>-<date>-<time>", NULL},
+     "run folder; default runs/<attn>_<changed options>-<date>-<time>, e.g. runs/softmax_pos-rope-20261123-101500", NULL},
     /* sampling */
     {"prompt", OPT_STRING, GROUP_SAMPLE, S(prompt), "The ", 0, 0, NULL, sizeof(((SampleConfig *)0)->prompt),
      "text the sample starts from", NULL},
@@ -442,6 +444,40 @@ int config_validate(Config *c, Err *e) {
     if (c->train.min_lr > c->train.lr)
         return err_set(e, "--min_lr %g is above --lr %g", (double)c->train.min_lr, (double)c->train.lr);
     return 0;
+}
+
+bool option_bookkeeping(const OptDef *o) {
+    static const char *const names[] = {"threads", "log_every", "save_every", "out", NULL};
+    if (o->group == GROUP_SAMPLE) return true;
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(o->name, names[i])) return true;
+    return false;
+}
+
+void config_run_name(const Config *c, char *buf, size_t size) {
+    Config d;
+    config_defaults(&d);
+    const OptDef *attn = option_find("attn");
+    char v[320];
+    size_t k = (size_t)snprintf(buf, size, "%s", option_format(c, attn, v, sizeof v));
+    for (int i = 0; i < option_count() && k < size; i++) {
+        const OptDef *o = option_at(i);
+        char w[320];
+        if (o == attn || option_bookkeeping(o) || !strcmp(option_format(c, o, v, sizeof v), option_format(&d, o, w, sizeof w)))
+            continue;
+        char field[400];
+        int n = snprintf(field, sizeof field, "_%s-%s", o->name, v);
+        /* folder-safe: no separators, spaces or shell-awkward characters */
+        for (char *p = field + 1; *p; p++)
+            if (!(isalnum((unsigned char)*p) || *p == '-' || *p == '.' || *p == '_')) *p = *p == ',' ? '+' : '_';
+        if (k + (size_t)n + 5 >= size || k + (size_t)n > 96) {
+            /* too many to name: the config.json beside it has them all */
+            k += (size_t)snprintf(buf + k, size - k, "_etc");
+            break;
+        }
+        memcpy(buf + k, field, (size_t)n + 1);
+        k += (size_t)n;
+    }
 }
 
 void options_print_help(FILE *f, int group_mask) { options_print_help_without(f, group_mask, NULL); }

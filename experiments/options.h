@@ -79,6 +79,14 @@ const char *option_format(const Config *c, const OptDef *o, char *buf, size_t si
 /* Refuses combinations that cannot work, with the reason, and derives what
  * follows from the options (the vocabulary: 257 under objective = mlm). */
 int config_validate(Config *c, Err *e);
+/* Options that do not change what a run computes (threads, logging,
+ * checkpointing, the run folder, sampling). */
+bool option_bookkeeping(const OptDef *o);
+/* A run folder's default name: the attn value, then each option that
+ * differs from its default and changes what the run computes, as
+ * "_key-value" (values made folder-safe), e.g. "softmax_pos-rope_steps-2000";
+ * "_etc" ends it when they would not fit in about 100 characters. */
+void config_run_name(const Config *c, char *buf, size_t size);
 /* Prints the table for --help: the groups given, one line per option. */
 void options_print_help(FILE *f, int group_mask);
 /* The same without option `skip` (a command's own flag of that name: ablate's --out). */

@@ -151,7 +151,9 @@ int main(int argc, char **argv) {
             char stamp[32];
             time_t now = time(NULL);
             strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-            snprintf(run_dir, sizeof run_dir, "runs/%s-%s", option_format(&cfg, option_find("attn"), (char[32]){0}, 32), stamp);
+            char name[128];
+            config_run_name(&cfg, name, sizeof name);
+            snprintf(run_dir, sizeof run_dir, "runs/%s-%s", name, stamp);
         }
     }
     if (config_validate(&cfg, &e) != 0) {

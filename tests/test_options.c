@@ -12,6 +12,7 @@
  * - What validation derives: the vocabulary, 257 under objective = mlm. */
 #include <cJSON.h>
 #include <check.h>
+#include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -402,6 +403,45 @@ START_TEST(test_per_layer_k) {
 }
 END_TEST
 
+/* A run folder's default name: the attn value, then the options that differ
+ * from their defaults and change what is computed, in table order. */
+START_TEST(test_run_name) {
+    Config c;
+    char name[128];
+    config_defaults(&c);
+    config_run_name(&c, name, sizeof name);
+    ck_assert_str_eq(name, "softmax");
+    /* bookkeeping options (threads, logging, sampling) do not name a run */
+    ck_assert_int_eq(option_set(&c, "threads", "1", NULL), 0);
+    ck_assert_int_eq(option_set(&c, "sample_length", "10", NULL), 0);
+    ck_assert_int_eq(option_set(&c, "steps", "2000", NULL), 0);
+    ck_assert_int_eq(option_set(&c, "pos", "rope", NULL), 0);
+    config_run_name(&c, name, sizeof name);
+    ck_assert_str_eq(name, "softmax_pos-rope_steps-2000");
+    /* a preset is its attn value alone; a list is folder-safe */
+    config_defaults(&c);
+    ck_assert_int_eq(option_set(&c, "attn", "cosformer", NULL), 0);
+    config_run_name(&c, name, sizeof name);
+    ck_assert_str_eq(name, "cosformer");
+    config_defaults(&c);
+    ck_assert_int_eq(option_set(&c, "attn", "linformer", NULL), 0);
+    ck_assert_int_eq(option_set(&c, "linformer_k", "32,16", NULL), 0);
+    config_run_name(&c, name, sizeof name);
+    ck_assert_str_eq(name, "linformer_linformer_k-32+16");
+    /* too many to name: cut at a whole field, and said so */
+    config_defaults(&c);
+    static const char *const many[][2] = {{"layers", "2"}, {"d_model", "64"}, {"heads", "8"}, {"context", "64"},
+                                          {"batch", "3"}, {"steps", "7"}, {"lr", "0.005"}, {"warmup", "1"},
+                                          {"weight_decay", "0.2"}, {"clip", "0.5"}, {"seed", "9"}};
+    for (size_t k = 0; k < sizeof many / sizeof *many; k++) ck_assert_int_eq(option_set(&c, many[k][0], many[k][1], NULL), 0);
+    config_run_name(&c, name, sizeof name);
+    size_t n = strlen(name);
+    ck_assert_msg(n <= 100 && n > 4 && !strcmp(name + n - 4, "_etc"), "%s", name);
+    ck_assert_msg(!strncmp(name, "softmax_layers-2_d_model-64_heads-8_", 36), "%s", name);
+    for (const char *p = name; *p; p++) ck_assert_msg(isalnum((unsigned char)*p) || strchr("-._+", *p), "%s", name);
+}
+END_TEST
+
 Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("config_validate");
@@ -413,6 +453,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_floats_as_typed);
     tcase_add_test(tc, test_given_at_default_refused);
     tcase_add_test(tc, test_per_layer_k);
+    tcase_add_test(tc, test_run_name);
     suite_add_tcase(s, tc);
     return s;
 }
