@@ -186,23 +186,10 @@ static int parse_variant(Variant *v, const char *spec, Err *e) {
     for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--) trimmed[n - 1] = '\0';
     if (is_directory(trimmed)) {
         if (path_join(v->path, sizeof v->path, trimmed, "model.safetensors", e) != 0) return -1;
-        const char *slash = strrchr(trimmed, '/');
-        snprintf(v->name, sizeof v->name, "%s", slash && slash[1] ? slash + 1 : trimmed);
     } else {
         snprintf(v->path, sizeof v->path, "%s", trimmed);
-        const char *slash = strrchr(trimmed, '/');
-        const char *base = slash ? slash + 1 : trimmed;
-        if (!strcmp(base, "model.safetensors") && slash && slash > trimmed) {
-            /* runs/NAME/model.safetensors is named for its run folder */
-            const char *start = slash;
-            while (start > trimmed && start[-1] != '/') start--;
-            snprintf(v->name, sizeof v->name, "%.*s", (int)(slash - start), start);
-        } else {
-            size_t n = strlen(base);
-            if (ends_with(base, ".safetensors")) n -= strlen(".safetensors");
-            snprintf(v->name, sizeof v->name, "%.*s", (int)n, base);
-        }
     }
+    run_name_of(trimmed, v->name, sizeof v->name);
     return 0;
 }
 
@@ -585,11 +572,21 @@ int main(int argc, char **argv) {
         }
         series[i] = (PlotSeries){v->label, x, y + (long)i * nl, nl, 0};
     }
-    char title[160];
+    char title[400], what[160], name[256];
     if (same_ctx)
-        snprintf(title, sizeof title, "length extrapolation (trained at %d bytes)", ctx0);
+        snprintf(what, sizeof what, "length extrapolation (trained at %d bytes)", ctx0);
     else
-        snprintf(title, sizeof title, "length extrapolation");
+        snprintf(what, sizeof what, "length extrapolation");
+    /* the run, or the grid of runs that --out names */
+    bool one_run = true;
+    for (int i = 1; i < nv; i++) one_run = one_run && !strcmp(vs[i].name, vs[0].name);
+    if (one_run)
+        snprintf(name, sizeof name, "%.255s", vs[0].name);
+    else if (out_arg)
+        run_name_of(out_arg, name, sizeof name);
+    else
+        snprintf(name, sizeof name, "%d checkpoints", nv);
+    plot_title(title, sizeof title, name, what);
     PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, nv > 4 ? 1200 : 0, 0, nv > 4};
     if (make_dirs(out_dir, &e) != 0 || plot_lines(png_path, &spec, series, nv, &e) != 0 ||
         write_file_atomic(csv_path, csv, &e) != 0)

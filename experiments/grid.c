@@ -645,9 +645,11 @@ int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int 
         }
     }
     snprintf(path, sizeof path, "%s/curves.png", dir);
-    PlotSpec spec = {g->seeds > 1 ? "validation bits per byte (mean of the seeds; faint: +- 1 sd)"
-                                  : "validation bits per byte",
-                     "step", "val bpb", 0, 0, 0, 0, 0};
+    char name[256], title[320];
+    run_name_of(dir, name, sizeof name);
+    plot_title(title, sizeof title, name,
+               g->seeds > 1 ? "validation bits per byte (mean of the seeds; faint: +- 1 sd)" : "validation bits per byte");
+    PlotSpec spec = {title, "step", "val bpb", 0, 0, 0, 0, 0};
     rc = k ? plot_lines(path, &spec, s, k, e) : 0;
     free(s);
     free(buf);

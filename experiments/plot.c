@@ -699,3 +699,12 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
                n_values, (PLFLT_MATRIX)range_rows);
     return figure_end(&fig, e);
 }
+
+const char *plot_title(char *buf, size_t size, const char *name, const char *what) {
+    size_t n = strlen(name);
+    if (n > 40)
+        snprintf(buf, size, "%.22s...%s: %s", name, name + n - 15, what);
+    else
+        snprintf(buf, size, "%s: %s", name, what);
+    return buf;
+}

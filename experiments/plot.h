@@ -42,4 +42,8 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
 int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, int rows, int cols,
                  double vmin, double vmax, Err *e);
 
+/* A title that names the run (or grid) a plot shows: "<name>: <what>" into buf; a name of more
+ * than 40 characters keeps its first 22 and last 15 around "...". Returns buf. */
+const char *plot_title(char *buf, size_t size, const char *name, const char *what);
+
 #endif

@@ -144,3 +144,22 @@ int parse_int_arg(const char *flag, const char *v, int lo, int hi, int *out) {
     *out = (int)x;
     return 0;
 }
+
+void run_name_of(const char *path, char *out, size_t size) {
+    char t[1100];
+    snprintf(t, sizeof t, "%s", path);
+    for (size_t n = strlen(t); n > 1 && t[n - 1] == '/'; n--) t[n - 1] = '\0';
+    const char *slash = strrchr(t, '/');
+    const char *base = slash && slash[1] ? slash + 1 : t;
+    if (!is_directory(t) && !strcmp(base, "model.safetensors") && slash && slash > t) {
+        /* runs/NAME/model.safetensors is named for its run folder */
+        const char *start = slash;
+        while (start > t && start[-1] != '/') start--;
+        snprintf(out, size, "%.*s", (int)(slash - start), start);
+        return;
+    }
+    size_t n = strlen(base);
+    if (!is_directory(t) && n > strlen(".safetensors") && !strcmp(base + n - strlen(".safetensors"), ".safetensors"))
+        n -= strlen(".safetensors");
+    snprintf(out, size, "%.*s", (int)n, base);
+}

@@ -33,6 +33,11 @@ double median_of(double *x, int n);
 /* Joins a folder and a file name into buf (size bytes); error when too long. */
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e);
 
+/* The name a run is known by: a folder's last component (trailing slashes
+ * dropped), the folder of a .../NAME/model.safetensors, or another file's
+ * name without ".safetensors". */
+void run_name_of(const char *path, char *out, size_t size);
+
 /* Parses the value of an integer flag (v may be NULL when the flag was last);
  * on error prints "error: <flag>: expected an integer in [lo, hi], got '<v>'"
  * and returns -1. */

@@ -31,6 +31,7 @@ typedef struct {
     int n_values;                  /* min(rows, cols) singular values, or rows eigenvalues */
     bool eigen;
     double *sum_c; /* [layers][heads][n_values]: c(k) summed over windows */
+    double *sum_s; /* the same for the values themselves */
     float *a, *s, *wi, *work;
     int *iwork;
     int lwork;
@@ -66,6 +67,7 @@ static void spectrum_init(Spectrum *sp, const Tensor *P) {
     sp->n_values = sp->rows < sp->cols ? sp->rows : sp->cols;
     long nv = sp->eigen ? sp->rows : sp->n_values;
     sp->sum_c = xcalloc((size_t)sp->layers * sp->heads * nv, sizeof(double));
+    sp->sum_s = xcalloc((size_t)sp->layers * sp->heads * nv, sizeof(double));
     sp->a = xmalloc((size_t)sp->rows * sp->cols * sizeof(float));
     sp->s = xmalloc((size_t)sp->rows * sizeof(float) + sizeof(float));
     sp->wi = xmalloc((size_t)sp->rows * sizeof(float));
@@ -82,7 +84,7 @@ static void spectrum_init(Spectrum *sp, const Tensor *P) {
 }
 
 static void spectrum_free(Spectrum *sp) {
-    free(sp->sum_c), free(sp->a), free(sp->s), free(sp->wi), free(sp->iwork), free(sp->work);
+    free(sp->sum_c), free(sp->sum_s), free(sp->a), free(sp->s), free(sp->wi), free(sp->iwork), free(sp->work);
 }
 
 static void on_layer(int layer, const Tensor *P, void *ctx) {
@@ -97,7 +99,9 @@ static void on_layer(int layer, const Tensor *P, void *ctx) {
         double total = 0, run = 0;
         for (int i = 0; i < sp->n_values; i++) total += sp->s[i];
         double *c = sp->sum_c + ((long)layer * sp->heads + h) * sp->n_values;
+        double *s = sp->sum_s + ((long)layer * sp->heads + h) * sp->n_values;
         for (int i = 0; i < sp->n_values; i++) {
+            s[i] += sp->s[i];
             run += sp->s[i];
             c[i] += total > 0 ? run / total : 0.0;
         }
@@ -111,9 +115,11 @@ static void usage(FILE *f) {
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
             "sgesdd. Writes the normalised cumulative spectrum c(k) = sum_{i<=k} s_i / sum_i s_i,\n"
-            "averaged over the windows, as spectrum.csv (layer, head, k, c), spectrum.png (one curve\n"
-            "per layer, averaged over heads, over light per-head curves) and heatmap.png (c(T/4) per\n"
-            "layer and head), and prints per layer c(T/4) and the k that reaches 90%% and 99%%.\n"
+            "averaged over the windows, as spectrum.csv (layer, head, k, c, and s: the k-th value\n"
+            "itself, averaged over the windows), spectrum.png (one curve per layer, averaged over\n"
+            "heads, over light per-head curves), singular-values.png (s by k on a log scale, the same\n"
+            "way) and heatmap.png (c(T/4) per layer and head), and prints per layer c(T/4) and the k\n"
+            "that reaches 90%% and 99%%.\n"
             "\n"
             "A causal P is lower triangular, so its eigenvalues are just its diagonal: singular values\n"
             "are the meaningful spectrum. --eigen uses eigenvalue moduli instead (LAPACK sgeev).\n"
@@ -244,16 +250,16 @@ int main(int argc, char **argv) {
 
     /* The averages, the CSV, the table. */
     int L = sp.layers, H = sp.heads, K = sp.n_values;
-    double *c = sp.sum_c;
-    for (long i = 0; i < (long)L * H * K; i++) c[i] /= sp.windows;
-    size_t cap = (size_t)L * H * K * 40 + 64, len = 0;
+    double *c = sp.sum_c, *sv = sp.sum_s;
+    for (long i = 0; i < (long)L * H * K; i++) c[i] /= sp.windows, sv[i] /= sp.windows;
+    size_t cap = (size_t)L * H * K * 56 + 64, len = 0;
     char *csv = xmalloc(cap);
-    len += (size_t)snprintf(csv + len, cap - len, "layer,head,k,c\n");
+    len += (size_t)snprintf(csv + len, cap - len, "layer,head,k,c,s\n");
     for (int l = 0; l < L; l++)
         for (int h = 0; h < H; h++)
             for (int k = 0; k < K; k++)
-                len += (size_t)snprintf(csv + len, cap - len, "%d,%d,%d,%.6f\n", l, h, k + 1,
-                                        c[((long)l * H + h) * K + k]);
+                len += (size_t)snprintf(csv + len, cap - len, "%d,%d,%d,%.6f,%.6g\n", l, h, k + 1,
+                                        c[((long)l * H + h) * K + k], sv[((long)l * H + h) * K + k]);
     char path[1200];
     if (path_join(path, sizeof path, dir, "spectrum.csv", &e) != 0 || write_file_atomic(path, csv, &e) != 0) goto runtime_error;
     free(csv);
@@ -288,18 +294,38 @@ int main(int argc, char **argv) {
         series[n++] = (PlotSeries){labels[l], x, mean + (long)l * K, K, 0};
         for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, x, c + ((long)l * H + h) * K, K, 1};
     }
-    char title[160];
-    snprintf(title, sizeof title, "normalised cumulative %s of P (%d windows of %d bytes)",
+    char title[320], about[200], run_name[256];
+    run_name_of(target, run_name, sizeof run_name);
+    snprintf(about, sizeof about, "normalised cumulative %s of P (%d windows of %d bytes)",
              eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
+    plot_title(title, sizeof title, run_name, about);
     PlotSpec spec = {title, "k", "c(k)", 0, 0, 0, 0, 0};
     if (path_join(path, sizeof path, dir, "spectrum.png", &e) != 0 || plot_lines(path, &spec, series, n, &e) != 0)
         goto runtime_error;
-    snprintf(title, sizeof title, "c(%d): the share of the spectrum in the first T/4 values", quarter);
+    /* the values themselves, log scale: per-layer means over light per-head curves */
+    double *smean = xcalloc((size_t)L * K, sizeof(double));
+    n = 0;
+    for (int l = 0; l < L; l++) {
+        for (int k = 0; k < K; k++) {
+            for (int h = 0; h < H; h++) smean[(long)l * K + k] += sv[((long)l * H + h) * K + k] / H;
+        }
+        series[n++] = (PlotSeries){labels[l], x, smean + (long)l * K, K, 0};
+        for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, x, sv + ((long)l * H + h) * K, K, 1};
+    }
+    snprintf(about, sizeof about, "%s of P by rank (mean of %d windows of %d bytes)",
+             eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
+    plot_title(title, sizeof title, run_name, about);
+    PlotSpec sspec = {title, "k", eigen ? "|lambda_k| (log scale)" : "s_k (log scale)", 0, 1, 0, 0, 0};
+    rc = path_join(path, sizeof path, dir, "singular-values.png", &e) == 0 ? plot_lines(path, &sspec, series, n, &e) : -1;
+    free(smean);
+    if (rc != 0) goto runtime_error;
+    snprintf(about, sizeof about, "c(%d), the share of the spectrum in the first T/4 values", quarter);
+    plot_title(title, sizeof title, run_name, about);
     PlotSpec hspec = {title, "head", "layer", 0, 0, 0, 0, 0};
     if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
         plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
         goto runtime_error;
-    printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/heatmap.png\n", dir, dir, dir);
+    printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir, dir, dir);
     free(series), free(labels), free(x), free(mean), free(heat), free(ids), free(targets);
     spectrum_free(&sp);
     engine_set_arena(NULL);

@@ -103,9 +103,11 @@ static void curves_free(Curves *cv) {
     memset(cv, 0, sizeof *cv);
 }
 
-static int plot_curves(const char *path, const Curves *cv, Err *e) {
+static int plot_curves(const char *path, const char *run_dir, const Curves *cv, Err *e) {
     PlotSeries s[2] = {{"train", cv->step, cv->loss_bits, cv->n, 0}, {"validation", cv->val_step, cv->val_bits, cv->n_val, 0}};
-    PlotSpec spec = {"loss", "step", "bits per byte", 0, 0, 0, 0, 0};
+    char name[256], title[320];
+    run_name_of(run_dir, name, sizeof name);
+    PlotSpec spec = {plot_title(title, sizeof title, name, "loss"), "step", "bits per byte", 0, 0, 0, 0, 0};
     return plot_lines(path, &spec, s, cv->n_val ? 2 : 1, e);
 }
 
@@ -428,7 +430,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         goto done;
     fclose(run.metrics);
     run.metrics = NULL;
-    if (run.cv.n && plot_curves(run.plot_path, &run.cv, e) != 0) goto done;
+    if (run.cv.n && plot_curves(run.plot_path, job->run_dir, &run.cv, e) != 0) goto done;
     if (r->status == TRAIN_DONE) {
         int sampled = run_sample(&run, e);
         if (sampled < 0) goto done;

@@ -77,15 +77,23 @@ expect "ablate: missing corpus" 1 "cannot open" ./ablate phi=relu/elu $SMALL --o
 # ---------------------------------------------------------------- ./spectrum
 S=$A/baseline_attn-softmax
 if ./spectrum "$S" "$T/small.txt" --samples 2 >"$T/out" 2>"$T/err" && [ -s "$S/spectrum.csv" ] && [ -s "$S/spectrum.png" ] &&
-    [ -s "$S/heatmap.png" ] && grep -q 'k 90%' "$T/out"; then
+    [ -s "$S/heatmap.png" ] && [ -s "$S/singular-values.png" ] && grep -q 'k 90%' "$T/out"; then
     pass "spectrum of the softmax run writes its outputs"
 else
     fail "spectrum of the softmax run writes its outputs" "exit or files wrong"
 fi
-if [ "$(head -n 1 "$S/spectrum.csv" 2>/dev/null)" = "layer,head,k,c" ] && [ "$(wc -l <"$S/spectrum.csv")" = $((1 + 2 * 32)) ]; then
-    pass "spectrum.csv: layer, head, k, c for 2 heads x 32 values"
+if [ "$(head -n 1 "$S/spectrum.csv" 2>/dev/null)" = "layer,head,k,c,s" ] && [ "$(wc -l <"$S/spectrum.csv")" = $((1 + 2 * 32)) ]; then
+    pass "spectrum.csv: layer, head, k, c, s for 2 heads x 32 values"
 else
     fail "spectrum.csv" "wrong header or length"
+fi
+# s: a row-stochastic P has largest singular value >= 1 (P 1 = 1), and the
+# values of a head come in descending order
+if awk -F, 'NR > 1 { if ($3 == 1 && $5 < 0.999) bad = 1; if ($3 > 1 && $5 > prev * 1.000001 + 1e-12) bad = 1; prev = $5 }
+        END { exit bad || NR < 2 }' "$S/spectrum.csv"; then
+    pass "spectrum.csv: s_1 >= 1 and s descending per head"
+else
+    fail "spectrum.csv: s_1 >= 1 and s descending per head" "$(sed -n 2,3p "$S/spectrum.csv")"
 fi
 if ./spectrum "$S/model.safetensors" --samples 1 --eigen --out "$T/eig" >"$T/out" 2>"$T/err" && [ -s "$T/eig/spectrum.csv" ]; then
     pass "spectrum of a bare checkpoint, its corpus from the metadata, --eigen"

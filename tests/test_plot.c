@@ -16,6 +16,7 @@
 
 #include "plot.h"
 #include "progress.h"
+#include "run.h"
 #include "test_util.h"
 
 static char tmp_dir[512];
@@ -486,6 +487,23 @@ START_TEST(test_progress_terminal) {
 }
 END_TEST
 
+/* Titles name the run: run_name_of finds the name in a folder or checkpoint
+ * path, plot_title puts it first and shortens a long one. */
+START_TEST(test_plot_title_names_run) {
+    char name[256], title[320];
+    run_name_of("runs/softmax_pos-rope-20261123-101500/", name, sizeof name);
+    ck_assert_str_eq(name, "softmax_pos-rope-20261123-101500");
+    run_name_of("runs/abc/model.safetensors", name, sizeof name);
+    ck_assert_str_eq(name, "abc");
+    run_name_of("ckpt/best.safetensors", name, sizeof name);
+    ck_assert_str_eq(name, "best");
+    ck_assert_str_eq(plot_title(title, sizeof title, "abc", "loss"), "abc: loss");
+    const char *longname = "linformer_linformer_k-32+16_layers-2_d_model-32-20261123-101500";
+    plot_title(title, sizeof title, longname, "loss");
+    ck_assert_str_eq(title, "linformer_linformer_k-...20261123-101500: loss");
+}
+END_TEST
+
 Suite *plot_suite(void) {
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("plot");
@@ -500,6 +518,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_lines_disk_full);
     tcase_add_test(tc, test_lines_replaces_atomically);
     tcase_add_test(tc, test_heatmap_png);
+    tcase_add_test(tc, test_plot_title_names_run);
     tcase_add_test(tc, test_heatmap_degenerate);
     suite_add_tcase(s, tc);
     tc = tcase_create("progress");
