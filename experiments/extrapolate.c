@@ -57,6 +57,9 @@ typedef struct {
     long windows[MAX_LENGTHS], bytes[MAX_LENGTHS];
 } Variant;
 
+/* The default window cap: every length scores about this many bytes. */
+enum { DEFAULT_MAX_BYTES = 1 << 18 };
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./extrapolate CHECKPOINT[@key=value,...] [CHECKPOINT ...] [corpus.txt] [--lengths T1,T2,...]\n"
@@ -91,20 +94,24 @@ static void usage(FILE *f) {
             "A row's label is the checkpoint's run folder name plus its overrides.\n"
             "\n"
             "n/a. pos=learned has positions up to its training context only: longer lengths are shown\n"
-            "as n/a (an empty bpb in the CSV), with a note on stderr. A length whose window does not fit\n"
+            "as n/a (an empty bpb in the CSV), with a note on stderr. To extrapolate, train with a\n"
+            "relative scheme (--pos rope, alibi, kerple_log, ...). A length whose window does not fit\n"
             "in the held-out split is an error that names the length and the held-out size.\n"
             "\n"
             "  --lengths T1,...  lengths in bytes, each >= 2, no repeats (default: 1, 2, 4 and 8 times\n"
             "                    the first checkpoint's training context)\n"
-            "  --max_windows N   at most N evenly spaced windows per length (default 0 = all of them)\n"
-            "  --max_bytes B     at most max(1, B / T) evenly spaced windows at length T (default 0 = off)\n"
+            "  --max_windows N   at most N evenly spaced windows per length (0 = all of them)\n"
+            "  --max_bytes B     at most max(1, B / T) evenly spaced windows at length T (0 = off); the\n"
+            "                    default when neither is given is --max_bytes %d, about %d KiB of text\n"
+            "                    per length (all windows: --max_bytes 0)\n"
             "  --window W        sliding causal window, 0 = full (softmax only)\n"
             "  --logn on|off     scale logits by max(1, log n / log context) (softmax only)\n"
             "  --bca on|off      blockwise causal attention, blocks of context / 2 (softmax, clm only)\n"
             "  --threads N       threads (default 0 = all cores)\n"
             "  --out DIR         where extrapolate.csv and extrapolate.png go (default: the first\n"
             "                    checkpoint's run folder, or . for a bare .safetensors file)\n"
-            "  --label A,B,...   row labels, one per checkpoint, in order (default: as above)\n");
+            "  --label A,B,...   row labels, one per checkpoint, in order (default: as above)\n",
+            DEFAULT_MAX_BYTES, DEFAULT_MAX_BYTES / 1024);
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -289,7 +296,8 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
-    int threads = 0, max_windows = 0, max_bytes = 0;
+    /* -1: not given; when neither is, --max_bytes DEFAULT_MAX_BYTES */
+    int threads = 0, max_windows = -1, max_bytes = -1;
     const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
     GlobalOverrides overrides = {.n = 0};
     Err e;
@@ -308,10 +316,13 @@ int main(int argc, char **argv) {
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
     int n_pos = pos.n;
-    if (max_windows && max_bytes) {
+    if (max_windows >= 0 && max_bytes >= 0) {
         fprintf(stderr, "error: --max_windows and --max_bytes both cap the windows; give one\n");
         return 2;
     }
+    if (max_windows < 0 && max_bytes < 0) max_bytes = DEFAULT_MAX_BYTES;
+    if (max_windows < 0) max_windows = 0;
+    if (max_bytes < 0) max_bytes = 0;
     if (n_pos == 0) {
         fprintf(stderr, "error: no checkpoint given\nhint: ./extrapolate runs/NAME corpus.txt --lengths 128,256,512\n");
         return 2;
@@ -457,7 +468,10 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < nv; i++)
         if (vs[i].beyond[0])
-            fprintf(stderr, "note: %s: pos=learned has positions up to its context %d only; n/a at length %s\n",
+            fprintf(stderr,
+                    "note: %s: pos=learned has positions up to its context %d only; n/a at length %s\n"
+                    "hint: a model trained with --pos rope, alibi, kerple_log or another relative scheme scores at "
+                    "any length\n",
                     vs[i].label, vs[i].cfg.model.context, vs[i].beyond);
     char out_dir[1100];
     if (out_arg)

@@ -165,6 +165,19 @@ if [ "$effects" = ok ]; then
 else
     fail "overrides' effect" "$effects"
 fi
+# The default cap: --max_bytes 2^18, so 2^18 / T windows at length T when the
+# held-out split has more (128 copies of the small corpus: 0.1 of it is ~2.5 times that at
+# T=8); --max_bytes 0 scores all of them.
+for i in $(seq 128); do cat "$T/small.txt"; done >"$T/big.txt"
+if ./extrapolate "$S" "$T/big.txt" --lengths 8,32 --threads 1 --out "$T/cap" >"$T/out" 2>"$T/err" &&
+    [ "$(csv_field "$T/cap/extrapolate.csv" 2 7)" = 32768 ] && [ "$(csv_field "$T/cap/extrapolate.csv" 3 7)" = 8192 ] &&
+    ./extrapolate "$S" "$T/big.txt" --lengths 8 --max_bytes 0 --threads 1 --out "$T/all" >"$T/out" 2>"$T/err" &&
+    [ "$(csv_field "$T/all/extrapolate.csv" 2 7)" -gt 32768 ]; then
+    pass "the default cap: 2^18 bytes per length; --max_bytes 0 scores all"
+else
+    fail "the default cap: 2^18 bytes per length" "$(cat "$T/err" "$T/cap/extrapolate.csv" "$T/all/extrapolate.csv" 2>/dev/null | head -8)"
+fi
+
 # --max_bytes B: max(1, B / T) windows at length T, so 4 at T=16 and 1 at T=64
 if ./extrapolate "$S" "$T/small.txt" --lengths 16,64 --max_bytes 64 --threads 1 --out "$T/mb" >"$T/out" 2>"$T/err" &&
     [ "$(csv_field "$T/mb/extrapolate.csv" 2 7)" = 4 ] && [ "$(csv_field "$T/mb/extrapolate.csv" 3 7)" = 1 ]; then
