@@ -486,6 +486,45 @@ static int points_of(const GridRun *runs, int n, const GridRun **first, int *bas
 }
 
 /* One row per point: mean, sd, interval, and the difference from the baseline. */
+/* The effect of each axis: every two points that differ on that axis alone,
+ * the later value minus the earlier, with Welch's interval. */
+static void effects_table(const Grid *g, const GridRun *runs, int n, const GridRun *const *first, int n_points,
+                          FILE *md) {
+    bool any = false;
+    for (int a = 0; a < g->n_axes; a++) any = any || g->axes[a].n > 1;
+    if (!any) return;
+    fputs("\nThe effect of each axis: every two points that differ on that axis alone, the later value "
+          "minus the earlier (final val bpb), with Welch's 95% interval.\n\n"
+          "| axis | from | to | other axes | difference | 95% interval | differs |\n"
+          "|---|---|---|---|---|---|---|\n",
+          md);
+    for (int a = 0; a < g->n_axes; a++)
+        for (int p = 0; p < n_points; p++)
+            for (int q = p + 1; q < n_points; q++) {
+                const GridRun *x = first[p], *y = first[q];
+                if (!x->values[0] || !y->values[0] || x->skipped || y->skipped || !strcmp(x->values[a], y->values[a]))
+                    continue;
+                bool alone = true;
+                for (int b = 0; b < g->n_axes; b++) alone = alone && (b == a || !strcmp(x->values[b], y->values[b]));
+                if (!alone) continue;
+                char others[256] = "";
+                size_t k = 0;
+                for (int b = 0; b < g->n_axes && k < sizeof others; b++)
+                    if (b != a)
+                        k += (size_t)snprintf(others + k, sizeof others - k, "%s%s=%s", k ? "," : "", g->axes[b].name,
+                                              x->values[b]);
+                Summary sx = point_summary(runs, n, p), sy = point_summary(runs, n, q);
+                Difference d = difference(&sy, &sx);
+                fprintf(md, "| %s | %s | %s | %s | ", g->axes[a].name, x->values[a], y->values[a], k ? others : "-");
+                put_num(md, d.diff, "%+.4f", "-");
+                if (isfinite(d.half))
+                    fprintf(md, " | [%+.4f, %+.4f] | %s |\n", d.diff - d.half, d.diff + d.half,
+                            d.excludes_zero ? "yes" : "no");
+                else
+                    fputs(" | - | - |\n", md);
+            }
+}
+
 static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, FILE *csv) {
     static const GridRun *first[GRID_MAX_RUNS + 1];
     int baseline, n_points = points_of(runs, n, first, &baseline);
@@ -531,6 +570,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         put_num(csv, d.diff + d.half, "%.6f,", ",");
         fputs(isfinite(d.half) ? (d.excludes_zero ? "yes\n" : "no\n") : "\n", csv);
     }
+    effects_table(g, runs, n, first, n_points, md);
     fputs("\nEvery run:\n\n", md);
 }
 
@@ -647,9 +687,11 @@ int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int 
     snprintf(path, sizeof path, "%s/curves.png", dir);
     char name[256], title[320];
     run_name_of(dir, name, sizeof name);
-    plot_title(title, sizeof title, name,
-               g->seeds > 1 ? "validation bits per byte (mean of the seeds; faint: +- 1 sd)" : "validation bits per byte");
-    PlotSpec spec = {title, "step", "val bpb", 0, 0, 0, 0, 0};
+    plot_title(title, sizeof title, name, g->seeds > 1 ? "val bpb, mean of the seeds (faint: +- 1 sd)" : "val bpb");
+    /* more than four curves: the legend beside the plot, not over the curves */
+    int labelled = 0;
+    for (int i = 0; i < k; i++) labelled += !s[i].faint;
+    PlotSpec spec = {title, "step", "val bpb", 0, 0, labelled > 4 ? 1300 : 0, 0, labelled > 4};
     rc = k ? plot_lines(path, &spec, s, k, e) : 0;
     free(s);
     free(buf);

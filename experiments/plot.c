@@ -444,8 +444,15 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
     }
     char buf[3][1024];
 
-    if (spec->legend_right)
-        plvpor(0.09, 0.62, 0.15, 0.90);
+    if (spec->legend_right) {
+        /* room on the right for the longest label: about 14 px a character at this font,
+         * plus the line sample and margins */
+        size_t longest = 0;
+        for (int i = 0; i < n_series; i++)
+            if (!s[i].faint && s[i].label && strlen(s[i].label) > longest) longest = strlen(s[i].label);
+        double right = 1.0 - (130.0 + 14.0 * (double)longest) / (double)w;
+        plvpor(0.09, right < 0.45 ? 0.45 : right > 0.75 ? 0.75 : right, 0.15, 0.90);
+    }
     else
         plvsta();
     plwind(xmin, xmax, ymin, ymax);

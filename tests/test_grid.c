@@ -217,6 +217,53 @@ START_TEST(test_seeds) {
     ck_assert_msg(strstr(summary, "phi=relu,relu,3,3.100000,0.100000,"), "%s", summary);
     ck_assert_msg(strstr(md, "Every run:"), "%s", md);
     ck_assert_msg(strstr(md, "| phi=elu,seed="), "%s", md);
+    /* the effect of phi: elu (3.6, 3.61) minus relu (3.0, 3.1, 3.2), Welch:
+     * nu = 2.03, so t(2) */
+    double ve = 0.00005 / 2, vr = 0.01 / 3, nu_e = (ve + vr) * (ve + vr) / (ve * ve / 1 + vr * vr / 2);
+    ck_assert(nu_e > 2 && nu_e < 3);
+    double half_e = 4.3027 * sqrt(ve + vr);
+    snprintf(want, sizeof want, "| phi | relu | elu | - | +0.5050 | [%+.4f, %+.4f] | yes |", 0.505 - half_e, 0.505 + half_e);
+    ck_assert_msg(strstr(md, want), "want %s in\n%s", want, md);
+    free(md);
+    free(csv);
+    free(summary);
+    grid_free(runs, n);
+    grid_release(&g);
+}
+END_TEST
+
+/* The effects table pairs points that differ on one axis alone: with
+ * phi x reweight, two rows per axis, none across both. */
+START_TEST(test_effects_one_axis_at_a_time) {
+    Grid g;
+    grid_init(&g);
+    Err e;
+    g.seeds = 2;
+    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
+    ck_assert_int_eq(grid_word(&g, "reweight=none/cos", &e), 0);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, true, "out", &runs, &e);
+    ck_assert_int_eq(n, 10);
+    for (int i = 0; i < n; i++) {
+        /* bpb = 3 + 0.1 * (the point) + 0.01 * (the seed) */
+        double bpb = 3.0 + 0.1 * runs[i].point + 0.01 * runs[i].seed_index;
+        runs[i].result = (TrainResult){.status = TRAIN_DONE, .step = 10, .val_bpb = bpb, .best_val_bpb = bpb, .tok_s = 1};
+    }
+    char *md, *csv, *summary;
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    int rows = 0;
+    for (const char *p = md; (p = strstr(p, "\n| ")); p++) rows += !strncmp(p, "\n| phi | ", 9) || !strncmp(p, "\n| reweight | ", 14);
+    ck_assert_msg(rows == 4, "%d rows in\n%s", rows, md);
+    /* equal spreads: the differences are exact multiples of 0.1 */
+    ck_assert_msg(strstr(md, "| phi | relu | elu | reweight=none | +0.2000 |"), "%s", md);
+    ck_assert_msg(strstr(md, "| phi | relu | elu | reweight=cos | +0.2000 |"), "%s", md);
+    ck_assert_msg(strstr(md, "| reweight | none | cos | phi=relu | +0.1000 |"), "%s", md);
+    ck_assert_msg(strstr(md, "| reweight | none | cos | phi=elu | +0.1000 |"), "%s", md);
+    const char *effects = strstr(md, "| axis |"), *end = strstr(md, "Every run:");
+    ck_assert(effects && end && effects < end);
+    const char *b = strstr(effects, "baseline");
+    ck_assert_msg(!b || b > end, "the baseline is in no effect row:\n%s", effects);
     free(md);
     free(csv);
     free(summary);
@@ -278,6 +325,7 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_stale_run_refused);
     tcase_add_test(tc, test_intervals);
     tcase_add_test(tc, test_seeds);
+    tcase_add_test(tc, test_effects_one_axis_at_a_time);
     tcase_add_test(tc, test_linked_axis);
     suite_add_tcase(s, tc);
     return s;
