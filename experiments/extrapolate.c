@@ -24,6 +24,7 @@
 #include "corpus.h"
 #include "interrupt.h"
 #include "memory.h"
+#include "mlm.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -85,6 +86,14 @@ static void usage(FILE *f) {
             "predicted byte of every window is scored, with the model starting afresh in each window:\n"
             "    bpb = total cross-entropy in nats / ln 2 / (windows * T)\n"
             "At T = the training context and N = eval_batches * batch this is the val_bpb of training.\n"
+            "\n"
+            "Masked LMs (objective=mlm). A window is its first T bytes, not shifted, and its scored\n"
+            "bytes are the positions that training's validation masks: n = max(1, round(0.15 T)) of\n"
+            "them, chosen uniformly and corrupted (80%% mask id, 10%% a random byte, 10%% unchanged)\n"
+            "with an RNG seeded from the window's index alone, the same rule at every length and for\n"
+            "every checkpoint. bpb = total nats / ln 2 / (windows * n) over those positions; the bytes\n"
+            "column counts them. --window W is then bidirectional (|i - j| < W). clm and mlm\n"
+            "checkpoints are not mixed in one table.\n"
             "\n"
             "Inference-time overrides. --window, --logn and --bca replace the checkpoint's values for\n"
             "every variant; CHECKPOINT@key=value,... does so for one variant (it wins over the flags),\n"
@@ -252,11 +261,20 @@ static void format_ratio(char *buf, size_t size, int T, int context) {
     snprintf(buf, size, "%.4g", (double)T / context);
 }
 
-/* Sum of the cross-entropies (nats) over every predicted byte of window w. */
+/* The bytes a window of T scores: all T left to right, or under mlm the
+ * mlm_count(T) masked ones. */
+static long scored_per_window(const Variant *v, int T) {
+    return v->cfg.model.objective == OBJECTIVE_MLM ? mlm_count(T) : T;
+}
+
+/* Sum of the cross-entropies (nats) over every scored byte of window w. */
 static double window_nats(Variant *v, int T, long max_windows, long w, int *ids, int *targets) {
-    corpus_val_window(&v->corpus, T, max_windows, w, ids, targets);
+    if (v->cfg.model.objective == OBJECTIVE_MLM)
+        mlm_val_window(&v->corpus, T, max_windows, w, ids, targets);
+    else
+        corpus_val_window(&v->corpus, T, max_windows, w, ids, targets);
     Tensor *loss = model_loss(&v->model, ids, targets, 1, T);
-    return (double)loss->data[0] * T;
+    return (double)loss->data[0] * (double)scored_per_window(v, T);
 }
 
 /* The window cap at length T: --max_windows N, or --max_bytes B as
@@ -384,10 +402,13 @@ int main(int argc, char **argv) {
         CheckpointInfo info;
         if (checkpoint_open(&st, v->path, &info, &e) != 0) goto runtime_error;
         v->cfg = info.cfg;
-        if (v->cfg.model.objective == OBJECTIVE_MLM) {
+        if (v->cfg.model.objective != vs[0].cfg.model.objective) {
             st_close(&st);
-            fprintf(stderr, "error: %s: extrapolate scores left-to-right prediction; objective=mlm predicts masked bytes from both sides\n",
-                    v->spec);
+            fprintf(stderr,
+                    "error: %s: objective=%s, and %s has objective=%s: their bpb are on different bytes (every byte, "
+                    "or the masked ones)\nhint: score them in two commands\n",
+                    v->spec, v->cfg.model.objective == OBJECTIVE_MLM ? "mlm" : "clm", vs[0].spec,
+                    vs[0].cfg.model.objective == OBJECTIVE_MLM ? "mlm" : "clm");
             return 2;
         }
         for (int k = 0; k < v->n_ov; k++)
@@ -456,8 +477,8 @@ int main(int argc, char **argv) {
                 continue;
             }
             v->windows[l] = corpus_val_count(&v->corpus, T, windows_at(T, max_windows, max_bytes));
-            v->bytes[l] = v->windows[l] * T;
-            total_bytes += v->bytes[l];
+            v->bytes[l] = v->windows[l] * scored_per_window(v, T);
+            total_bytes += v->windows[l] * T;
             if (T > max_T) max_T = T;
         }
     }

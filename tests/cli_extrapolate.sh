@@ -45,7 +45,7 @@ for pos in sinusoidal learned; do
         fail "a tiny pos=$pos model trains" "exit $?"
     fi
 done
-./train $TINY --objective mlm --out "$T/mlm" "$T/small.txt" >/dev/null 2>&1
+./train $TINY --objective mlm --pos rope --out "$T/mlm" "$T/small.txt" >/dev/null 2>&1
 cp "$T/small.txt" "$T/gone.txt"
 ./train $TINY --steps 2 --out "$T/orphan" "$T/gone.txt" >/dev/null 2>&1
 rm -f "$T/gone.txt"
@@ -113,6 +113,26 @@ if ./extrapolate "$S" --lengths 32 --max_windows 128 --threads 1 >"$T/out" 2>"$T
     fi
 else
     fail "at the context, into the run folder" "exit or no CSV"
+fi
+# A masked LM: at the training length, over training's validation windows
+# and masks, the score is training's val_bpb on the masked bytes; the bytes
+# column counts the masked positions (round(0.15 * 32) = 5 per window); the
+# bidirectional window and log-n apply at inference, at longer lengths too.
+M=$T/mlm
+if ./extrapolate "$M" "$M@window=8,logn=on" --lengths 32,64 --max_windows 128 --threads 1 >"$T/out" 2>"$T/err" &&
+    [ -s "$M/extrapolate.csv" ]; then
+    want=$(tail -n 1 "$M/metrics.jsonl" | sed 's/.*"val_bpb": \([0-9.]*\).*/\1/')
+    got=$(csv_field "$M/extrapolate.csv" 2 6)
+    bytes=$(csv_field "$M/extrapolate.csv" 2 8)
+    wl=$(csv_field "$M/extrapolate.csv" 5 6)
+    if awk -v a="$want" -v b="$got" -v w="$wl" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4 && a > 0 && w > 0) }' &&
+        [ "$bytes" = $((128 * 5)) ]; then
+        pass "mlm: at the context, training's val_bpb on the masked bytes ($got); window and log-n at 2x"
+    else
+        fail "mlm: at the context, training's val_bpb" "got '$got' over '$bytes' bytes, training logged '$want'; window/logn at 64: '$wl'"
+    fi
+else
+    fail "mlm: scored" "exit or no CSV: $(head -n 2 "$T/err")"
 fi
 # A bare checkpoint writes to the current folder; --label names the rows;
 # --window and --logn apply to every variant.
@@ -223,7 +243,7 @@ expect "@ a key twice" 2 "window is given twice" ./extrapolate "$S@window=4,wind
 expect "@ nothing" 2 "nothing after '@'" ./extrapolate "$S@" --out "$B"
 expect "@ an impossible combination" 2 "two different masks" ./extrapolate "$S@window=4,bca=on" --out "$B"
 expect "learned beyond its context only" 2 "nothing to score" ./extrapolate "$L" --lengths 64,128 --out "$B"
-expect "objective=mlm" 2 "objective=mlm" ./extrapolate "$T/mlm" --out "$B"
+expect "clm and mlm in one table" 2 "their bpb are on different bytes" ./extrapolate "$S" "$T/mlm" --out "$B"
 expect "--label count" 2 "--label: 1 label for 2 checkpoints" ./extrapolate "$S" "$L" --label a --out "$B"
 expect "no checkpoint" 2 "no checkpoint given" ./extrapolate --lengths 32
 
