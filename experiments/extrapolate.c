@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "checkpoint.h"
@@ -29,6 +30,7 @@
 #include "progress.h"
 #include "run.h"
 #include "startup.h"
+#include "stats.h"
 
 #define MAX_LENGTHS 64
 #define MAX_OVERRIDES 3
@@ -48,6 +50,7 @@ typedef struct {
     Override ov[MAX_OVERRIDES];
     int n_ov;
     char label[1200];
+    int group;        /* its group: the variants whose label is the same up to a _seed-N */
     Config cfg;
     const char *corpus_path;
     Corpus corpus;
@@ -101,6 +104,12 @@ static void usage(FILE *f) {
             "The keys are window, logn and bca; every other model option is fixed by the checkpoint.\n"
             "Combinations the model cannot run are refused with the reason (./train --help lists them).\n"
             "A row's label is the checkpoint's run folder name plus its overrides.\n"
+            "\n"
+            "Seeds. Labels that differ only in a _seed-N in the run name (./ablate --seeds names its\n"
+            "runs so: pos-rope_seed-1337, pos-rope_seed-1338, ...) form a group, as do equal --label\n"
+            "values. With a group of more than one, a second table gives each group's mean and 95%%\n"
+            "interval (t) per length, extrapolate-summary.csv has them (group, length, runs, mean,\n"
+            "sd, low, high), and the plot draws the group means over faint +- 1 sd lines.\n"
             "\n"
             "n/a. pos=learned has positions up to its training context only: longer lengths are shown\n"
             "as n/a (an empty bpb in the CSV), with a note on stderr. To extrapolate, train with a\n"
@@ -309,6 +318,46 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
         return -1;
     }
     return 0;
+}
+
+/* A label's group key: the label with "_seed-<digits>" taken out of its run
+ * name (ablate --seeds names its runs so), e.g. pos-rope_seed-1338@window=128
+ * -> pos-rope@window=128. */
+static void group_key(const char *label, char *key, size_t size) {
+    const char *at = strchr(label, '@');
+    size_t name_len = at ? (size_t)(at - label) : strlen(label);
+    const char *cut = NULL;
+    for (const char *p = label; p + 6 <= label + name_len; p++)
+        if (!strncmp(p, "_seed-", 6)) {
+            const char *d = p + 6;
+            while (d < label + name_len && *d >= '0' && *d <= '9') d++;
+            if (d > p + 6 && (d == label + name_len || *d == '_')) cut = p;
+        }
+    if (!cut) {
+        snprintf(key, size, "%s", label);
+        return;
+    }
+    const char *rest = cut + 6;
+    while (*rest >= '0' && *rest <= '9') rest++;
+    snprintf(key, size, "%.*s%s", (int)(cut - label), label, rest);
+}
+
+/* Sets each variant's group; returns the number of groups, with
+ * first[g] the first variant of group g and keys[g] its key. */
+static int make_groups(Variant *vs, int nv, int *first, char (*keys)[1200]) {
+    int ng = 0;
+    for (int i = 0; i < nv; i++) {
+        char key[1200];
+        group_key(vs[i].label, key, sizeof key);
+        int g = 0;
+        while (g < ng && strcmp(keys[g], key)) g++;
+        if (g == ng) {
+            snprintf(keys[ng], sizeof keys[ng], "%s", key);
+            first[ng++] = i;
+        }
+        vs[i].group = g;
+    }
+    return ng;
 }
 
 int main(int argc, char **argv) {
@@ -582,6 +631,48 @@ int main(int argc, char **argv) {
         printf("\n");
     }
 
+    /* Groups of seeds: their mean and 95% interval per length. */
+    int *first = xmalloc((size_t)nv * sizeof *first);
+    char(*keys)[1200] = xmalloc((size_t)nv * sizeof *keys);
+    int ng = make_groups(vs, nv, first, keys);
+    bool grouped = ng < nv;
+    Summary *gs = xcalloc((size_t)ng * nl, sizeof *gs);
+    for (int g = 0; g < ng; g++)
+        for (int l = 0; l < nl; l++) {
+            double xs[64];
+            int n = 0;
+            for (int i = 0; i < nv; i++)
+                if (vs[i].group == g && isfinite(vs[i].bpb[l]) && n < 64) xs[n++] = vs[i].bpb[l];
+            gs[(long)g * nl + l] = n ? summarize(xs, n) : (Summary){0, NAN, NAN, NAN};
+        }
+    if (grouped) {
+        int gw = 7;
+        for (int g = 0; g < ng; g++) gw = (int)strlen(keys[g]) + 10 > gw ? (int)strlen(keys[g]) + 10 : gw;
+        printf("\nthe runs of each group (their names differ only in _seed-N): mean +- the 95%% interval (t)\n");
+        printf("%-*s", gw, "group");
+        for (int l = 0; l < nl; l++) printf("  %18d", lengths[l]);
+        printf("\n");
+        for (int g = 0; g < ng; g++) {
+            int runs = 0;
+            for (int i = 0; i < nv; i++) runs += vs[i].group == g;
+            char head[1300];
+            snprintf(head, sizeof head, "%s (%d run%s)", keys[g], runs, runs == 1 ? "" : "s");
+            printf("%-*s", gw, head);
+            for (int l = 0; l < nl; l++) {
+                const Summary *s = &gs[(long)g * nl + l];
+                char cell[48];
+                if (!s->n)
+                    snprintf(cell, sizeof cell, "n/a");
+                else if (isfinite(s->half))
+                    snprintf(cell, sizeof cell, "%.4f +- %.4f", s->mean, s->half);
+                else
+                    snprintf(cell, sizeof cell, "%.4f", s->mean);
+                printf("  %18s", cell);
+            }
+            printf("\n");
+        }
+    }
+
     /* The CSV and the plot, each written to a temporary file and renamed. */
     size_t cap = 128, len = 0; /* a quoted label is at most twice its length plus 2 */
     for (int i = 0; i < nv; i++) cap += (size_t)nl * (2 * strlen(vs[i].label) + 200);
@@ -607,6 +698,48 @@ int main(int argc, char **argv) {
         }
         series[i] = (PlotSeries){v->label, x, y + (long)i * nl, nl, 0};
     }
+    /* grouped: the plot shows each group's mean over faint +- 1 sd lines,
+     * and extrapolate-summary.csv the group rows */
+    int n_series = nv;
+    char *sum = NULL;
+    char(*glabels)[1300] = NULL;
+    double *gy = NULL;
+    if (grouped) {
+        free(series);
+        series = xmalloc((size_t)ng * 3 * sizeof *series);
+        glabels = xmalloc((size_t)ng * sizeof *glabels);
+        gy = xmalloc((size_t)ng * 3 * nl * sizeof(double));
+        size_t scap = 128 + (size_t)ng * nl * (2 * 1200 + 160), slen = 0;
+        sum = xmalloc(scap);
+        slen += (size_t)snprintf(sum, scap, "group,length,runs,mean,sd,low,high\n");
+        n_series = 0;
+        for (int g = 0; g < ng; g++) {
+            int runs = 0;
+            for (int i = 0; i < nv; i++) runs += vs[i].group == g;
+            snprintf(glabels[g], sizeof glabels[g], "%s (%d run%s)", keys[g], runs, runs == 1 ? "" : "s");
+            double *m = gy + (long)g * 3 * nl, *lo = m + nl, *hi = lo + nl;
+            for (int l = 0; l < nl; l++) {
+                const Summary *s = &gs[(long)g * nl + l];
+                m[l] = s->n ? s->mean : NAN;
+                lo[l] = isfinite(s->sd) ? s->mean - s->sd : NAN;
+                hi[l] = isfinite(s->sd) ? s->mean + s->sd : NAN;
+                slen = csv_field(sum, scap, slen, keys[g]);
+                slen += (size_t)snprintf(sum + slen, scap - slen, ",%d,%d", lengths[l], s->n);
+                if (s->n)
+                    slen += (size_t)snprintf(sum + slen, scap - slen, ",%.9f", s->mean);
+                else
+                    slen += (size_t)snprintf(sum + slen, scap - slen, ",");
+                if (isfinite(s->half))
+                    slen += (size_t)snprintf(sum + slen, scap - slen, ",%.9f,%.9f,%.9f\n", s->sd, s->mean - s->half,
+                                             s->mean + s->half);
+                else
+                    slen += (size_t)snprintf(sum + slen, scap - slen, ",,,\n");
+            }
+            series[n_series++] = (PlotSeries){glabels[g], x, m, nl, 0};
+            series[n_series++] = (PlotSeries){NULL, x, lo, nl, 1};
+            series[n_series++] = (PlotSeries){NULL, x, hi, nl, 1};
+        }
+    }
     char title[400], what[160], name[256];
     if (same_ctx)
         snprintf(what, sizeof what, "length extrapolation (trained at %d bytes)", ctx0);
@@ -622,12 +755,20 @@ int main(int argc, char **argv) {
     else
         snprintf(name, sizeof name, "%d checkpoints", nv);
     plot_title(title, sizeof title, name, what);
-    PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, nv > 4 ? 1200 : 0, 0, nv > 4};
-    if (make_dirs(out_dir, &e) != 0 || plot_lines(png_path, &spec, series, nv, &e) != 0 ||
-        write_file_atomic(csv_path, csv, &e) != 0)
+    int shown = grouped ? ng : nv;
+    PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, shown > 4 ? 1200 : 0, 0,
+                     shown > 4};
+    char sum_path[1200];
+    if (path_join(sum_path, sizeof sum_path, out_dir, "extrapolate-summary.csv", &e) != 0) goto user_error;
+    if (make_dirs(out_dir, &e) != 0 || plot_lines(png_path, &spec, series, n_series, &e) != 0 ||
+        write_file_atomic(csv_path, csv, &e) != 0 || (grouped && write_file_atomic(sum_path, sum, &e) != 0))
         goto runtime_error;
-    printf("\nwrote %s, %s\n", csv_path, png_path);
-    free(csv), free(x), free(y), free(series);
+    if (!grouped) unlink(sum_path); /* a summary from an earlier, grouped table would not match */
+    if (grouped)
+        printf("\nwrote %s, %s, %s\n", csv_path, sum_path, png_path);
+    else
+        printf("\nwrote %s, %s\n", csv_path, png_path);
+    free(csv), free(x), free(y), free(series), free(sum), free(glabels), free(gy), free(first), free(keys), free(gs);
     for (int i = 0; i < nv; i++) {
         if (vs[i].loaded) model_free(&vs[i].model);
         corpus_close(&vs[i].corpus);

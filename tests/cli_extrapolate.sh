@@ -134,6 +134,35 @@ if ./extrapolate "$M" "$M@window=8,logn=on" --lengths 32,64 --max_windows 128 --
 else
     fail "mlm: scored" "exit or no CSV: $(head -n 2 "$T/err")"
 fi
+# Seeds: runs whose names differ only in _seed-N form a group; the summary
+# has each group's mean, sd and 95% t interval (t(0.975, 1) = 12.7062 for
+# two runs), and a table without groups writes no summary (and removes one).
+for s in 1 2; do
+    ./train $TINY --pos rope --seed $s --sample_length 0 --out "$T/sd/r_seed-$s" "$T/small.txt" >/dev/null 2>&1
+done
+if ./extrapolate "$T/sd/r_seed-1" "$T/sd/r_seed-2" "$T/sd/r_seed-2@window=8" "$T/sd/r_seed-1@window=8" \
+    --lengths 32,64 --max_windows 20 --threads 1 --out "$T/sd" >"$T/out" 2>"$T/err" &&
+    awk -F, 'FNR == 1 { next }
+        FILENAME ~ /summary/ { if ($1 == "r" && $2 == 32) { n = $3; m = $4; sd = $5; lo = $6; hi = $7 }; next }
+        $1 ~ /^r_seed-[12]$/ && $4 == 32 { x[++k] = $6 }
+        END {
+            want_m = (x[1] + x[2]) / 2; d = x[1] - x[2]; want_sd = (d < 0 ? -d : d) / sqrt(2)
+            h = 12.7062 * want_sd / sqrt(2)
+            ok = n == 2 && k == 2 && (m - want_m)^2 < 1e-16 && (sd - want_sd)^2 < 1e-16 && (lo - (want_m - h))^2 < 1e-12 &&
+                (hi - (want_m + h))^2 < 1e-12
+            exit !ok
+        }' "$T/sd/extrapolate.csv" "$T/sd/extrapolate-summary.csv" &&
+    [ "$(grep -c '^r@window=8,' "$T/sd/extrapolate-summary.csv")" = 2 ] && grep -q '^r (2 runs) ' "$T/out"; then
+    pass "seeds: the group of r_seed-1 and r_seed-2, its mean, sd and interval"
+else
+    fail "seeds: a group's mean and interval" "$(cat "$T/err" "$T/sd/extrapolate-summary.csv" 2>/dev/null | head -5)"
+fi
+if ./extrapolate "$T/sd/r_seed-1" "$T/sd/r_seed-1@window=8" --lengths 32 --max_windows 4 --threads 1 --out "$T/sd" \
+    >"$T/out" 2>"$T/err" && [ ! -e "$T/sd/extrapolate-summary.csv" ]; then
+    pass "no group of two: no summary, and the earlier one removed"
+else
+    fail "no group of two: no summary" "exit or summary left"
+fi
 # A bare checkpoint writes to the current folder; --label names the rows;
 # --window and --logn apply to every variant.
 mkdir -p "$T/here"
