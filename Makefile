@@ -35,7 +35,7 @@ COMMANDS := train bench spectrum ablate extrapolate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo extrapolate-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -187,6 +187,23 @@ linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate linformer_k=16/32/64 context=128/256 --attn linformer --objective mlm $(REPRO_OPTS) \
 	    --out results/linformer-k data/brown.txt
+
+# Length extrapolation with 3 seeds per scheme at the reproductions' budget
+# (scripts/extrapolate_seeds.sh): causal models with every position scheme,
+# and the "super baseline" (a window plus log-n at inference) on masked LMs.
+EXTRAP_SEEDS_BYTES ?= 131072
+extrapolate-seeds-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_seeds.sh clm results/extrapolate-seeds $(EXTRAP_SEEDS_BYTES) data/brown.txt \
+	    learned/sinusoidal/rope/alibi/kerple_power/kerple_log/sandwich/xpos \
+	    "rope@window=128 sinusoidal@window=128 alibi@logn=on rope@logn=on rope@window=128,logn=on xpos@bca=on" \
+	    -- $(REPRO_OPTS)
+extrapolate-mlm-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_seeds.sh mlm results/extrapolate-mlm $(EXTRAP_SEEDS_BYTES) data/brown.txt \
+	    sinusoidal/rope/alibi \
+	    "sinusoidal@window=128 rope@window=128 rope@logn=on rope@window=128,logn=on alibi@logn=on sinusoidal@window=128,logn=on" \
+	    -- $(REPRO_OPTS)
 
 # The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
 # position scheme at context 128 with the same budget, into runs/extrap/<pos>
