@@ -35,7 +35,7 @@ COMMANDS := train bench spectrum ablate extrapolate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -177,9 +177,15 @@ cosformer-seeds-demo: deps
 # d_model; Linformer's k at two lengths (masked LMs, k matters, not n/k).
 REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
 	--sample_length 0 --seeds 3
+# The low-rank bottleneck's second grid holds the parameter count (the runs'
+# results tables give it): the standard layout (d_model 128, key_size 16)
+# against larger key sizes with d_model re-balanced: 445,952, 443,758 and
+# 446,040 parameters.
 lowrank-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
+	./ablate d_model:key_size:head_size=128:16:16/117:32:15/100:64:12 --heads 8 --no-baseline $(REPRO_OPTS) \
+	    --out results/lowrank-equal data/brown.txt
 talking-heads-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
@@ -187,6 +193,16 @@ linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate linformer_k=16/32/64 context=128/256 --attn linformer --objective mlm $(REPRO_OPTS) \
 	    --out results/linformer-k data/brown.txt
+# Linformer at k = 32, context 128: the sharing modes, the projections, and a
+# non-uniform k (per layer, the last value repeating) against uniform ones.
+linformer-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_share=none/headwise/kv/layerwise --attn linformer --linformer_k 32 --objective mlm \
+	    $(REPRO_OPTS) --out results/linformer-share data/brown.txt
+	./ablate linformer_proj=linear/mean/max/conv --attn linformer --linformer_k 32 --objective mlm --no-baseline \
+	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
+	./ablate linformer_k=64/16/64,16/16,64 --attn linformer --objective mlm --no-baseline $(REPRO_OPTS) \
+	    --out results/linformer-layers data/brown.txt
 
 # Length extrapolation with 3 seeds per scheme at the reproductions' budget
 # (scripts/extrapolate_seeds.sh): causal models with every position scheme,

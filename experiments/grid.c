@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
 #include "plot.h"
 #include "run.h"
 #include "stats.h"
@@ -581,8 +582,8 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
     FILE *sum = open_memstream(&sum_text, &sum_len);
     if (!md || !csv || !sum) DIE("out of memory");
     if (g->seeds > 1) summary_tables(g, runs, n, md, sum);
-    table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s",
-                 "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status", 5);
+    table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s | params",
+                 "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status,params", 6);
     for (int i = 0; i < n; i++) {
         const GridRun *r = &runs[i];
         if (r->skipped) continue;
@@ -599,13 +600,14 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         put_num(md, 100 * r->den_clamped, "%.2f%%", "-");
         fputs(" | ", md);
         put_num(md, t->tok_s, "%.0f", "-");
-        fputs(" |\n", md);
+        long params = model_param_count(&r->cfg.model);
+        fprintf(md, " | %ld |\n", params);
         put_num(csv, t->val_bpb, "%.6f,", ",");
         put_num(csv, t->best_val_bpb, "%.6f,", ",");
         put_num(csv, diverged ? (double)t->diverged_step : NAN, "%.0f,", ",");
         put_num(csv, r->den_clamped, "%.6f,", ",");
         put_num(csv, t->tok_s, "%.0f,", ",");
-        fprintf(csv, "%s\n", diverged ? "diverged" : "done");
+        fprintf(csv, "%s,%ld\n", diverged ? "diverged" : "done", params);
     }
     bool any_skipped = false;
     for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped;
