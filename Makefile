@@ -35,7 +35,7 @@ COMMANDS := train bench spectrum ablate extrapolate
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -203,6 +203,18 @@ linformer-demo: deps
 	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
 	./ablate linformer_k=64/16/64,16/16,64 --attn linformer --objective mlm --no-baseline $(REPRO_OPTS) \
 	    --out results/linformer-layers data/brown.txt
+
+# The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
+# seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
+# the k reaching 90% / 99% with 95% intervals (is "higher layers are more
+# skewed" more than one model's accident?).
+SPECTRUM_SEEDS_OPTS ?= --layers 4 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
+	--sample_length 0 --seeds 3
+spectrum-seeds-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate attn=softmax/cosformer --no-baseline $(SPECTRUM_SEEDS_OPTS) --out results/spectrum-seeds data/brown.txt
+	./spectrum results/spectrum-seeds/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/softmax
+	./spectrum results/spectrum-seeds/attn-cosformer_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/cosformer
 
 # Length extrapolation with 3 seeds per scheme at the reproductions' budget
 # (scripts/extrapolate_seeds.sh): causal models with every position scheme,

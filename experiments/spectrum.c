@@ -19,6 +19,7 @@
 #include "progress.h"
 #include "run.h"
 #include "startup.h"
+#include "stats.h"
 
 /* LAPACK (in OpenBLAS), column-major. */
 void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u,
@@ -110,7 +111,7 @@ static void on_layer(int layer, const Tensor *P, void *ctx) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
+            "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [...] [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
             "\n"
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
@@ -124,40 +125,30 @@ static void usage(FILE *f) {
             "A causal P is lower triangular, so its eigenvalues are just its diagonal: singular values\n"
             "are the meaningful spectrum. --eigen uses eigenvalue moduli instead (LAPACK sgeev).\n"
             "\n"
+            "Several runs (seeds of one model, say): each gets the outputs above in its own folder, then\n"
+            "a table gives per layer the mean over the runs of c(T/4), k 90%% and k 99%% with 95%%\n"
+            "intervals (t), written with a plot of c(T/4) by layer as spectrum-summary.csv and\n"
+            "spectrum-summary.png into --out (default: the current folder). The last argument is the\n"
+            "corpus unless it is a folder or a .safetensors file.\n"
+            "\n"
             "  corpus.txt   default: the corpus recorded in the checkpoint, if it still exists\n"
             "  --samples N  windows (default 8)\n"
             "  --length T   window length (default: the model's context)\n"
-            "  --out DIR    where the outputs go (default: the run folder)\n");
+            "  --out DIR    where the outputs go (default: the run folder); with several runs, where\n"
+            "               the summary goes (default: the current folder)\n");
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    interrupt_install();
-    const char *target = NULL, *corpus_path = NULL, *out_dir = NULL;
-    int samples = 8, length = 0;
-    bool eigen = false;
-    const ArgFlag flags[] = {
-        {"--samples", .integer = &samples, .lo = 1, .hi = 100000},
-        {"--length", .integer = &length, .lo = 2, .hi = 1 << 20},
-        {"--eigen", .on = &eigen},
-        {"--out", .text = &out_dir, .needs = "a folder"},
-    };
-    const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
-                         .n_flags = (int)(sizeof flags / sizeof *flags)};
-    ArgPositional pos;
-    int status = args_parse(&cli, argc, argv, &pos);
-    if (status != ARGS_OK) return status;
-    if (pos.n > 2) {
-        fprintf(stderr, "error: too many arguments ('%s')\n", pos.v[2]);
-        return 2;
-    }
-    if (pos.n > 0) target = pos.v[0];
-    if (pos.n > 1) corpus_path = pos.v[1];
-    if (!target) {
-        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
-        return 2;
-    }
+/* Per layer, over its heads: c(T/4) and the k reaching 90% and 99% of the
+ * spectrum (what the summary table of several runs compares). */
+typedef struct {
+    int layers, values;
+    double c_quarter[64], k90[64], k99[64];
+} LayerSkew;
 
+/* Everything for one run or checkpoint: its outputs into its folder (or
+ * out_dir) and its per-layer figures into *skew. The command's exit status. */
+static int spectrum_one(const char *target, const char *corpus_path, const char *out_dir, int samples, int length,
+                        bool eigen, LayerSkew *skew) {
     /* A run folder or a bare checkpoint. */
     char ckpt[1100], dir[1100];
     Err e;
@@ -325,6 +316,17 @@ int main(int argc, char **argv) {
     if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
         plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
         goto runtime_error;
+    skew->layers = L < 64 ? L : 64;
+    skew->values = K;
+    for (int l = 0; l < skew->layers; l++) {
+        skew->c_quarter[l] = mean[(long)l * K + quarter - 1];
+        int k90 = K, k99 = K;
+        for (int k = K - 1; k >= 0; k--) {
+            if (mean[(long)l * K + k] >= 0.90) k90 = k + 1;
+            if (mean[(long)l * K + k] >= 0.99) k99 = k + 1;
+        }
+        skew->k90[l] = k90, skew->k99[l] = k99;
+    }
     printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir, dir, dir);
     free(series), free(labels), free(x), free(mean), free(heat), free(ids), free(targets);
     spectrum_free(&sp);
@@ -339,4 +341,115 @@ user_error:
 runtime_error:
     err_print(&e);
     return 1;
+}
+
+/* The table across runs: per layer, the mean of c(T/4), k 90% and k 99%
+ * with 95% t intervals; spectrum-summary.csv and spectrum-summary.png (c(T/4)
+ * by layer, mean over the runs with its interval) in dir. */
+static int spectrum_summary(const LayerSkew *skews, int n, char **names, bool eigen, const char *dir) {
+    int L = skews[0].layers, K = skews[0].values;
+    printf("\n%d runs (", n);
+    for (int r = 0; r < n; r++) printf("%s%s", r ? ", " : "", names[r]);
+    printf("): per layer, the mean over the runs and its 95%% interval (t)\n");
+    printf("%-6s %20s %20s %20s   (of %d %s)\n", "layer", "c(T/4)", "k 90%", "k 99%", K,
+           eigen ? "eigenvalues" : "singular values");
+    size_t cap = 128 + (size_t)L * 200, len = 0;
+    char *csv = xmalloc(cap);
+    len += (size_t)snprintf(csv, cap, "layer,runs,c_quarter_mean,c_quarter_low,c_quarter_high,k90_mean,k90_low,k90_high,"
+                                      "k99_mean,k99_low,k99_high\n");
+    double *x = xmalloc((size_t)L * sizeof(double)), *band = xmalloc((size_t)3 * L * sizeof(double));
+    for (int l = 0; l < L; l++) {
+        double c[64], a[64], b[64];
+        for (int r = 0; r < n && r < 64; r++) c[r] = skews[r].c_quarter[l], a[r] = skews[r].k90[l], b[r] = skews[r].k99[l];
+        int m = n < 64 ? n : 64;
+        Summary sc = summarize(c, m), s90 = summarize(a, m), s99 = summarize(b, m);
+        char cells[3][48];
+        snprintf(cells[0], sizeof cells[0], "%.3f +- %.3f", sc.mean, sc.half);
+        snprintf(cells[1], sizeof cells[1], "%.1f +- %.1f", s90.mean, s90.half);
+        snprintf(cells[2], sizeof cells[2], "%.1f +- %.1f", s99.mean, s99.half);
+        printf("%-6d %20s %20s %20s\n", l, cells[0], cells[1], cells[2]);
+        len += (size_t)snprintf(csv + len, cap - len, "%d,%d,%.6f,%.6f,%.6f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", l, m, sc.mean,
+                                sc.mean - sc.half, sc.mean + sc.half, s90.mean, s90.mean - s90.half, s90.mean + s90.half,
+                                s99.mean, s99.mean - s99.half, s99.mean + s99.half);
+        x[l] = l;
+        band[l] = sc.mean, band[L + l] = sc.mean - sc.half, band[2 * L + l] = sc.mean + sc.half;
+    }
+    Err e;
+    char title[320], about[160];
+    snprintf(about, sizeof about, "c(T/4) by layer, mean of %d runs (faint: 95%% interval)", n);
+    plot_title(title, sizeof title, "spectrum-summary", about);
+    PlotSeries s[3] = {{"c(T/4)", x, band, L, 0}, {NULL, x, band + L, L, 1}, {NULL, x, band + 2 * L, L, 1}};
+    PlotSpec spec = {title, "layer", "c(T/4)", 0, 0, 0, 0, 0};
+    int rc = 0;
+    char csv_path[1100], png_path[1100];
+    if (path_join(csv_path, sizeof csv_path, dir, "spectrum-summary.csv", &e) != 0 ||
+        path_join(png_path, sizeof png_path, dir, "spectrum-summary.png", &e) != 0 || make_dirs(dir, &e) != 0 ||
+        write_file_atomic(csv_path, csv, &e) != 0 || plot_lines(png_path, &spec, s, 3, &e) != 0) {
+        err_print(&e);
+        rc = 1;
+    } else {
+        printf("\nwrote %s, %s\n", csv_path, png_path);
+    }
+    free(csv), free(x), free(band);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    interrupt_install();
+    const char *corpus_path = NULL, *out_dir = NULL;
+    int samples = 8, length = 0;
+    bool eigen = false;
+    const ArgFlag flags[] = {
+        {"--samples", .integer = &samples, .lo = 1, .hi = 100000},
+        {"--length", .integer = &length, .lo = 2, .hi = 1 << 20},
+        {"--eigen", .on = &eigen},
+        {"--out", .text = &out_dir, .needs = "a folder"},
+    };
+    const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags)};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n == 0) {
+        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
+        return 2;
+    }
+    /* the last positional is the corpus unless it names a folder or a .safetensors file */
+    int n_runs = pos.n;
+    const char *last = pos.v[pos.n - 1];
+    size_t ll = strlen(last);
+    if (pos.n > 1 && !is_directory(last) && !(ll > 12 && !strcmp(last + ll - 12, ".safetensors"))) {
+        corpus_path = last;
+        n_runs--;
+    }
+    if (n_runs == 1) {
+        LayerSkew skew;
+        return spectrum_one(pos.v[0], corpus_path, out_dir, samples, length, eigen, &skew);
+    }
+    for (int r = 0; r < n_runs; r++)
+        if (!is_directory(pos.v[r]) && !file_exists(pos.v[r])) {
+            fprintf(stderr, "error: %s: no such run folder or checkpoint\n", pos.v[r]);
+            return 1;
+        }
+    /* Several runs (seeds, say): each gets its own outputs in its folder, then
+     * the figures per layer across them, with 95% intervals, into --out (the
+     * current folder by default). */
+    LayerSkew *skews = xcalloc((size_t)n_runs, sizeof *skews);
+    for (int r = 0; r < n_runs; r++) {
+        int rc = spectrum_one(pos.v[r], corpus_path, NULL, samples, length, eigen, &skews[r]);
+        if (rc != 0) {
+            free(skews);
+            return rc;
+        }
+        if (skews[r].layers != skews[0].layers || skews[r].values != skews[0].values) {
+            fprintf(stderr, "error: %s: %d layers and %d values, but %s has %d and %d: the runs cannot be compared\n",
+                    pos.v[r], skews[r].layers, skews[r].values, pos.v[0], skews[0].layers, skews[0].values);
+            free(skews);
+            return 2;
+        }
+    }
+    int rc = spectrum_summary(skews, n_runs, pos.v, eigen, out_dir ? out_dir : ".");
+    free(skews);
+    return rc;
 }

@@ -100,6 +100,22 @@ if ./spectrum "$S/model.safetensors" --samples 1 --eigen --out "$T/eig" >"$T/out
 else
     fail "spectrum of a bare checkpoint" "exit or files wrong"
 fi
+# Several runs (the --seeds grid's softmax baseline, two seeds): each gets its
+# outputs, and spectrum-summary.csv has per layer the mean over the runs of
+# c(T/4), the mean over heads of each run's spectrum.csv at k = T/4.
+SB=$(ls -d "$T/seeds/baseline_attn-softmax_seed-"* 2>/dev/null | head -n 2)
+if [ "$(echo "$SB" | wc -l)" = 2 ] && ./spectrum $SB "$T/small.txt" --samples 2 --out "$T" >"$T/out" 2>"$T/err" &&
+    awk -F, 'FNR == 1 { f++; next }
+        FILENAME ~ /summary/ { got[$1] = $3; next }
+        $3 == 8 { sum[$1] += $4; cnt[$1]++ }
+        END { if (f != 3) exit 1; for (l in got) if ((got[l] - sum[l] / cnt[l])^2 > 1e-10) exit 1; exit !(length(got) == 1) }' \
+        $(for r in $SB; do echo "$r/spectrum.csv"; done) "$T/spectrum-summary.csv" &&
+    [ -s "$T/spectrum-summary.png" ] && grep -q '^0 .* +- ' "$T/out"; then
+    pass "spectrum of two runs: each run's outputs and the per-layer mean with intervals"
+else
+    fail "spectrum of two runs" "$(head -n 3 "$T/err") $(cat "$T/spectrum-summary.csv" 2>/dev/null)"
+fi
+expect "spectrum: one of several runs missing" 1 "nothere: no such run folder" ./spectrum "$(echo "$SB" | head -n 1)" "$T/nothere" "$T/small.txt"
 expect "spectrum: not a checkpoint" 1 "bogus.safetensors" ./spectrum "$T/bogus.safetensors" "$T/small.txt"
 expect "spectrum: missing run" 1 "nothere" ./spectrum "$T/nothere" "$T/small.txt"
 expect "spectrum: T longer than the model allows" 2 "learned positions up to 32" ./spectrum "$S" "$T/small.txt" --length 64
