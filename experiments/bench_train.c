@@ -4,6 +4,7 @@
  * embeddings, AdamW: the option table's defaults with d_model and context at
  * 256) or what the model options say: the median over timed steps after
  * warm-up, with a per-op breakdown of where a step's time goes. */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,6 +27,52 @@ static double flops_per_token(const ModelConfig *c) {
     double per_layer = d * H * dk * 2 + d * H * dv * 2 + 2 * d * c->mlp_ratio * d;
     double matmul_params = c->layers * per_layer + (double)c->vocab * d;
     return 6 * matmul_params + 12.0 * c->layers * c->context * d;
+}
+
+/* Seconds for one C (M x N) += op(A) (M x K) op(B) (K x N) through cblas_sgemm
+ * (the median of 5 after a warm-up), with C zeroed first as the ops do. */
+static double sgemm_time(int M, int N, int K, bool ta, bool tb) {
+    float *A = xmalloc((size_t)M * K * sizeof(float)), *B = xmalloc((size_t)K * N * sizeof(float));
+    float *C = xmalloc((size_t)M * N * sizeof(float));
+    for (long i = 0; i < (long)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
+    for (long i = 0; i < (long)K * N; i++) B[i] = (float)(i % 5) * 0.1f;
+    double t[6];
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_seconds();
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                    ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+        t[r] = now_seconds() - t0;
+    }
+    free(A), free(B), free(C);
+    return median_of(t + 1, 5);
+}
+
+/* The matrix products of one training step, as flops_per_token counts them,
+ * timed through cblas_sgemm alone: every linear layer's forward, dX and dW
+ * (the LM head's too), and the attention's six T x T products per batch row
+ * and head (QK^T, PV; dP, dV, dQ, dK), all at full size. *flops gets their
+ * multiply-adds x 2. */
+static double step_sgemm_seconds(const ModelConfig *c, int B, int T, double *flops) {
+    int d = c->d_model, H = c->heads, dk = model_key_size(c), dv = model_head_size(c), r = c->mlp_ratio * d;
+    int BT = B * T;
+    struct {
+        int in, out, times;
+    } lin[] = {{d, H * (2 * dk + dv), c->layers}, {H * dv, d, c->layers}, {d, r, c->layers}, {r, d, c->layers},
+               {d, c->vocab, 1}};
+    double s = 0, f = 0;
+    for (size_t i = 0; i < sizeof lin / sizeof *lin; i++) {
+        double one = sgemm_time(BT, lin[i].out, lin[i].in, false, true) + sgemm_time(BT, lin[i].in, lin[i].out, false, false) +
+                     sgemm_time(lin[i].out, lin[i].in, BT, true, false);
+        s += lin[i].times * one;
+        f += lin[i].times * 3 * 2.0 * BT * lin[i].in * lin[i].out;
+    }
+    double att = sgemm_time(T, T, dk, false, true) + sgemm_time(T, dv, T, false, false) + sgemm_time(T, T, dv, false, true) +
+                 sgemm_time(T, dv, T, true, false) + sgemm_time(T, dk, T, false, false) + sgemm_time(T, dk, T, true, false);
+    double n_att = (double)c->layers * B * H;
+    s += n_att * att;
+    f += n_att * 2.0 * T * T * (3.0 * dk + 3.0 * dv);
+    *flops = f;
+    return s;
 }
 
 double bench_train(const BenchOptions *o, const Config *cfg) {
@@ -83,6 +130,14 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
            flops_per_token(mc) * 1e-6);
     printf("  peak RSS     %8.1f MiB\n", ru.ru_maxrss / 1024.0);
+    /* The same products through cblas_sgemm alone, on this run's threads: the
+     * step's ceiling on this CPU and BLAS kernel, so the ratio means the same
+     * on any host. */
+    double mm_flops, mm_s = step_sgemm_seconds(mc, B, T, &mm_flops);
+    double peak = mm_flops / mm_s, ours = tok_s * flops_per_token(mc);
+    printf("  sgemm alone  %8.1f GFLOP/s on this step's matrix products (%.1f ms: %.0f tok/s if nothing else took time)\n",
+           peak * 1e-9, mm_s * 1e3, B * T / mm_s);
+    printf("  of the peak  %8.1f%% (the step's GFLOP/s over sgemm's)\n", 100 * ours / peak);
     printf("\n  where a step's time goes (mean over the timed steps):\n");
     printf("  %-16s %7s %11s %11s %7s\n", "op", "calls", "forward ms", "backward ms", "share");
     OpProfile prof[64];

@@ -291,7 +291,7 @@ if [ -x "$BENCH" ]; then
         extra=""
         if [ "$attn" = linformer ]; then extra="--linformer_k 8"; fi
         if "$BENCH" $BTINY --attn "$attn" $extra >"$T/out" 2>"$T/err" && grep -q "attn=$attn" "$T/out" &&
-            grep -q "throughput" "$T/out" && [ ! -s "$T/err" ]; then
+            grep -q "throughput" "$T/out" && grep -q '^  of the peak  *[0-9.]*% ' "$T/out" && [ ! -s "$T/err" ]; then
             pass "bench --attn $attn"
         else
             fail "bench --attn $attn" "exit or output wrong"
