@@ -36,7 +36,9 @@ static char *block_alloc(Arena *a, size_t bytes) {
 }
 
 void arena_init(Arena *a, size_t cap) {
+    static _Atomic size_t next_id;
     memset(a, 0, sizeof *a);
+    a->id = ++next_id;
     a->cap = round_up(cap);
     a->base = a->cap ? block_alloc(a, a->cap) : NULL;
 }
@@ -90,6 +92,7 @@ void *arena_calloc(Arena *a, size_t bytes) {
 }
 
 void arena_reset(Arena *a) {
+    a->resets++;
     if (a->overflow) {
         free_overflow(a);
         free(a->base);

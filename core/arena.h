@@ -22,6 +22,8 @@ typedef struct {
     size_t overflow_used; /* bytes handed out from overflow blocks */
     size_t peak;          /* the most bytes in use at once, over the arena's life */
     size_t mallocs;       /* calls to the system allocator, over the arena's life */
+    size_t resets;        /* arena_reset calls: memory handed out before the last one is gone */
+    size_t id;            /* unique over the process: an arena at a reused address is another */
 } Arena;
 
 void arena_init(Arena *a, size_t cap);

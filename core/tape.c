@@ -104,6 +104,9 @@ void backward_seeded(Tensor *out, const float *seed) {
         } else {
             n->def->backward(n);
         }
+        /* nothing reads n's output gradient any more: the nodes that used
+         * n->out came after n on the tape, so their backward has run */
+        tensor_grad_release(n->out);
     }
 }
 

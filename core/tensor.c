@@ -96,10 +96,51 @@ Tensor *tensor_2d(int a, int b) { return tensor_new(2, (int[]){a, b}); }
 Tensor *tensor_3d(int a, int b, int c) { return tensor_new(3, (int[]){a, b, c}); }
 Tensor *tensor_4d(int a, int b, int c, int d) { return tensor_new(4, (int[]){a, b, c, d}); }
 
+/* Gradient buffers that backward has finished with (tensor_grad_release), by
+ * size, for the next gradient of that size in the same arena cycle: the
+ * layers repeat their shapes, so a step's gradients take about one layer's
+ * worth of memory instead of all of them. Forgotten when the arena is reset. */
+#define MAX_SPARES 512
+typedef struct {
+    float *p;
+    size_t bytes;
+} Spare;
+static Spare spares[MAX_SPARES];
+static int n_spares;
+static size_t spares_arena, spares_resets;
+
+static void spares_check(const Arena *a) {
+    if (spares_arena != a->id || spares_resets != a->resets) {
+        n_spares = 0;
+        spares_arena = a->id;
+        spares_resets = a->resets;
+    }
+}
+
 float *tensor_grad_unset(Tensor *t, bool *fresh) {
     *fresh = !t->grad;
-    if (!t->grad) t->grad = arena_alloc(engine_arena(), (size_t)t->n * sizeof(float));
+    if (t->grad) return t->grad;
+    Arena *a = engine_arena();
+    size_t bytes = (size_t)t->n * sizeof(float);
+    spares_check(a);
+    for (int i = n_spares - 1; i >= 0; i--)
+        if (spares[i].bytes == bytes) {
+            t->grad = spares[i].p;
+            spares[i] = spares[--n_spares];
+            return t->grad;
+        }
+    t->grad = arena_alloc(a, bytes);
     return t->grad;
+}
+
+void tensor_grad_release(Tensor *t) {
+    if (!t->grad) return;
+    Arena *a = engine_arena_or_null();
+    if (a) {
+        spares_check(a);
+        if (n_spares < MAX_SPARES) spares[n_spares++] = (Spare){t->grad, (size_t)t->n * sizeof(float)};
+    }
+    t->grad = NULL;
 }
 
 float *tensor_grad(Tensor *t) {

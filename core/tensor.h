@@ -63,6 +63,9 @@ Tensor *tensor_4d(int a, int b, int c, int d);
 /* A header for memory owned elsewhere (a parameter slab, a caller's buffer). */
 void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
 
+/* Hands t's gradient buffer back for reuse (an activation's, once backward has
+ * passed the node that made t; never a parameter's) and sets t->grad to NULL. */
+void tensor_grad_release(Tensor *t);
 /* The gradient buffer, allocated zeroed on first use. */
 float *tensor_grad(Tensor *t);
 /* The same for an op that can start the gradient itself: when nothing has

@@ -228,6 +228,52 @@ START_TEST(test_step_makes_no_mallocs) {
 }
 END_TEST
 
+/* Backward hands each activation's gradient back once it has passed the
+ * node that made it, and later gradients of the same size reuse it: for a
+ * stack of 8 identical blocks, backward takes less than a fifth of what the
+ * forward activations took (keeping every gradient would take about as much
+ * as the activations themselves). */
+START_TEST(test_backward_reuses_gradients) {
+    ParamSet p;
+    params_init(&p);
+    enum { L = 8, D = 16, HID = 64, B = 4, T = 16 };
+    Tensor *emb = params_add(&p, "emb", 2, (int[]){32, D});
+    Tensor *fc[L], *proj[L];
+    for (int l = 0; l < L; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "fc%d", l);
+        fc[l] = params_add(&p, name, 2, (int[]){HID, D});
+        snprintf(name, sizeof name, "proj%d", l);
+        proj[l] = params_add(&p, name, 2, (int[]){D, HID});
+    }
+    params_alloc(&p);
+    Rng rng;
+    rng_seed(&rng, 3);
+    rng_fill_normal(&rng, p.value, p.total, 0.0f, 0.1f);
+    int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int)rng_below(&rng, 32), targets[i] = (int)rng_below(&rng, 32);
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    tape_reset();
+    params_zero_grad(&p);
+    Tensor *x = op_embedding(emb, ids, 2, (int[]){B, T});
+    for (int l = 0; l < L; l++) x = op_add(x, op_matmul(op_gelu(op_matmul(x, fc[l], false, true)), proj[l], false, true));
+    Tensor *loss = op_cross_entropy(op_matmul(x, emb, false, true), targets, -1);
+    size_t forward = arena_in_use(&a);
+    backward(loss);
+    size_t grads = arena_in_use(&a) - forward;
+    ck_assert_msg(grads * 5 < forward, "backward took %zu bytes after a forward of %zu", grads, forward);
+    /* the released gradients are gone from their tensors */
+    ck_assert_ptr_null(x->grad);
+    ck_assert_ptr_null(loss->grad);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    params_free(&p);
+}
+END_TEST
+
 /* fm_expf and fm_tanhf against libm in double, over the whole float range. */
 START_TEST(test_fastmath_accuracy) {
     double worst = 0.0;
@@ -448,6 +494,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_params_chains);
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
+    tcase_add_test(tc, test_backward_reuses_gradients);
     tcase_add_test(tc, test_fastmath_accuracy);
     tcase_add_test(tc, test_own_kernels_thread_invariant);
     tcase_add_test(tc, test_threads_give_same_bits);

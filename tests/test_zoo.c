@@ -353,7 +353,7 @@ START_TEST(test_zoo_trains) {
         cJSON *l = cJSON_Parse(line);
         ck_assert_msg(cJSON_IsObject(l), "%s: metrics line %d does not parse: %s", zr->name, lines + 1, line);
         ck_assert_int_lt(lines, ZOO_STEPS);
-        ck_assert_int_eq(cJSON_GetArraySize(l), 8);
+        ck_assert_int_eq(cJSON_GetArraySize(l), 9);
         ck_assert_int_eq(cJSON_GetObjectItem(l, "step")->valueint, lines + 1);
         loss[lines] = cJSON_GetObjectItem(l, "loss")->valuedouble;
         ck_assert_msg(isfinite(loss[lines]), "%s: step %d loss not finite", zr->name, lines + 1);
