@@ -19,13 +19,22 @@ kerple_power, kerple_log, sandwich, xpos; window, logn, bca; talking_heads; key_
 head_size; norm layernorm / rmsnorm; tie_embeddings; objective clm and mlm (vocabulary 257,
 mask id 256, bidirectional attention). attn=linear and attn=cosformer (phi, leaky_slope,
 reweight; chunk does not change the math) with pos = none, learned, sinusoidal or rope
-(RoFormer's linear form). Anything else (attn=linformer, say) is refused with a ValueError
-naming the option, never run with the wrong math.
+(RoFormer's linear form). attn=linformer (objective=mlm only) with pos = none, learned,
+sinusoidal or rope, every linformer_proj (linear, mean, max, conv) and linformer_share (none,
+headwise, kv, layerwise: then the model holds the one linformer.E), and a per-layer
+linformer_k (a list; later layers take the last value), as layers/attention/linformer.c
+computes it. Any other value of these options (a kernel or position scheme this file does not
+know, or a combination attnlab itself refuses) is refused with a ValueError naming the
+option, never run with the wrong math.
 
 score() reproduces ./extrapolate's window rule: the held-out split is the last val_fraction
 of the corpus (round(val_fraction * size) bytes); it is cut into full = held // (T + 1)
 windows, window w covering held-out bytes [w (T + 1), w (T + 1) + T]; max_windows = N takes
 N evenly spaced ones (slot floor(i * full / N)); bpb = total nats / ln 2 / (windows * T).
+For objective=mlm (./extrapolate's masked-LM rule) window i is its first T bytes, unshifted,
+masked as training's validation masks it (mlm_mask: n = max(1, round(0.15 T)) positions,
+drawn with core/rng.c's generator seeded from MLM_VAL_SEED + i), and bpb = total nats over
+the masked positions / ln 2 / (windows * n).
 """
 
 import json
@@ -40,6 +49,9 @@ nn = torch.nn
 F = torch.nn.functional
 
 MASK_ID = 256
+MLM_VAL_SEED = 0x6D6C6D5F76616C  # "mlm_val" (data/mlm.h)
+LF_SHARES = ("none", "headwise", "kv", "layerwise")
+LF_PROJS = ("linear", "mean", "max", "conv")
 DEN_EPS = 1e-6  # linear attention's denominator clamp
 SCALE_BASE = 512.0  # XPOS
 
@@ -48,6 +60,10 @@ _DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.in
 
 def _refuse(what):
     raise ValueError(f"attnlab_torch: {what} is not supported yet")
+
+
+def _bad(what, why):
+    raise ValueError(f"attnlab_torch: {what}: {why}")
 
 
 # ---------------------------------------------------------------- safetensors
@@ -140,9 +156,95 @@ def resolve_config(cfg):
                 _refuse(f"attn=linear with {key}={c[key]}")
         if c["window"]:
             _refuse("attn=linear with window")
+    elif attn == "linformer":
+        resolve_linformer(c)
     else:
         _refuse(f"attn={attn}")
     return c
+
+
+def linformer_ks(value, layers):
+    """linformer_k per layer from the config's value: a number (one value), "8,4" (the list
+    as a checkpoint's config stores it) or a list; later layers take the last value (lf_k)."""
+    if isinstance(value, str):
+        try:
+            ks = [int(v) for v in value.split(",")]
+        except ValueError:
+            _bad(f"linformer_k={value}", "not a comma-separated list of integers")
+    elif isinstance(value, (list, tuple)):
+        ks = [int(v) for v in value]
+    else:
+        ks = [int(value)]
+    if not ks or len(ks) > layers:
+        _bad(f"linformer_k={value}", f"{len(ks)} values for {layers} layers")
+    return ks + [ks[-1]] * (layers - len(ks))
+
+
+def resolve_linformer(c):
+    """Checks attn=linformer's options as layers/attention/linformer.c's validate does and
+    stores linformer_k as one value per layer."""
+    c.setdefault("linformer_share", "none")
+    c.setdefault("linformer_proj", "linear")
+    share, proj, n = c["linformer_share"], c["linformer_proj"], c["context"]
+    if c["objective"] != "mlm":
+        _bad("attn=linformer", f"it has no causal form, so it needs objective=mlm, not {c['objective']}")
+    if c["pos"] not in ("none", "learned", "sinusoidal", "rope"):
+        _refuse(f"attn=linformer with pos={c['pos']}")
+    if share not in LF_SHARES:
+        _refuse(f"linformer_share={share}")
+    if proj not in LF_PROJS:
+        _refuse(f"linformer_proj={proj}")
+    for key, off in (("talking_heads", "none"), ("logn", "off"), ("bca", "off")):
+        if c[key] != off:
+            _refuse(f"attn=linformer with {key}={c[key]}")
+    if c["window"]:
+        _refuse("attn=linformer with window")
+    given = c.get("linformer_k", 64)
+    ks = linformer_ks(given, c["layers"])
+    for k in ks:
+        if not 0 < k <= n:
+            _bad(f"linformer_k={given}", f"{k} is not in 1..context {n}")
+        if proj != "linear" and n % k:
+            _bad(f"linformer_k={given}", f"linformer_proj={proj} pools with stride context / k, so {k} must "
+                 f"divide context {n}")
+    if proj in ("mean", "max") and share != "none":
+        _bad(f"linformer_share={share}", f"linformer_proj={proj} pools without parameters, so there is nothing "
+             "to share")
+    if share == "layerwise" and len(set(ks)) > 1:
+        _bad(f"linformer_k={given}", "linformer_share=layerwise has one E for all layers, so one k")
+    c["linformer_k"] = ks
+
+
+def linformer_shape(cfg, layer):
+    """The shape of layer `layer`'s E (and F): [k, n] for linear, the conv kernel [n / k] for
+    conv, with a leading head dimension under share none; None for mean and max."""
+    proj, n, k = cfg["linformer_proj"], cfg["context"], cfg["linformer_k"][layer]
+    if proj in ("mean", "max"):
+        return None
+    one = [k, n] if proj == "linear" else [n // k]
+    return [cfg["heads"]] + one if cfg["linformer_share"] == "none" else one
+
+
+def linformer_project(x, w, proj, stride):
+    """x [B, H, T, d] projected along the sequence to [B, H, k', d] (layers/attention/linformer.c):
+    linear: E[..., :T] x (w = E [k, n] or [H, k, n]; T > n is an error); mean / max / conv: the
+    windows [j s, j s + s), j < k' = ceil(T / s), s = stride, a partial last window averaging
+    (or taking the max of) the positions present and conv (w = [s] or [H, s]) seeing zeros."""
+    b, h, t, d = x.shape
+    if proj == "linear":
+        if t > w.shape[-1]:
+            _bad(f"linformer_proj=linear at length {t}", f"E has n = {w.shape[-1]} columns (the context)")
+        w = w[..., :t]
+        return torch.einsum("hjt,bhtd->bhjd" if w.dim() == 3 else "jt,bhtd->bhjd", w, x)
+    kp = -(-t // stride)
+    pad = kp * stride - t
+    if proj == "max":
+        return F.pad(x, (0, 0, 0, pad), value=-math.inf).reshape(b, h, kp, stride, d).amax(3)
+    xs = F.pad(x, (0, 0, 0, pad)).reshape(b, h, kp, stride, d)
+    if proj == "mean":
+        present = (t - torch.arange(kp) * stride).clamp(max=stride).to(x.dtype)
+        return xs.sum(3) / present.reshape(1, 1, kp, 1)
+    return torch.einsum("hr,bhjrd->bhjd" if w.dim() == 2 else "r,bhjrd->bhjd", w, xs)
 
 
 # ---------------------------------------------------------------- the model's parts
@@ -213,10 +315,11 @@ def phi_fn(x, phi, slope):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
         d, h = cfg["d_model"], cfg["heads"]
         self.cfg, self.heads, self.key_size, self.head_size = cfg, h, cfg["key_size"], cfg["head_size"]
+        self.layer = layer
         self.q = nn.Linear(d, h * self.key_size)
         self.k = nn.Linear(d, h * self.key_size)
         self.v = nn.Linear(d, h * self.head_size)
@@ -231,8 +334,14 @@ class Attention(nn.Module):
             self.talking_pre = nn.Linear(h, h, bias=False)
         if cfg["talking_heads"] in ("post", "both"):
             self.talking_post = nn.Linear(h, h, bias=False)
+        if cfg["attn"] == "linformer":
+            shape = linformer_shape(cfg, layer)
+            if shape is not None and cfg["linformer_share"] != "layerwise":
+                self.E = nn.Parameter(torch.zeros(shape))
+                if cfg["linformer_share"] != "kv":
+                    self.F = nn.Parameter(torch.zeros(shape))
 
-    def forward(self, x):
+    def forward(self, x, shared=None):
         b, t, _ = x.shape
         h = self.heads
         q = self.q(x).reshape(b, t, h, self.key_size).transpose(1, 2)
@@ -240,6 +349,8 @@ class Attention(nn.Module):
         v = self.v(x).reshape(b, t, h, self.head_size).transpose(1, 2)
         if self.cfg["attn"] == "linear":
             y = self.linear(q, k, v)
+        elif self.cfg["attn"] == "linformer":
+            y = self.linformer(q, k, v, shared)
         else:
             y = self.softmax(q, k, v)
         return self.o(y.transpose(1, 2).reshape(b, t, h * self.head_size))
@@ -305,6 +416,20 @@ class Attention(nn.Module):
             return float(self.cfg["sandwich_lambda"]) * per_head * dots
         return None
 
+    def linformer(self, q, k, v, shared=None):
+        """Linformer: K' = E K, V' = F V, out = softmax(Q K'^T / sqrt(key_size)) V' (no mask);
+        pos=rope rotates q and k first. E, F are this layer's, or `shared` (the model's
+        linformer.E) under linformer_share=layerwise; F = E unless share is none or headwise."""
+        cfg = self.cfg
+        if cfg["pos"] == "rope":
+            q, k = rotate(q, cfg["rope_dims"]), rotate(k, cfg["rope_dims"])
+        e = shared if cfg["linformer_share"] == "layerwise" else getattr(self, "E", None)
+        f = getattr(self, "F", e)
+        stride = cfg["context"] // cfg["linformer_k"][self.layer]
+        kp = linformer_project(k, e, cfg["linformer_proj"], stride)
+        vp = linformer_project(v, f, cfg["linformer_proj"], stride)
+        return torch.softmax(q @ kp.transpose(-1, -2) / math.sqrt(self.key_size), -1) @ vp
+
     def linear(self, q, k, v):
         """Linear attention / cosFormer: out_i = sum_j (q~_i . k~_j) v_j / max(sum_j q~_i . k~_j, 1e-6),
         j <= i when causal; with pos=rope the numerator uses the rotated features (RoFormer)."""
@@ -336,21 +461,22 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, layer=0):
         super().__init__()
         self.ln1 = make_norm(cfg)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, layer)
         self.ln2 = make_norm(cfg)
         self.mlp = Mlp(cfg)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x, shared=None):
+        x = x + self.attn(self.ln1(x), shared)
         return x + self.mlp(self.ln2(x))
 
 
 class GPT(nn.Module):
     """attnlab's model; cfg is a checkpoint's config (resolved here). forward(ids [B, T]) gives
-    the logits [B, T, vocab]."""
+    the logits [B, T, vocab]. Under attn=linformer with linformer_share=layerwise the model owns
+    the one projection, linformer.E, and hands it to every layer."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -359,7 +485,12 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(cfg["vocab"], cfg["d_model"])
         if cfg["pos"] == "learned":
             self.pos_emb = nn.Embedding(cfg["context"], cfg["d_model"])
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg["layers"]))
+        if cfg["attn"] == "linformer" and cfg["linformer_share"] == "layerwise":
+            shape = linformer_shape(cfg, 0)
+            if shape is not None:  # one E for every layer, held once: linformer.E
+                self.linformer = nn.Module()
+                self.linformer.E = nn.Parameter(torch.zeros(shape))
+        self.blocks = nn.ModuleList(Block(cfg, i) for i in range(cfg["layers"]))
         self.ln_f = make_norm(cfg)
         if not cfg["tie_embeddings"]:
             self.lm_head = nn.Linear(cfg["d_model"], cfg["vocab"], bias=False)
@@ -374,8 +505,9 @@ class GPT(nn.Module):
             x = x + self.pos_emb.weight[:t]
         if self.cfg["pos"] == "sinusoidal":
             x = x + (sinusoidal(t, self.cfg["d_model"]) / math.sqrt(self.cfg["d_model"])).to(x.dtype)
+        shared = self.linformer.E if hasattr(self, "linformer") else None
         for b in self.blocks:
-            x = b(x)
+            x = b(x, shared)
         x = self.ln_f(x)
         w = self.tok_emb.weight if self.cfg["tie_embeddings"] else self.lm_head.weight
         return x @ w.T
@@ -419,13 +551,85 @@ def window_offsets(held_bytes, T, max_windows=None):
     return [(i * full // count) * (T + 1) for i in range(count)]
 
 
+_U64 = (1 << 64) - 1
+
+
+class Rng:
+    """core/rng.c's generator, bit for bit: xoshiro256** seeded through splitmix64."""
+
+    def __init__(self, seed):
+        x, self.s = seed & _U64, []
+        for _ in range(4):
+            x = (x + 0x9E3779B97F4A7C15) & _U64
+            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _U64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _U64
+            self.s.append(z ^ (z >> 31))
+
+    @staticmethod
+    def _rotl(x, k):
+        return ((x << k) | (x >> (64 - k))) & _U64
+
+    def u64(self):
+        s = self.s
+        result = (self._rotl((s[1] * 5) & _U64, 7) * 9) & _U64
+        t = (s[1] << 17) & _U64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = self._rotl(s[3], 45)
+        return result
+
+    def below(self, n):
+        """Uniform in [0, n), 0 < n < 2^32: rng_below's multiply-shift with rejection."""
+        m = (self.u64() >> 32) * n
+        if (m & 0xFFFFFFFF) < n:
+            threshold = ((1 << 32) - n) % n
+            while (m & 0xFFFFFFFF) < threshold:
+                m = (self.u64() >> 32) * n
+        return m >> 32
+
+
+def mlm_count(T):
+    """The positions masked in a window of T bytes: max(1, round(0.15 T)) (data/mlm.c)."""
+    return max(1, int(math.floor(0.15 * T + 0.5)))
+
+
+def mlm_mask(window, index):
+    """(inputs, targets) of validation window `index` (its position in score's list of windows,
+    0 first) holding the bytes `window` (its first T bytes), as data/mlm.c's mlm_val_window
+    masks it: an Rng seeded with MLM_VAL_SEED + index chooses mlm_count(T) positions by
+    selection sampling (position t is chosen when below(T - t) < the number still needed), and
+    each chosen one draws below(10): 0-7 -> MASK_ID, 8 -> below(256) (a random byte), 9 -> left
+    as it is. Both are int64 arrays of T: targets holds the original byte at the chosen
+    positions and -1 elsewhere."""
+    inputs = np.array(bytearray(window), dtype=np.int64)
+    T = len(inputs)
+    if T < 1:
+        _bad("mlm_mask", "the window is empty")
+    targets = np.full(T, -1, dtype=np.int64)
+    rng, need = Rng(MLM_VAL_SEED + index), mlm_count(T)
+    for t in range(T):
+        if rng.below(T - t) >= need:
+            continue
+        need -= 1
+        targets[t] = inputs[t]
+        r = rng.below(10)
+        if r < 8:
+            inputs[t] = MASK_ID
+        elif r == 8:
+            inputs[t] = rng.below(256)
+    return inputs, targets
+
+
 @torch.no_grad()
 def score(model, data, T, max_windows=None, val_fraction=None, batch=16):
     """Bits per byte on the held-out split of `data` (bytes: the whole corpus) at length T, as
-    ./extrapolate computes it: every predicted byte of every window, summed in float64."""
+    ./extrapolate computes it: every predicted byte of every window, summed in float64; for
+    objective=mlm the masked positions of every window (mlm_mask), each window unshifted."""
     cfg = model.cfg
-    if cfg["objective"] != "clm":
-        raise ValueError("attnlab_torch: score: objective=mlm models do not predict left to right")
+    mlm = cfg["objective"] == "mlm"
     if isinstance(data, str):
         data = data.encode("utf-8")
     held = held_out(bytes(data), cfg.get("val_fraction", 0.1) if val_fraction is None else val_fraction)
@@ -436,8 +640,14 @@ def score(model, data, T, max_windows=None, val_fraction=None, batch=16):
     arr = np.frombuffer(held, dtype=np.uint8)
     nats = 0.0
     for s in range(0, len(offs), batch):
-        win = torch.from_numpy(np.stack([arr[o:o + T + 1] for o in offs[s:s + batch]]).astype(np.int64))
-        logits = model(win[:, :T]).double()
-        nats += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1),
+        if mlm:
+            rows = [mlm_mask(held[o:o + T], s + i) for i, o in enumerate(offs[s:s + batch])]
+            ids = torch.from_numpy(np.stack([r[0] for r in rows]))
+            targets = torch.from_numpy(np.stack([r[1] for r in rows]))
+        else:
+            win = torch.from_numpy(np.stack([arr[o:o + T + 1] for o in offs[s:s + batch]]).astype(np.int64))
+            ids, targets = win[:, :T], win[:, 1:]
+        logits = model(ids).double()
+        nats += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1,
                                 reduction="sum").item()
-    return nats / math.log(2) / (len(offs) * T)
+    return nats / math.log(2) / (len(offs) * (mlm_count(T) if mlm else T))
