@@ -61,6 +61,12 @@ Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb);
  * onto it; backward takes db as a column sum with sgemv. */
 Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b);
 
+/* GELU (tanh form, op_gelu's formula) over n floats, threaded as the ops are,
+ * for fused kernels outside core: y = gelu(x), and dx = dy * gelu'(x) (dx may
+ * be dy, in place). */
+void gelu_rows(const float *x, float *y, long n);
+void gelu_grad_rows(const float *x, const float *dy, float *dx, long n);
+
 /* ---- arithmetic --------------------------------------------------------- */
 
 /* a + b and a * b, where b's shape is a's or a suffix of it: a row bias [N]

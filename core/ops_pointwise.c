@@ -71,14 +71,30 @@ static void gelu_fwd(const Pointwise *p, long lo, long hi) {
 }
 
 /* d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2) */
+static inline float gelu_slope(float x) {
+    float t = fm_tanhf(GELU_C * (x + GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
+}
+
 static void gelu_bwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x, *restrict g = p->g;
     float *restrict dx = p->o;
     #pragma omp simd
-    for (long i = lo; i < hi; i++) {
-        float t = fm_tanhf(GELU_C * (x[i] + GELU_A * x[i] * x[i] * x[i]));
-        dx[i] += g[i] * (0.5f * (1.0f + t) + 0.5f * x[i] * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x[i] * x[i]));
-    }
+    for (long i = lo; i < hi; i++) dx[i] += g[i] * gelu_slope(x[i]);
+}
+
+/* the same, overwriting dx (which may be g: no restrict) */
+static void gelu_grad_set(const Pointwise *p, long lo, long hi) {
+    const float *restrict x = p->x;
+    const float *g = p->g;
+    float *dx = p->o;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) dx[i] = g[i] * gelu_slope(x[i]);
+}
+
+void gelu_rows(const float *x, float *y, long n) { run(&(Pointwise){.x = x, .o = y}, n, gelu_fwd); }
+void gelu_grad_rows(const float *x, const float *dy, float *dx, long n) {
+    run(&(Pointwise){.x = x, .g = dy, .o = dx}, n, gelu_grad_set);
 }
 
 void op_gelu_forward(Node *n) { run_forward(n, gelu_fwd); }

@@ -117,29 +117,34 @@ static void spares_check(const Arena *a) {
     }
 }
 
-float *tensor_grad_unset(Tensor *t, bool *fresh) {
-    *fresh = !t->grad;
-    if (t->grad) return t->grad;
+float *tensor_scratch(long n) {
     Arena *a = engine_arena();
-    size_t bytes = (size_t)t->n * sizeof(float);
+    size_t bytes = (size_t)n * sizeof(float);
     spares_check(a);
     for (int i = n_spares - 1; i >= 0; i--)
         if (spares[i].bytes == bytes) {
-            t->grad = spares[i].p;
+            float *p = spares[i].p;
             spares[i] = spares[--n_spares];
-            return t->grad;
+            return p;
         }
-    t->grad = arena_alloc(a, bytes);
+    return arena_alloc(a, bytes);
+}
+
+void tensor_scratch_release(float *p, long n) {
+    Arena *a = engine_arena_or_null();
+    if (!a || !p) return;
+    spares_check(a);
+    if (n_spares < MAX_SPARES) spares[n_spares++] = (Spare){p, (size_t)n * sizeof(float)};
+}
+
+float *tensor_grad_unset(Tensor *t, bool *fresh) {
+    *fresh = !t->grad;
+    if (!t->grad) t->grad = tensor_scratch(t->n);
     return t->grad;
 }
 
 void tensor_grad_release(Tensor *t) {
-    if (!t->grad) return;
-    Arena *a = engine_arena_or_null();
-    if (a) {
-        spares_check(a);
-        if (n_spares < MAX_SPARES) spares[n_spares++] = (Spare){t->grad, (size_t)t->n * sizeof(float)};
-    }
+    tensor_scratch_release(t->grad, t->n);
     t->grad = NULL;
 }
 

@@ -63,6 +63,11 @@ Tensor *tensor_4d(int a, int b, int c, int d);
 /* A header for memory owned elsewhere (a parameter slab, a caller's buffer). */
 void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
 
+/* n floats of the current arena for an op's temporary, uninitialised: a buffer
+ * of that size handed back earlier in this arena cycle when there is one.
+ * Give it back with tensor_scratch_release once nothing reads it. */
+float *tensor_scratch(long n);
+void tensor_scratch_release(float *p, long n);
 /* Hands t's gradient buffer back for reuse (an activation's, once backward has
  * passed the node that made t; never a parameter's) and sets t->grad to NULL. */
 void tensor_grad_release(Tensor *t);

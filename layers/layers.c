@@ -75,4 +75,4 @@ void mlp_declare(Mlp *m, ParamSet *p, const char *name, int d, int hidden) {
     linear_declare(&m->proj, p, param_name(buf, name, "proj"), hidden, d, true);
 }
 
-Tensor *mlp_forward(const Mlp *m, Tensor *x) { return linear_forward(&m->proj, op_gelu(linear_forward(&m->fc, x))); }
+Tensor *mlp_forward(const Mlp *m, Tensor *x) { return op_mlp(x, m->fc.w, m->fc.b, m->proj.w, m->proj.b); }

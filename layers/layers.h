@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "params.h"
+#include "tape.h"
 #include "rng.h"
 
 /* nn.Linear: y = x W^T + b, W is [out, in] as in PyTorch. */
@@ -40,7 +41,14 @@ typedef struct {
 } Mlp;
 
 void mlp_declare(Mlp *m, ParamSet *p, const char *name, int d, int hidden);
+/* The block as one fused op (op_mlp, layers/mlp.c). */
 Tensor *mlp_forward(const Mlp *m, Tensor *x);
+
+/* y = gelu(x W1^T + b1) W2^T + b2, x [..., in], W1 [hidden, in], W2 [in,
+ * hidden]: op_linear, op_gelu, op_linear fused, keeping only x W1^T + b1 for
+ * backward (layers/mlp.c). mlp_op is its OpDef, which a test may break. */
+Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2);
+extern OpDef mlp_op;
 
 /* Formats "prefix.suffix" into buf (sized 128); returns buf. */
 const char *param_name(char *buf, const char *prefix, const char *suffix);

@@ -431,6 +431,15 @@ START_TEST(test_golden_catches_broken_kernel_backward) {
                           mutation_name((Mutation)mu), op->name, k, stage_names[s], msg);
         }
     }
+    /* the fused MLP of every block, against the same PyTorch model */
+    for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+        char msg[512] = "";
+        kernel_mutation_install(&mlp_op, (Mutation)mu);
+        GoldenStage s = golden_run(&sf, 0, NULL, msg, sizeof msg);
+        kernel_mutation_remove(&mlp_op);
+        ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for mlp: golden cfg0 stopped at the %s (%s)",
+                      mutation_name((Mutation)mu), stage_names[s], msg);
+    }
     st_close(&sf);
 }
 END_TEST

@@ -1,0 +1,82 @@
+/* mlp.c: the MLP block as one fused op, y = gelu(x W1^T + b1) W2^T + b2.
+ *
+ * Composed of op_linear, op_gelu and op_linear, a step would keep both the
+ * hidden pre-activation h and g = gelu(h) until backward, two [tokens,
+ * hidden] tensors per layer (hidden = 4 d: the largest activations of the
+ * model). The fused op keeps h alone: forward makes g in a scratch buffer
+ * that it hands back after the second product, and backward makes it again
+ * from h for dW2. The same scratch buffer then holds dg = dy W2 and, in
+ * place, dh = dg gelu'(h). Every product is one cblas_sgemm with transposes
+ * as flags, as op_linear does them, so the results are op_linear's. */
+#include <cblas.h>
+#include <string.h>
+
+#include "layers.h"
+#include "op_kernel.h"
+#include "ops.h"
+
+/* out = x W^T + b (rows of out start as b; sgemm adds onto them). */
+static void linear_into(float *out, const float *x, const Tensor *w, const Tensor *b, long M) {
+    long N = w->shape[0], K = w->shape[1];
+    #pragma omp parallel for if (M * N > PAR_MIN)
+    for (long r = 0; r < M; r++) memcpy(out + r * N, b->data, (size_t)N * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w->data, K, 1.0f, out, N);
+}
+
+/* db += dy^T 1, the column sums of dy [M, N]. */
+static void bias_grad(Tensor *b, const float *dy, long M) {
+    long N = b->n;
+    float *ones = tensor_scratch(M);
+    for (long r = 0; r < M; r++) ones[r] = 1.0f;
+    cblas_sgemv(CblasRowMajor, CblasTrans, M, N, 1.0f, dy, N, ones, 1, 1.0f, tensor_grad(b), 1);
+    tensor_scratch_release(ones, M);
+}
+
+static void mlp_forward_op(Node *n) {
+    const Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
+    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d;
+    float *h = n->saved, *g = tensor_scratch(M * hid);
+    linear_into(h, x->data, w1, b1, M);
+    gelu_rows(h, g, M * hid);
+    linear_into(n->out->data, g, w2, b2, M);
+    tensor_scratch_release(g, M * hid);
+}
+
+static void mlp_backward_op(Node *n) {
+    Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
+    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d;
+    const float *dy = n->out->grad, *h = n->saved;
+    float *buf = tensor_scratch(M * hid);
+    if (w2->requires_grad) {
+        gelu_rows(h, buf, M * hid); /* g again */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, M, 1.0f, dy, d, buf, hid, 1.0f, tensor_grad(w2), hid);
+    }
+    if (b2->requires_grad) bias_grad(b2, dy, M);
+    /* dg = dy W2, then dh = dg gelu'(h) in place */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
+    gelu_grad_rows(h, buf, buf, M * hid);
+    if (x->requires_grad)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f, tensor_grad(x), d);
+    if (w1->requires_grad)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, M, 1.0f, buf, hid, x->data, d, 1.0f, tensor_grad(w1), d);
+    if (b1->requires_grad) bias_grad(b1, buf, M);
+    tensor_scratch_release(buf, M * hid);
+}
+
+OpDef mlp_op = {"mlp", mlp_forward_op, mlp_backward_op};
+
+Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2) {
+    const char *name = mlp_op.name;
+    SHAPE_CHECK(w1->ndim == 2 && w2->ndim == 2, name, "weights must be 2-D", w1, w2);
+    long hid = w1->shape[0], d = w1->shape[1];
+    SHAPE_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == d, name, "x's last dim must be W1's in", x, w1);
+    SHAPE_CHECK(w2->shape[0] == d && w2->shape[1] == hid, name, "W2 must be [in, hidden] of W1 [hidden, in]", w1, w2);
+    SHAPE_CHECK(b1->ndim == 1 && b1->n == hid && b2->ndim == 1 && b2->n == d, name, "biases must be [hidden], [in]", b1,
+                b2);
+    Node *n = node_new(&mlp_op);
+    n->n_in = 5;
+    n->in[0] = x, n->in[1] = w1, n->in[2] = b1, n->in[3] = w2, n->in[4] = b2;
+    n->saved = arena_alloc(engine_arena(), (size_t)(x->n / d) * hid * sizeof(float));
+    n->out = tensor_new(x->ndim, x->shape);
+    return node_run(n);
+}

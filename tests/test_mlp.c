@@ -1,0 +1,104 @@
+/* test_mlp.c: the fused MLP op (layers/mlp.c) against finite differences,
+ * against its composition from op_linear, op_gelu and op_linear, with a
+ * broken backward, and for the memory it keeps. (The PyTorch comparison is
+ * the golden model of tests/test_model.c, whose blocks all run it; a broken
+ * mlp backward fails that test too.) */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "layers.h"
+#include "test_util.h"
+
+enum { B = 2, T = 3, D = 4, HID = 6 };
+
+static Tensor *fused(Tensor **in) { return op_mlp(in[0], in[1], in[2], in[3], in[4]); }
+static Tensor *composed(Tensor **in) { return op_linear(op_gelu(op_linear(in[0], in[1], in[2])), in[3], in[4]); }
+
+static const GradCase mlp_case = {"mlp", 5,
+                                  {{3, {B, T, D}, GC_NORMAL},
+                                   {2, {HID, D}, GC_NORMAL},
+                                   {1, {HID}, GC_NORMAL},
+                                   {2, {D, HID}, GC_NORMAL},
+                                   {1, {D}, GC_NORMAL}},
+                                  fused};
+
+START_TEST(test_mlp_gradcheck) {
+    GcResult r;
+    ck_assert_msg(gradcheck(&mlp_case, 7, NULL, &r), "%s", r.why);
+    ck_assert_int_eq(r.checked, B * T * D + 2 * HID * D + HID + D); /* every element */
+}
+END_TEST
+
+/* A 10%-scaled or a missing backward fails the check. */
+START_TEST(test_mlp_gradcheck_catches_broken_backward) {
+    for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+        GcResult r;
+        kernel_mutation_install(&mlp_op, (Mutation)mu);
+        bool ok = gradcheck(&mlp_case, 7, NULL, &r);
+        kernel_mutation_remove(&mlp_op);
+        ck_assert_msg(!ok, "a %s mlp backward passed the gradient check", mutation_name((Mutation)mu));
+    }
+}
+END_TEST
+
+/* The same leaves through both: outputs and every gradient agree to float
+ * rounding (the same products in the same order, so closely), and the fused
+ * op keeps one [tokens, hidden] tensor less until backward. */
+START_TEST(test_mlp_matches_composition) {
+    Rng rng;
+    rng_seed(&rng, 11);
+    Tensor *leaf[2][5];
+    const GcInput *in = mlp_case.in;
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    float *vals[5];
+    for (int k = 0; k < 5; k++) {
+        Tensor *t = tensor_new(in[k].ndim, in[k].shape);
+        vals[k] = t->data;
+        rng_fill_normal(&rng, t->data, t->n, 0.0f, 1.0f);
+    }
+    size_t kept[2];
+    float *out[2], *grads[2][5];
+    for (int w = 0; w < 2; w++) {
+        for (int k = 0; k < 5; k++) {
+            leaf[w][k] = tensor_new(in[k].ndim, in[k].shape);
+            memcpy(leaf[w][k]->data, vals[k], (size_t)leaf[w][k]->n * sizeof(float));
+            leaf[w][k]->requires_grad = true;
+        }
+        tape_reset();
+        grad_set(true);
+        size_t before = arena_in_use(&a);
+        Tensor *y = (w ? composed : fused)(leaf[w]);
+        kept[w] = arena_in_use(&a) - before;
+        out[w] = y->data;
+        backward(op_sum(op_mul(y, y)));
+        for (int k = 0; k < 5; k++) grads[w][k] = leaf[w][k]->grad;
+    }
+    for (long i = 0; i < (long)B * T * D; i++)
+        ck_assert_msg(fabsf(out[0][i] - out[1][i]) <= 1e-5f * (1 + fabsf(out[1][i])), "out[%ld]: %g vs %g", i, out[0][i],
+                      out[1][i]);
+    for (int k = 0; k < 5; k++)
+        for (long i = 0; i < leaf[0][k]->n; i++)
+            ck_assert_msg(fabsf(grads[0][k][i] - grads[1][k][i]) <= 1e-4f * (1 + fabsf(grads[1][k][i])),
+                          "grad of input %d [%ld]: %g vs %g", k, i, grads[0][k][i], grads[1][k][i]);
+    /* the composition keeps h and gelu(h); the fused op h alone */
+    ck_assert_msg(kept[1] >= kept[0] + (size_t)B * T * HID * sizeof(float), "fused %zu bytes, composed %zu", kept[0],
+                  kept[1]);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+END_TEST
+
+Suite *mlp_suite(void) {
+    Suite *s = suite_create("mlp");
+    TCase *tc = tcase_create("fused");
+    tcase_add_test(tc, test_mlp_gradcheck);
+    tcase_add_test(tc, test_mlp_gradcheck_catches_broken_backward);
+    tcase_add_test(tc, test_mlp_matches_composition);
+    suite_add_tcase(s, tc);
+    return s;
+}
