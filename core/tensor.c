@@ -81,8 +81,13 @@ Tensor *tensor_new(int ndim, const int *shape) {
     Arena *a = engine_arena();
     Tensor *t = arena_alloc(a, sizeof *t);
     long n = shape_numel(ndim, shape);
-    tensor_wrap(t, arena_alloc(a, (size_t)n * sizeof(float)), ndim, shape);
+    tensor_wrap(t, tensor_scratch(n), ndim, shape);
     return t;
+}
+
+void tensor_release_data(Tensor *t) {
+    tensor_scratch_release(t->data, t->n);
+    t->data = NULL;
 }
 
 Tensor *tensor_zeros(int ndim, const int *shape) {

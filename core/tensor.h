@@ -68,6 +68,9 @@ void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
  * Give it back with tensor_scratch_release once nothing reads it. */
 float *tensor_scratch(long n);
 void tensor_scratch_release(float *p, long n);
+/* Hands t's data back for reuse (an activation that nothing reads any more,
+ * forward or backward: the caller knows) and sets t->data to NULL. */
+void tensor_release_data(Tensor *t);
 /* Hands t's gradient buffer back for reuse (an activation's, once backward has
  * passed the node that made t; never a parameter's) and sets t->grad to NULL. */
 void tensor_grad_release(Tensor *t);

@@ -59,15 +59,24 @@ static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool ke
     return rotary && !a->kernel->rope_inside ? attn_rope(c, x, key) : x;
 }
 
+/* [B, T, H d] -> [B, H, T, d]. The projection's output is read by nothing
+ * after the split (neither op_linear's backward nor op_split_heads' reads it),
+ * so its buffer is handed back for the next tensor of its size. */
+static Tensor *split(const Attention *a, Tensor *projected) {
+    Tensor *heads = op_split_heads(projected, a->heads);
+    tensor_release_data(projected);
+    return heads;
+}
+
 Tensor *attention_forward(const Attention *a, Tensor *x) {
     AttnCall c = call_for(a, x);
     if (a->kernel->forward_qkv) { /* one product for q, k, v; [B, T, H d] in and out, no split or merge */
         const Linear *qkv[3] = {&a->q, &a->k, &a->v};
         return linear_forward(&a->o, a->kernel->forward_qkv(&c, linear_fused(qkv, 3, x)));
     }
-    Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
-    Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);
-    Tensor *v = op_split_heads(linear_forward(&a->v, x), a->heads);
+    Tensor *q = rotated(a, &c, split(a, linear_forward(&a->q, x)), false);
+    Tensor *k = rotated(a, &c, split(a, linear_forward(&a->k, x)), true);
+    Tensor *v = split(a, linear_forward(&a->v, x));
     Tensor *y = a->kernel->forward(&c, q, k, v);
     return linear_forward(&a->o, op_merge_heads(y));
 }
