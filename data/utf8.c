@@ -41,6 +41,13 @@ Utf8Step utf8_step(Utf8State *u, int b) {
     return UTF8_PART;
 }
 
+Utf8Step utf8_read(Utf8State *u, int b) {
+    Utf8Step st = utf8_step(u, b);
+    if (st != UTF8_INVALID) return st;
+    utf8_init(u);
+    return utf8_step(u, b);
+}
+
 size_t utf8_valid_prefix(const unsigned char *s, size_t n) {
     Utf8State u;
     utf8_init(&u);

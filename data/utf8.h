@@ -45,6 +45,13 @@ bool utf8_allows(const Utf8State *u, int b);
 int utf8_allowed_mask(const Utf8State *u, bool allowed[256]);
 /* Takes byte b: what it does, and the state after it. */
 Utf8Step utf8_step(Utf8State *u, int b);
+/* Takes byte b as a reader of any bytes does: like utf8_step, except that a
+ * byte that cannot come here ends the character in progress (its bytes so far
+ * are then not UTF-8) and is read again from a boundary, where a byte that
+ * can start nothing (80..BF, C0, C1, F5..FF) stands alone. Returns what
+ * utf8_step returned the last time (UTF8_INVALID for such a lone byte, which
+ * leaves u at a boundary). */
+Utf8Step utf8_read(Utf8State *u, int b);
 /* The bytes of the character that the first byte b starts (1..4), or 0
  * when b cannot start one. */
 int utf8_char_bytes(int b);

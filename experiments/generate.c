@@ -50,40 +50,27 @@ int generate_draw(const float *z, int V, float t, int k, Rng *rng) {
 
 void generate_seed(Rng *rng, int64_t seed) { rng_seed(rng, (uint64_t)seed * 3 + 2); }
 
-/* The bytes drawn of the character in progress, held until it is complete. */
-typedef struct {
-    char b[4];
-    int n;
-} Pending;
-
 int generate_stream(Model *m, const GenerateSpec *g, Rng *rng, GenerateEmit emit, void *ctx) {
     size_t plen = strlen(g->prompt);
     int *ids = xmalloc((plen + (size_t)g->length + 1) * sizeof(int));
+    char *out = xmalloc((size_t)g->length + 1); /* the bytes drawn */
     for (size_t i = 0; i < plen; i++) ids[i] = (unsigned char)g->prompt[i];
     size_t n = plen;
     if (n == 0) ids[n++] = '\n'; /* an empty prompt starts from a newline */
-    if (plen && emit(g->prompt, plen, ctx) != 0) {
-        free(ids);
-        return GENERATE_STOPPED;
-    }
+    int rc = plen && emit(g->prompt, plen, ctx) != 0 ? GENERATE_STOPPED : GENERATE_DONE;
     /* where the prompt leaves the text: a character it ends inside is continued */
     Utf8State u;
     utf8_init(&u);
-    for (size_t i = 0; i < plen; i++)
-        if (utf8_step(&u, ids[i]) == UTF8_INVALID) {
-            utf8_init(&u);
-            utf8_step(&u, ids[i]);
-        }
+    for (size_t i = 0; i < plen; i++) utf8_read(&u, ids[i]);
     Arena arena, *outer = engine_arena_or_null();
     arena_init(&arena, 0);
     engine_set_arena(&arena);
     bool was = grad_set(false);
     int V = m->cfg.vocab < 256 ? m->cfg.vocab : 256, T_max = m->cfg.context;
-    int rc = GENERATE_DONE;
-    Pending held = {.n = 0};
+    size_t drawn = 0, handed = 0; /* out[handed, drawn) waits for a character boundary */
     float z[256];
     bool allowed[256];
-    for (int step = 0; step < g->length && rc == GENERATE_DONE; step++) {
+    while (drawn < (size_t)g->length && rc == GENERATE_DONE) {
         if (interrupt_signal()) {
             rc = GENERATE_INTERRUPTED;
             break;
@@ -100,28 +87,18 @@ int generate_stream(Model *m, const GenerateSpec *g, Rng *rng, GenerateEmit emit
         }
         int next = generate_draw(z, V, g->temperature, g->top_k, rng);
         ids[n++] = next;
-        Utf8Step st = utf8_step(&u, next);
-        if (st == UTF8_INVALID) { /* raw bytes only: the held bytes are not a character */
-            if (held.n && emit(held.b, (size_t)held.n, ctx) != 0) rc = GENERATE_STOPPED;
-            held.n = 0;
-            utf8_init(&u);
-            st = utf8_step(&u, next);
-            if (st == UTF8_INVALID) { /* it starts nothing either: on its own */
-                char c = (char)next;
-                if (rc == GENERATE_DONE && emit(&c, 1, ctx) != 0) rc = GENERATE_STOPPED;
-                continue;
-            }
-        }
-        held.b[held.n++] = (char)next;
-        if (st == UTF8_CHAR) {
-            if (rc == GENERATE_DONE && emit(held.b, (size_t)held.n, ctx) != 0) rc = GENERATE_STOPPED;
-            held.n = 0;
+        out[drawn++] = (char)next;
+        utf8_read(&u, next);
+        if (utf8_at_boundary(&u)) {
+            if (emit(out + handed, drawn - handed, ctx) != 0) rc = GENERATE_STOPPED;
+            handed = drawn;
         }
     }
-    /* a character the length cut off (held.n > 0) is dropped: the length rule */
+    /* the length rule: out[handed, drawn), a character the length cut off, is dropped */
     grad_set(was);
     engine_set_arena(outer);
     arena_free(&arena);
+    free(out);
     free(ids);
     return rc;
 }

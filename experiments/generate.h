@@ -2,22 +2,27 @@
  * samples.txt), and the fill-in demo of masked LMs.
  *
  * The length rule. Generation draws at most `length` bytes after the prompt.
- * A character is handed on only when its last byte is drawn, so when the
- * length runs out inside a character, the bytes of it drawn so far are
- * dropped: the generated text is at most `length` bytes (up to 3 short of it)
- * and never ends inside a UTF-8 character.
+ * Bytes are handed on only when the text drawn so far ends at a character
+ * boundary, so when the length runs out inside a character, the bytes of it
+ * drawn so far are dropped: the generated text is at most `length` bytes and
+ * never ends inside a UTF-8 character.
  *
  * The UTF-8 restriction (on unless raw is set). At each step the model's
  * distribution over the next byte is renormalised over the bytes that keep
  * the text valid UTF-8 at that point (data/utf8.h: a first byte at a
  * character boundary, the right continuation bytes inside a character; never
  * C0, C1 or F5..FF); top-k then keeps the k likeliest of those. The text
- * after a valid prompt is then valid UTF-8. With raw bytes every byte may be
- * drawn: a byte that cannot continue the character in progress hands on the
- * bytes held so far as they are (not UTF-8) and starts afresh, and a byte that
- * can start nothing (80..BF, C0, C1, F5..FF) is handed on alone. The length
- * rule holds in both: the text never ends in the first bytes of a character
- * that it could still complete.
+ * after a valid prompt is then valid UTF-8, handed on one character at a
+ * time, and at most 3 bytes short of `length`.
+ *
+ * Raw bytes (raw set): any byte may be drawn, and the text is read as
+ * utf8_read reads it: a byte that cannot continue the character in progress
+ * leaves that character's bytes as they are (not UTF-8) and starts afresh. A
+ * character boundary is then wherever that reading is at one, and the length
+ * rule is the same: the text never ends in the first bytes of a character
+ * that it could still complete (only ever in a complete character, or a byte
+ * that can start none), though it may drop more than 3 bytes (a run of first
+ * bytes, each breaking the last, has no boundary before its end).
  *
  * A prompt that ends inside a character is continued from there. The model
  * sees the last `context` bytes of the prompt and the text so far; an empty
@@ -39,9 +44,9 @@ typedef struct {
     bool raw;           /* false: only bytes that keep the text valid UTF-8 */
 } GenerateSpec;
 
-/* Where the text goes as it is made: the prompt first, then each character
- * as soon as its last byte is drawn (with raw bytes, also each run of bytes
- * that is not UTF-8). Returns 0 to go on, -1 to stop (a failed write). */
+/* Where the text goes as it is made: the prompt first, then the bytes drawn
+ * each time the text reaches a character boundary (under the restriction, one
+ * character each time). Returns 0 to go on, -1 to stop (a failed write). */
 typedef int (*GenerateEmit)(const char *bytes, size_t n, void *ctx);
 
 enum { GENERATE_DONE = 0, GENERATE_INTERRUPTED = 1, GENERATE_STOPPED = -1 };
