@@ -122,8 +122,9 @@ static int emit_stdout(const char *bytes, size_t n, void *ctx) {
 
 static int put_stdout(Out *o, const char *text) { return emit_stdout(text, strlen(text), o); }
 
-/* The fill-in demo of an mlm model, on corpus_path (or the checkpoint's). */
-static int fill_in(Model *m, const CheckpointInfo *info, const char *target, const char *corpus_path, int length) {
+/* The corpus of an mlm model's fill-in demo: corpus_path, or the one the
+ * checkpoint names. 0, or the status to exit with (the error printed). */
+static int open_corpus(Corpus *corpus, const CheckpointInfo *info, const char *target, const char *corpus_path) {
     Err e;
     if (!corpus_path) {
         corpus_path = info->corpus;
@@ -136,16 +137,19 @@ static int fill_in(Model *m, const CheckpointInfo *info, const char *target, con
             return 2;
         }
     }
-    Corpus corpus;
-    if (corpus_open(&corpus, corpus_path, info->cfg.train.val_fraction, m->cfg.context, &e) != 0) {
+    if (corpus_open(corpus, corpus_path, info->cfg.train.val_fraction, info->cfg.model.context, &e) != 0) {
         err_print(&e);
         return 1;
     }
+    return 0;
+}
+
+/* The fill-in demo of an mlm model, to stdout. */
+static int fill_in(Model *m, const CheckpointInfo *info, const Corpus *corpus, int length) {
     SampleConfig s = info->cfg.sample;
     s.length = length;
     size_t len;
-    char *text = generate_fill_in(m, &corpus, &s, &len);
-    corpus_close(&corpus);
+    char *text = generate_fill_in(m, corpus, &s, &len);
     if (!text) {
         fprintf(stderr, "interrupted; nothing printed\n");
         return interrupt_exit_status();
@@ -254,11 +258,19 @@ int main(int argc, char **argv) {
         }
     }
 
+    Corpus corpus;
+    memset(&corpus, 0, sizeof corpus);
+    if (mlm && (status = open_corpus(&corpus, &info, target, corpus_path)) != 0) {
+        st_close(&st);
+        return status;
+    }
+
     int threads = engine_set_threads(cfg->train.threads);
     char what[1200];
     snprintf(what, sizeof what, "%s: sampling", ckpt);
     if (memory_check(what, NULL, &cfg->model, 1, cfg->model.context, MEMORY_EVAL, threads, &e) != 0) {
         st_close(&st);
+        if (mlm) corpus_close(&corpus);
         err_print(&e);
         return 1;
     }
@@ -268,13 +280,15 @@ int main(int argc, char **argv) {
     st_close(&st);
     if (rc != 0) {
         model_free(&m);
+        if (mlm) corpus_close(&corpus);
         err_print(&e);
         return 1;
     }
     fprintf(stderr, "sample: %s (step %ld, objective %s, context %d), %s\n", ckpt, info.step, mlm ? "mlm" : "clm",
             cfg->model.context, threads_banner(threads));
     if (mlm) {
-        rc = fill_in(&m, &info, target, corpus_path, length);
+        rc = fill_in(&m, &info, &corpus, length);
+        corpus_close(&corpus);
         model_free(&m);
         return rc;
     }
