@@ -95,6 +95,7 @@ int generate_stream(Model *m, const GenerateSpec *g, Rng *rng, GenerateEmit emit
         }
     }
     /* the length rule: out[handed, drawn), a character the length cut off, is dropped */
+    if (rc == GENERATE_DONE && interrupt_signal()) rc = GENERATE_INTERRUPTED; /* during the last byte */
     grad_set(was);
     engine_set_arena(outer);
     arena_free(&arena);
