@@ -71,6 +71,7 @@ printf 'a中文é𠀀\n' >"$T/v"
 utf8_ok "$T/v" || bad="$bad good"
 for seq in '\344\270' '\300\200' '\355\240\200' '\365\200\200\200' '\364\220\200\200' '\200' '\340\200\200' \
     '\360\200\200\200' '\344a' '\377'; do
+    # shellcheck disable=SC2059 # the octal escapes are the format
     printf "x$seq" >"$T/v"
     if utf8_ok "$T/v"; then bad="$bad $seq"; fi
 done

@@ -105,8 +105,9 @@ START_TEST(test_length_rule_valid_utf8) {
                 ck_assert_msg(memcmp(c.text, prompts[p], plen) == 0, "the text starts with the prompt");
                 ck_assert_msg(G <= (size_t)N && G + 3 >= (size_t)N, "length %d, t %g: %zu bytes", N,
                               (double)temperatures[ti], G);
-                ck_assert_msg(utf8_valid_prefix(gen, G) == G, "length %d, t %g, prompt %d: not valid UTF-8 from byte %zu",
-                              N, (double)temperatures[ti], p, utf8_valid_prefix(gen, G));
+                size_t valid = utf8_valid_prefix(gen, G);
+                ck_assert_msg(valid == G, "length %d, t %g, prompt %d: not valid UTF-8 from byte %zu", N,
+                              (double)temperatures[ti], p, valid);
                 /* one character per piece after the prompt's */
                 for (int i = plen ? 1 : 0; i < c.pieces; i++) {
                     size_t n = piece_len(&c, i);

@@ -179,8 +179,8 @@ START_TEST(test_valid_prefix) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         size_t n = strlen(cases[i].s);
-        ck_assert_msg(utf8_valid_prefix((const unsigned char *)cases[i].s, n) == cases[i].want, "case %zu: got %zu, want %zu",
-                      i, utf8_valid_prefix((const unsigned char *)cases[i].s, n), cases[i].want);
+        size_t got = utf8_valid_prefix((const unsigned char *)cases[i].s, n);
+        ck_assert_msg(got == cases[i].want, "case %zu: got %zu, want %zu", i, got, cases[i].want);
     }
 }
 END_TEST
