@@ -188,6 +188,7 @@ END_TEST
 Suite *utf8_suite(void) {
     Suite *s = suite_create("utf8");
     TCase *tc = tcase_create("utf8");
+    tcase_set_timeout(tc, 30); /* about 1 s under ASan; room for a busy machine */
     tcase_add_test(tc, test_every_state_against_the_reference);
     tcase_add_test(tc, test_named_ranges);
     tcase_add_test(tc, test_read_raw_bytes);
