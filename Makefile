@@ -30,7 +30,7 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum ablate extrapolate
+COMMANDS := train bench spectrum ablate extrapolate sample
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
@@ -57,6 +57,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
 	sh tests/cli_extrapolate.sh
+	sh tests/cli_sample.sh
 	sh tests/cli_startup.sh
 	sh tests/cli_args.sh
 	sh tests/cli_hardening.sh

@@ -427,7 +427,7 @@ int config_validate(Config *c, Err *e) {
                    err_hint(e, "add --attn %s", owner->name);
     }
     if (m->objective == OBJECTIVE_MLM) {
-        /* samples.txt of an mlm run is a fill-in demo (experiments/sample.h):
+        /* samples.txt of an mlm run is a fill-in demo (experiments/generate.h):
          * nothing is sampled left to right, so there is no prompt or temperature */
         static const char *const clm_sampling[] = {"prompt", "temperature", "top_k"};
         for (int i = 0; i < 3; i++)

@@ -1,181 +1,322 @@
-#include "sample.h"
-
-#include <math.h>
-#include <stdarg.h>
+/* sample.c: ./sample RUN_OR_CHECKPOINT [corpus.txt] [--prompt TEXT] [--length N] [--temperature T]
+ *                    [--top_k K] [--seed S] [--count C] [--utf8 on|off] [--threads N]
+ *
+ * Text from a trained model, streamed to stdout a character at a time
+ * (experiments/generate.h: the length rule and the UTF-8 restriction). The
+ * defaults are the run's own sampling options and seed, so that
+ * `./sample RUN` prints the text of its samples.txt. A masked LM
+ * (objective = mlm) cannot be sampled left to right: it gets the fill-in
+ * demo of samples.txt instead, on the validation windows of a corpus. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
+#include "checkpoint.h"
+#include "corpus.h"
+#include "generate.h"
 #include "interrupt.h"
-#include "mlm.h"
-#include "tape.h"
+#include "memory.h"
+#include "run.h"
+#include "startup.h"
+#include "utf8.h"
 
-/* Draws a byte from logits z[256] at temperature t (0 = argmax) among the top k (0 = all). */
-int sample_draw(const float *z, int V, float t, int k, Rng *rng) {
-    int best = 0;
-    for (int i = 1; i < V; i++)
-        if (z[i] > z[best]) best = i;
-    if (t <= 0.0f) return best;
-    /* the k-th largest logit is the cut */
-    float cut = -INFINITY;
-    if (k > 0 && k < V) {
-        float top[256];
-        int n = 0;
-        for (int i = 0; i < V; i++) {
-            /* top[0, n) holds the largest so far, in descending order */
-            bool full = n == k;
-            int j = full ? k - 1 : n++;
-            if (full && z[i] <= top[k - 1]) continue;
-            while (j > 0 && top[j - 1] < z[i]) {
-                top[j] = top[j - 1];
-                j--;
-            }
-            top[j] = z[i];
-        }
-        cut = top[k - 1];
-    }
-    double p[256], sum = 0.0;
-    for (int i = 0; i < V; i++) {
-        p[i] = z[i] >= cut ? exp((double)(z[i] - z[best]) / t) : 0.0;
-        sum += p[i];
-    }
-    double u = rng_uniform(rng) * sum;
-    for (int i = 0; i < V; i++) {
-        u -= p[i];
-        if (u < 0.0 && p[i] > 0.0) return i;
-    }
-    return best;
+/* --length's bound: the token ids of the prompt and the text are one array. */
+#define SAMPLE_MAX_LENGTH 10000000
+#define SAMPLE_MAX_COUNT 100000
+/* The length when the run sampled nothing (--sample_length 0): the table's default. */
+#define SAMPLE_DEFAULT_LENGTH 400
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ./sample RUN_OR_CHECKPOINT [--prompt TEXT] [--length N] [--temperature T] [--top_k K]\n"
+            "                [--seed S] [--count C] [--utf8 on|off] [--threads N]\n"
+            "       ./sample MLM_RUN_OR_CHECKPOINT [corpus.txt] [--length N] [--threads N]\n"
+            "\n"
+            "Generates text from a trained model (a run folder or its model.safetensors) and streams\n"
+            "it to stdout as it is made, a character at a time: the prompt, then the sample, then a\n"
+            "newline. With --count C > 1, each sample comes after a line '--- sample i of C (seed S) ---'.\n"
+            "Notes (the model, the settings) go to stderr, so stdout holds only the text.\n"
+            "\n"
+            "Length. At most N bytes are generated after the prompt. Bytes are printed only once the\n"
+            "text reaches a character boundary, so if the N bytes run out inside a character, that\n"
+            "character is dropped: the sample is at most N bytes and never ends inside a UTF-8\n"
+            "character.\n"
+            "\n"
+            "UTF-8. With --utf8 on (the default), each byte is drawn only among the bytes that keep\n"
+            "the text valid UTF-8 at that point (a first byte or ASCII at a character boundary, the\n"
+            "right continuation bytes inside a character; never C0, C1 or F5..FF), the model's\n"
+            "probabilities renormalised over them, and top-k keeps the k likeliest of those; the prompt\n"
+            "must be valid UTF-8. The output is then valid UTF-8, printed a character at a time, and\n"
+            "the sample is at most 3 bytes short of N. With --utf8 off, raw bytes are drawn and any\n"
+            "prompt is taken: the output may be invalid UTF-8 (a byte that cannot continue a character\n"
+            "leaves it broken and starts afresh), but it still never ends in the first bytes of a\n"
+            "character it could complete; it may then end more than 3 bytes short of N.\n"
+            "\n"
+            "Options default to the run's own sampling options, so that ./sample RUN prints its\n"
+            "samples.txt (with the run's --threads):\n"
+            "  --prompt TEXT      text to continue (default: the run's --prompt); may be empty (the\n"
+            "                     model then starts from a newline); the model sees its last\n"
+            "                     `context` bytes and the text so far\n"
+            "  --length N         bytes to generate, 1 to %d (default: the run's --sample_length,\n"
+            "                     or %d)\n"
+            "  --temperature T    0 (the likeliest byte each time) to 100 (default: the run's)\n"
+            "  --top_k K          draw among the K likeliest bytes, 0 = all (default: the run's)\n"
+            "  --seed S           the same seed gives the same bytes (default: the run's --seed);\n"
+            "                     sample i of --count uses seed S + i - 1\n"
+            "  --count C          samples to generate, 1 to %d (default 1)\n"
+            "  --utf8 on|off      draw only bytes that keep the text valid UTF-8 (default on)\n"
+            "  --threads N        threads, 0 = all cores (default: the run's)\n"
+            "\n"
+            "A masked LM (objective=mlm) is not sampled left to right: ./sample prints its fill-in demo\n"
+            "instead (validation windows of corpus.txt, their scored bytes masked and predicted; the\n"
+            "samples.txt of such a run), over ceil(N / context) windows. corpus.txt defaults to the one\n"
+            "the checkpoint names; only --length and --threads apply.\n"
+            "\n"
+            "Ctrl-C stops at once (the character in progress is dropped); the exit status is then 130.\n",
+            SAMPLE_MAX_LENGTH, SAMPLE_DEFAULT_LENGTH, SAMPLE_MAX_COUNT);
 }
 
-char *sample_text(Model *m, const SampleConfig *s, Rng *rng, size_t *len) {
-    size_t plen = strlen(s->prompt), total = plen + (size_t)s->length;
-    int *ids = xmalloc((total + 1) * sizeof(int));
-    char *text = xmalloc(total + 1);
-    memcpy(text, s->prompt, plen);
-    for (size_t i = 0; i < plen; i++) ids[i] = (unsigned char)s->prompt[i];
-    size_t n = plen;
-    if (n == 0) ids[n++] = '\n'; /* an empty prompt starts from a newline */
-    Arena arena, *outer = engine_arena_or_null();
-    arena_init(&arena, 0);
-    engine_set_arena(&arena);
-    bool was = grad_set(false);
-    int V = m->cfg.vocab, T_max = m->cfg.context;
-    for (int step = 0; step < s->length && !interrupt_signal(); step++) {
-        arena_reset(&arena);
-        int T = n < (size_t)T_max ? (int)n : T_max;
-        Tensor *logits = model_forward(m, ids + n - T, 1, T);
-        int next = sample_draw(logits->data + (long)(T - 1) * logits->shape[2], V < 256 ? V : 256, s->temperature, s->top_k, rng);
-        ids[n++] = next;
-    }
-    /* the bytes after the prompt */
-    size_t first = plen == 0 ? 1 : plen;
-    for (size_t i = first; i < n; i++) text[plen + i - first] = (char)ids[i];
-    *len = plen + (n - first);
-    text[*len] = '\0';
-    grad_set(was);
-    engine_set_arena(outer);
-    arena_free(&arena);
-    free(ids);
-    if (interrupt_signal()) {
-        free(text);
-        return NULL;
-    }
-    return text;
-}
-
-/* A growing text buffer. */
+/* The flags whose values the option table checks ("--temperature: expected a
+ * number in [0, 100], got 'nan'"), into a scratch config until the
+ * checkpoint's is loaded. */
 typedef struct {
-    char *p;
-    size_t len, cap;
-} Text;
+    Config given;
+    bool raw, utf8_given;
+} SampleArgs;
 
-static void text_put(Text *t, const char *s, size_t n) {
-    if (t->len + n + 1 > t->cap) {
-        t->cap = 2 * (t->len + n + 1);
-        t->p = realloc(t->p, t->cap);
-        if (!t->p) DIE_OOM(t->cap);
+static int table_value(const char *flag, const char *value, void *ctx) {
+    SampleArgs *a = ctx;
+    Err e;
+    if (option_set(&a->given, flag + 2, value, &e) != 0) {
+        err_print(&e);
+        return -1;
     }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
+    return 0;
 }
 
-static void text_printf(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(Text *t, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    text_put(t, buf, n < (int)sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-/* One line of a window: label, then one column per id. */
-static void text_row(Text *t, const char *label, const int *ids, int T) {
-    text_printf(t, "%-8s | ", label);
-    for (int i = 0; i < T; i++) {
-        int b = ids[i];
-        char ch = b == MASK_ID ? '_' : (b < 0x20 || b == 0x7f) ? '~' : (char)b;
-        text_put(t, &ch, 1);
+static int utf8_value(const char *flag, const char *value, void *ctx) {
+    SampleArgs *a = ctx;
+    if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
+        fprintf(stderr, "error: %s: '%s' is not one of: on, off\n", flag, value);
+        return -1;
     }
-    text_put(t, "\n", 1);
+    a->raw = !strcmp(value, "off");
+    return 0;
 }
 
-char *sample_fill_in(Model *m, const Corpus *c, const SampleConfig *s, size_t *len) {
-    int T = m->cfg.context, V = m->cfg.vocab < VOCAB_BYTES ? m->cfg.vocab : VOCAB_BYTES;
-    long fit = corpus_val_count(c, T, 0), k = ((long)s->length + T - 1) / T;
-    if (k > fit) k = fit;
-    Text t = {0};
-    text_printf(&t,
-                "fill-in demo (objective = mlm: the model reads the whole window, so it is not sampled left to right).\n"
-                "In each validation window, the positions validation scores are all masked and predicted at once\n"
-                "(argmax over the 256 bytes). '_' is a masked byte, '~' a control byte such as a newline.\n");
-    int *orig = xmalloc((size_t)T * sizeof(int)), *ids = xmalloc((size_t)T * sizeof(int));
-    int *targets = xmalloc((size_t)T * sizeof(int)), *filled = xmalloc((size_t)T * sizeof(int));
-    Arena arena, *outer = engine_arena_or_null();
-    arena_init(&arena, 0);
-    engine_set_arena(&arena);
-    bool was = grad_set(false);
-    long right_all = 0, masked_all = 0;
-    for (long w = 0; w < k && !interrupt_signal(); w++) {
-        corpus_val_window(c, T, k, w, orig, targets);
-        mlm_val_window(c, T, k, w, ids, targets);
-        for (int i = 0; i < T; i++)
-            if (targets[i] >= 0) ids[i] = MASK_ID; /* every chosen position, not 80% of them */
-        arena_reset(&arena);
-        Tensor *logits = model_forward(m, ids, 1, T);
-        int right = 0, masked = 0;
-        for (int i = 0; i < T; i++) {
-            filled[i] = ids[i];
-            if (ids[i] != MASK_ID) continue;
-            const float *z = logits->data + (long)i * logits->shape[2];
-            int best = 0;
-            for (int j = 1; j < V; j++)
-                if (z[j] > z[best]) best = j;
-            filled[i] = best;
-            masked++;
-            right += best == orig[i];
+/* Where the text goes: stdout, flushed after every character. */
+typedef struct {
+    int error; /* errno of the first failed write, or 0 */
+} Out;
+
+static int emit_stdout(const char *bytes, size_t n, void *ctx) {
+    Out *o = ctx;
+    if (fwrite(bytes, 1, n, stdout) != n || fflush(stdout) != 0) {
+        o->error = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static int put_stdout(Out *o, const char *text) { return emit_stdout(text, strlen(text), o); }
+
+/* The corpus of an mlm model's fill-in demo: corpus_path, or the one the
+ * checkpoint names. 0, or the status to exit with (the error printed). */
+static int open_corpus(Corpus *corpus, const CheckpointInfo *info, const char *target, const char *corpus_path) {
+    Err e;
+    if (!corpus_path) {
+        corpus_path = info->corpus;
+        if (!corpus_path[0] || !file_exists(corpus_path)) {
+            err_set(&e, "%s: objective=mlm: the fill-in demo needs a corpus (it masks validation windows), "
+                        "and the checkpoint's (%s) is not there",
+                    target, corpus_path[0] ? corpus_path : "none recorded");
+            err_hint(&e, "./sample %s corpus.txt", target);
+            err_print(&e);
+            return 2;
         }
-        size_t off = corpus_val_offset(c, T, k, w);
-        text_printf(&t, "\nwindow %ld of %ld, bytes %zu..%zu: %d of %d masked bytes right\n", w + 1, k, off,
-                    off + (size_t)T - 1, right, masked);
-        text_row(&t, "original", orig, T);
-        text_row(&t, "masked", ids, T);
-        text_row(&t, "filled", filled, T);
-        right_all += right;
-        masked_all += masked;
     }
-    if (masked_all)
-        text_printf(&t, "\nall windows: %ld of %ld masked bytes right (%.1f%%)\n", right_all, masked_all,
-                    100.0 * (double)right_all / (double)masked_all);
-    grad_set(was);
-    engine_set_arena(outer);
-    arena_free(&arena);
-    free(orig), free(ids), free(targets), free(filled);
-    if (interrupt_signal()) {
-        free(t.p);
-        return NULL;
+    if (corpus_open(corpus, corpus_path, info->cfg.train.val_fraction, info->cfg.model.context, &e) != 0) {
+        err_print(&e);
+        return 1;
     }
-    *len = t.len;
-    return t.p;
+    return 0;
+}
+
+/* The fill-in demo of an mlm model, to stdout. */
+static int fill_in(Model *m, const CheckpointInfo *info, const Corpus *corpus, int length) {
+    SampleConfig s = info->cfg.sample;
+    s.length = length;
+    size_t len;
+    char *text = generate_fill_in(m, corpus, &s, &len);
+    if (!text) {
+        fprintf(stderr, "interrupted; nothing printed\n");
+        return interrupt_exit_status();
+    }
+    Out out = {0};
+    int rc = emit_stdout(text, len, &out);
+    free(text);
+    if (rc != 0) {
+        fprintf(stderr, "error: stdout: cannot write: %s\n", strerror(out.error));
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    interrupt_install();
+    SampleArgs a = {.raw = false};
+    config_defaults(&a.given);
+    const char *prompt = NULL;
+    int length = 0, count = 1;
+    bool temperature_given = false, top_k_given = false, seed_given = false, threads_given = false;
+    bool length_given = false, count_given = false, prompt_given = false;
+    const ArgFlag flags[] = {
+        {"--prompt", .text = &prompt, .needs = "a text (\"\" for none)", .given = &prompt_given},
+        {"--length", .integer = &length, .lo = 1, .hi = SAMPLE_MAX_LENGTH, .given = &length_given},
+        {"--temperature", .call = table_value, .ctx = &a, .given = &temperature_given},
+        {"--top_k", .call = table_value, .ctx = &a, .given = &top_k_given},
+        {"--seed", .call = table_value, .ctx = &a, .given = &seed_given},
+        {"--count", .integer = &count, .lo = 1, .hi = SAMPLE_MAX_COUNT, .given = &count_given},
+        {"--utf8", .call = utf8_value, .ctx = &a, .needs = "on or off", .given = &a.utf8_given},
+        {"--threads", .call = table_value, .ctx = &a, .given = &threads_given},
+    };
+    const ArgSpec cli = {.command = "sample", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .missing_hint = "./sample --help"};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n == 0) {
+        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./sample runs/NAME --prompt 'The '\n");
+        return 2;
+    }
+    if (pos.n > 2) {
+        fprintf(stderr, "error: too many arguments ('%s')\nhint: ./sample --help\n", pos.v[2]);
+        return 2;
+    }
+    const char *target = pos.v[0], *corpus_path = pos.n > 1 ? pos.v[1] : NULL;
+
+    /* A run folder or a bare checkpoint. */
+    char ckpt[1100];
+    Err e;
+    if (is_directory(target)) {
+        if (path_join(ckpt, sizeof ckpt, target, "model.safetensors", &e) != 0) {
+            err_print(&e);
+            return 2;
+        }
+    } else if (snprintf(ckpt, sizeof ckpt, "%s", target) >= (int)sizeof ckpt) {
+        fprintf(stderr, "error: %.60s...: path too long\n", target);
+        return 2;
+    }
+    StFile st;
+    CheckpointInfo info;
+    if (checkpoint_open(&st, ckpt, &info, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    Config *cfg = &info.cfg;
+    bool mlm = cfg->model.objective == OBJECTIVE_MLM;
+
+    /* What applies to which objective. */
+    const char *left_to_right = prompt_given        ? "--prompt"
+                                : temperature_given ? "--temperature"
+                                : top_k_given       ? "--top_k"
+                                : seed_given        ? "--seed"
+                                : count_given       ? "--count"
+                                : a.utf8_given      ? "--utf8"
+                                                    : NULL;
+    if (mlm && left_to_right) {
+        st_close(&st);
+        fprintf(stderr, "error: %s: %s is a masked LM (objective=mlm), which is not sampled left to right\n"
+                        "hint: ./sample shows its fill-in demo; only --length and --threads apply\n",
+                left_to_right, target);
+        return 2;
+    }
+    if (!mlm && corpus_path) {
+        st_close(&st);
+        fprintf(stderr, "error: %s: a corpus is only for the fill-in demo of objective=mlm models; %s is a causal LM\n"
+                        "hint: ./sample %s --prompt TEXT\n",
+                corpus_path, target, target);
+        return 2;
+    }
+    if (temperature_given) cfg->sample.temperature = a.given.sample.temperature;
+    if (top_k_given) cfg->sample.top_k = a.given.sample.top_k;
+    if (seed_given) cfg->train.seed = a.given.train.seed;
+    if (threads_given) cfg->train.threads = a.given.train.threads;
+    if (!length_given) length = cfg->sample.length > 0 ? cfg->sample.length : SAMPLE_DEFAULT_LENGTH;
+    if (!prompt) prompt = cfg->sample.prompt;
+    if (!mlm && !a.raw) {
+        size_t n = strlen(prompt), valid = utf8_valid_prefix((const unsigned char *)prompt, n);
+        if (valid != n) {
+            st_close(&st);
+            fprintf(stderr, "error: %s: not valid UTF-8 (from byte %zu of %zu)\n"
+                            "hint: give valid UTF-8, or --utf8 off to sample raw bytes\n",
+                    prompt_given ? "--prompt" : "the run's prompt", valid + 1, n);
+            return 2;
+        }
+    }
+
+    Corpus corpus;
+    memset(&corpus, 0, sizeof corpus);
+    if (mlm && (status = open_corpus(&corpus, &info, target, corpus_path)) != 0) {
+        st_close(&st);
+        return status;
+    }
+
+    int threads = engine_set_threads(cfg->train.threads);
+    char what[1200];
+    snprintf(what, sizeof what, "%s: sampling", ckpt);
+    if (memory_check(what, NULL, &cfg->model, 1, cfg->model.context, MEMORY_EVAL, threads, &e) != 0) {
+        st_close(&st);
+        if (mlm) corpus_close(&corpus);
+        err_print(&e);
+        return 1;
+    }
+    Model m;
+    model_init(&m, &cfg->model);
+    int rc = checkpoint_load(&st, &m, false, &e);
+    st_close(&st);
+    if (rc != 0) {
+        model_free(&m);
+        if (mlm) corpus_close(&corpus);
+        err_print(&e);
+        return 1;
+    }
+    fprintf(stderr, "sample: %s (step %ld, objective %s, context %d), %s\n", ckpt, info.step, mlm ? "mlm" : "clm",
+            cfg->model.context, threads_banner(threads));
+    if (mlm) {
+        rc = fill_in(&m, &info, &corpus, length);
+        corpus_close(&corpus);
+        model_free(&m);
+        return rc;
+    }
+    fprintf(stderr, "length %d, temperature %g, top_k %d, seed %lld, utf8 %s\n", length,
+            (double)cfg->sample.temperature, cfg->sample.top_k, (long long)cfg->train.seed, a.raw ? "off" : "on");
+
+    GenerateSpec g = {.prompt = prompt, .length = length, .temperature = cfg->sample.temperature,
+                      .top_k = cfg->sample.top_k, .raw = a.raw};
+    Out out = {0};
+    status = 0;
+    for (int i = 0; i < count && status == 0; i++) {
+        int64_t seed = cfg->train.seed + i;
+        char header[128];
+        snprintf(header, sizeof header, "--- sample %d of %d (seed %lld) ---\n", i + 1, count, (long long)seed);
+        if (count > 1 && put_stdout(&out, header) != 0) break;
+        Rng rng;
+        generate_seed(&rng, seed);
+        rc = generate_stream(&m, &g, &rng, emit_stdout, &out);
+        if (rc == GENERATE_STOPPED || put_stdout(&out, "\n") != 0) break;
+        if (rc == GENERATE_INTERRUPTED) {
+            fprintf(stderr, "interrupted in sample %d of %d\n", i + 1, count);
+            status = interrupt_exit_status();
+        }
+    }
+    model_free(&m);
+    if (out.error) {
+        fprintf(stderr, "error: stdout: cannot write: %s\n", strerror(out.error));
+        return 1;
+    }
+    return status;
 }

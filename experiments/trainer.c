@@ -25,6 +25,7 @@
 
 #include "checkpoint.h"
 #include "corpus.h"
+#include "generate.h"
 #include "interrupt.h"
 #include "memory.h"
 #include "mlm.h"
@@ -32,7 +33,6 @@
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
-#include "sample.h"
 
 /* The test hook (trainer.h): the next run stops after this many steps. */
 static long stop_after = -1;
@@ -408,8 +408,8 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
 static int run_sample(Run *run, Err *e) {
     size_t len;
     bool mlm = run->cfg.model.objective == OBJECTIVE_MLM;
-    char *text = mlm ? sample_fill_in(&run->m, &run->corpus, &run->cfg.sample, &len)
-                     : sample_text(&run->m, &run->cfg.sample, &run->sample_rng, &len);
+    char *text = mlm ? generate_fill_in(&run->m, &run->corpus, &run->cfg.sample, &len)
+                     : generate_text(&run->m, &run->cfg.sample, &run->sample_rng, &len);
     if (!text) return 0;
     int rc = write_bytes_atomic(run->samples_path, text, len, e);
     if (!run->job->quiet && rc == 0) /* the demo has its own title */

@@ -23,6 +23,8 @@ Suite *zoo_suite(void);
 Suite *registry_suite(void);
 Suite *grid_suite(void);
 Suite *mlp_suite(void);
+Suite *utf8_suite(void);
+Suite *generate_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -46,6 +48,8 @@ int main(void) {
     srunner_add_suite(sr, registry_suite());
     srunner_add_suite(sr, grid_suite());
     srunner_add_suite(sr, mlp_suite());
+    srunner_add_suite(sr, utf8_suite());
+    srunner_add_suite(sr, generate_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

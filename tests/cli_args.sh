@@ -13,7 +13,7 @@
 set -u
 
 . "$(dirname "$0")/cli_lib.sh"
-cli_begin cli_args ./train ./ablate ./spectrum ./extrapolate ./bench
+cli_begin cli_args ./train ./ablate ./spectrum ./extrapolate ./bench ./sample
 
 small_corpus "$T/small.txt"
 C=$T/small.txt
@@ -129,7 +129,7 @@ hint_is "train: nothing near --zzzz: the plain hint" "./train --help lists the o
 # ablate's key=value given to train
 expect "train: attn=cosformer" 2 "./train takes options as --attn cosformer" ./train attn=cosformer --out="$B" "$C"
 # --version on every command
-for cmd in train ablate spectrum extrapolate bench; do
+for cmd in train ablate spectrum extrapolate bench sample; do
     if ./$cmd --version >"$T/out" 2>"$T/err" && grep -q "^attnlab [0-9]" "$T/out"; then
         pass "$cmd --version"
     else

@@ -12,7 +12,7 @@
 set -u
 
 . "$(dirname "$0")/cli_lib.sh"
-cli_begin cli_startup ./train ./ablate ./spectrum ./extrapolate ./bench
+cli_begin cli_startup ./train ./ablate ./spectrum ./extrapolate ./bench ./sample
 BG=""
 cleanup() {
     if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi
@@ -32,7 +32,8 @@ if ! ./train $TINY --steps 2 --sample_length 0 --out "$T/run" "$T/small.txt" >"$
     fail "a tiny run for the other commands" "exit $?"
 fi
 
-# run_command NAME: runs command NAME on tiny input, its stdout into $T/out.
+# run_command NAME: runs command NAME on tiny input, its stdout into $T/out
+# (./sample's notes are on stderr, its stdout being the text: the two swapped).
 run_command() {
     case $1 in
     train) ./train $TINY --steps 1 --sample_length 0 --out "$T/t$$" "$T/small.txt" ;;
@@ -40,6 +41,7 @@ run_command() {
     spectrum) ./spectrum "$T/run" "$T/small.txt" --samples 1 --out "$T/s$$" ;;
     extrapolate) ./extrapolate "$T/run" "$T/small.txt" --lengths 32 --max_windows 1 --threads 1 --out "$T/e$$" ;;
     bench) ./bench --steps 1 $TINY ;;
+    sample) ./sample "$T/run" --length 5 --prompt "" 3>&1 1>&2 2>&3 ;;
     esac >"$T/out" 2>"$T/err"
     rc=$?
     rm -rf "$T/t$$" "$T/a$$" "$T/s$$" "$T/e$$"
@@ -76,7 +78,7 @@ check() {
     if [ -z "$why" ]; then pass "$label: kernel $kernel, note $want_note"; else fail "$label" "$why"; fi
 }
 
-for name in train ablate spectrum extrapolate bench; do
+for name in train ablate spectrum extrapolate bench sample; do
     check "$name" ""
     check "$name" Haswell
 done

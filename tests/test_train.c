@@ -25,11 +25,11 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "generate.h"
 #include "memory.h"
 #include "mlm.h"
 #include "run.h"
 #include "safetensors.h"
-#include "sample.h"
 #include "trainer.h"
 #include "test_util.h"
 
@@ -453,7 +453,7 @@ START_TEST(test_run_folder) {
 END_TEST
 
 /* objective = mlm: the run learns (val_bpb on the masked positions), and
- * samples.txt is the fill-in demo of experiments/sample.h: a header, then per
+ * samples.txt is the fill-in demo of experiments/generate.h: a header, then per
  * window a title and three rows of T columns (original, masked, filled) where
  * the masked row has '_' at exactly the mlm_count(T) chosen positions and
  * agrees with the original elsewhere, and the filled row agrees with the
@@ -823,7 +823,7 @@ __attribute__((noinline)) static float poison_stack(void) {
  * k = 0 and k = V draw from all; temperature 0 is the argmax. (The k-th
  * insertion once compared against a slot not yet written: with huge values
  * on the stack the cut went to infinity and only the argmax came out.) */
-START_TEST(test_sample_draw_top_k) {
+START_TEST(test_generate_draw_top_k) {
     enum { V = 256, DRAWS = 4000 };
     float z[V];
     Rng rng;
@@ -834,7 +834,7 @@ START_TEST(test_sample_draw_top_k) {
         int seen[V] = {0};
         for (int d = 0; d < DRAWS; d++) {
             poison_stack();
-            seen[sample_draw(z, V, 1.0f, k, &rng)]++;
+            seen[generate_draw(z, V, 1.0f, k, &rng)]++;
         }
         int outside = 0;
         for (int i = 0; i < V; i++) outside += (i != 40 && i != 7 && i != 200) ? seen[i] : 0;
@@ -844,12 +844,12 @@ START_TEST(test_sample_draw_top_k) {
     }
     int others = 0;
     for (int d = 0; d < DRAWS; d++) {
-        int b = sample_draw(z, V, 1.0f, 0, &rng);
+        int b = generate_draw(z, V, 1.0f, 0, &rng);
         others += b != 40 && b != 7 && b != 200;
-        ck_assert_int_eq(sample_draw(z, V, 1.0f, V, &rng) >= 0, 1);
+        ck_assert_int_eq(generate_draw(z, V, 1.0f, V, &rng) >= 0, 1);
     }
     ck_assert_msg(others > 0, "top_k 0 never drew beyond the top 3");
-    ck_assert_int_eq(sample_draw(z, V, 0.0f, 5, &rng), 40);
+    ck_assert_int_eq(generate_draw(z, V, 0.0f, 5, &rng), 40);
 }
 END_TEST
 
@@ -874,7 +874,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_best_across_resume);
     tcase_add_test(tc, test_memory_refused);
     tcase_add_test(tc, test_run_folder_locked);
-    tcase_add_test(tc, test_sample_draw_top_k);
+    tcase_add_test(tc, test_generate_draw_top_k);
     suite_add_tcase(s, tc);
     return s;
 }
