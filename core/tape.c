@@ -80,6 +80,7 @@ Tensor *node_run(Node *n) {
     for (int k = 0; k < n->n_in; k++) needs |= n->in[k]->requires_grad;
     if (grad_on && needs) {
         n->out->requires_grad = true;
+        n->out->producer = n;
         n->prev = last;
         last = n;
     }
@@ -90,13 +91,43 @@ Node *tape_last(void) { return last; }
 
 void tape_reset(void) { last = NULL; }
 
+/* A tensor whose data was handed back after forward, made again from its
+ * producer's inputs (which are alive: nothing releases those) when the first
+ * backward that reads it comes. */
+static void recompute(Tensor *t) {
+    if (t->data || !t->recompute) return;
+    t->data = tensor_scratch(t->n);
+    t->producer->def->forward(t->producer);
+}
+
+/* Once its producer's backward has run, nothing reads the data again. */
+static void recomputed_done(Node *n) {
+    if (n->out->recompute && n->out->data) {
+        tensor_scratch_release(n->out->data, n->out->n);
+        n->out->data = NULL;
+    }
+}
+
+void tensor_release_recomputable(Tensor *t) {
+    if (!t->producer) { /* not on the tape: no backward will read it */
+        tensor_release_data(t);
+        return;
+    }
+    tensor_release_data(t);
+    t->recompute = true;
+}
+
 void backward_seeded(Tensor *out, const float *seed) {
     if (!out->requires_grad) DIE("backward: the tensor does not depend on anything that requires a gradient");
     float *g = tensor_grad(out);
     for (long i = 0; i < out->n; i++) g[i] += seed[i];
     for (Node *n = last; n; n = n->prev) {
         /* A node whose output got no gradient contributes nothing. */
-        if (!n->out->grad) continue;
+        if (!n->out->grad) {
+            recomputed_done(n);
+            continue;
+        }
+        for (int k = 0; k < n->n_in; k++) recompute(n->in[k]);
         if (profiling) {
             double t = seconds();
             n->def->backward(n);
@@ -107,6 +138,7 @@ void backward_seeded(Tensor *out, const float *seed) {
         /* nothing reads n's output gradient any more: the nodes that used
          * n->out came after n on the tape, so their backward has run */
         tensor_grad_release(n->out);
+        recomputed_done(n);
     }
 }
 

@@ -72,6 +72,13 @@ Node *tape_last(void);
 /* Forgets every record. Call it when the arena holding them is reset. */
 void tape_reset(void);
 
+/* Hands t's data back once forward has no more use for it, when t's producer
+ * is a recorded node whose forward gives the same bits again from its inputs
+ * (a norm, say): backward makes it again, from the producer's inputs, before
+ * the first backward that reads it, and hands it back after the producer's
+ * own backward. Memory for time: the producer's forward runs twice. */
+void tensor_release_recomputable(Tensor *t);
+
 /* Reverse mode from a scalar: loss->grad = 1, then every recorded backward. */
 void backward(Tensor *loss);
 /* The same from any tensor, with the given seed gradient (out->n values). */

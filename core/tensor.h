@@ -23,6 +23,11 @@ typedef struct Tensor {
     long n; /* number of elements */
     bool requires_grad;
     const char *name; /* parameters only */
+    /* the recorded node that made it (NULL for leaves and unrecorded ops) */
+    struct Node *producer;
+    /* its data was handed back after forward, to be made again in backward
+     * (tensor_release_recomputable) */
+    bool recompute;
 } Tensor;
 
 /* ---- the engine: where activations go, and whether ops record ----------- */

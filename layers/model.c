@@ -72,9 +72,26 @@ static Tensor *embed(Model *m, const int *ids, int B, int T) {
     return x;
 }
 
+/* x + y, where y (a projection's or the MLP's output) is read by nothing
+ * afterwards: neither the op that made it nor op_add reads it in backward, so
+ * its buffer is handed back for the next tensor of its size. */
+static Tensor *residual(Tensor *x, Tensor *y) {
+    Tensor *sum = op_add(x, y);
+    tensor_release_data(y);
+    return sum;
+}
+
+/* The normed input of a sub-block is read again only by the backward of its
+ * products (their dW): it is handed back after forward and made again from x
+ * in backward (tape.h), one [B, T, d] tensor a sub-block for one more norm. */
 static Tensor *block_forward(Block *b, Tensor *x) {
-    x = op_add(x, attention_forward(&b->attn, norm_forward(&b->ln1, x)));
-    return op_add(x, mlp_forward(&b->mlp, norm_forward(&b->ln2, x)));
+    Tensor *h = norm_forward(&b->ln1, x);
+    x = residual(x, attention_forward(&b->attn, h));
+    tensor_release_recomputable(h);
+    h = norm_forward(&b->ln2, x);
+    x = residual(x, mlp_forward(&b->mlp, h));
+    tensor_release_recomputable(h);
+    return x;
 }
 
 Tensor *model_forward(Model *m, const int *ids, int B, int T) {

@@ -274,6 +274,55 @@ START_TEST(test_backward_reuses_gradients) {
 }
 END_TEST
 
+/* A norm's output handed back after forward is made again in backward: the
+ * gradients are the same bits as with the output kept, and the buffer is
+ * handed back again after the norm's own backward. */
+START_TEST(test_recomputed_norm_same_gradients) {
+    ParamSet p;
+    params_init(&p);
+    Tensor *w = params_add(&p, "ln.w", 1, (int[]){8});
+    Tensor *b = params_add(&p, "ln.b", 1, (int[]){8});
+    Tensor *fc = params_add(&p, "fc", 2, (int[]){5, 8});
+    params_alloc(&p);
+    Rng rng;
+    rng_seed(&rng, 5);
+    rng_fill_normal(&rng, p.value, p.total, 0.5f, 0.5f);
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    float *grads[2], *xgrad[2];
+    for (int pass = 0; pass < 2; pass++) {
+        tape_reset();
+        params_zero_grad(&p);
+        Tensor *x = tensor_new(2, (int[]){3, 8});
+        Rng r2;
+        rng_seed(&r2, 9);
+        rng_fill_normal(&r2, x->data, x->n, 0.0f, 1.0f);
+        x->requires_grad = true;
+        Tensor *h = op_layernorm(x, w, b, 1e-5f);
+        Tensor *y = op_linear(h, fc, NULL);
+        Tensor *loss = op_sum(op_mul(y, y));
+        if (pass) {
+            tensor_release_recomputable(h);
+            ck_assert_ptr_null(h->data);
+        }
+        backward(loss);
+        if (pass) ck_assert_ptr_null(h->data); /* handed back again */
+        grads[pass] = malloc((size_t)p.total * sizeof(float));
+        memcpy(grads[pass], p.grad, (size_t)p.total * sizeof(float));
+        xgrad[pass] = malloc(24 * sizeof(float));
+        memcpy(xgrad[pass], x->grad, 24 * sizeof(float));
+    }
+    ck_assert_msg(memcmp(grads[0], grads[1], (size_t)p.total * sizeof(float)) == 0, "parameter gradients differ");
+    ck_assert_msg(memcmp(xgrad[0], xgrad[1], 24 * sizeof(float)) == 0, "input gradients differ");
+    for (int k = 0; k < 2; k++) free(grads[k]), free(xgrad[k]);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    params_free(&p);
+}
+END_TEST
+
 /* fm_expf and fm_tanhf against libm in double, over the whole float range. */
 START_TEST(test_fastmath_accuracy) {
     double worst = 0.0;
@@ -495,6 +544,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
     tcase_add_test(tc, test_backward_reuses_gradients);
+    tcase_add_test(tc, test_recomputed_norm_same_gradients);
     tcase_add_test(tc, test_fastmath_accuracy);
     tcase_add_test(tc, test_own_kernels_thread_invariant);
     tcase_add_test(tc, test_threads_give_same_bits);
