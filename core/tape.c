@@ -96,8 +96,18 @@ void tape_reset(void) { last = NULL; }
  * backward that reads it comes. */
 static void recompute(Tensor *t) {
     if (t->data || !t->recompute) return;
+    Node *p = t->producer;
+    for (int k = 0; k < p->n_in; k++) recompute(p->in[k]); /* a chain of them, from its start */
     t->data = tensor_scratch(t->n);
-    t->producer->def->forward(t->producer);
+    if (p->saved_n && !p->saved) p->saved = tensor_scratch(p->saved_n);
+    p->def->forward(p);
+}
+
+static void release_saved(Node *n) {
+    if (n->saved_n && n->saved) {
+        tensor_scratch_release(n->saved, n->saved_n);
+        n->saved = NULL;
+    }
 }
 
 /* Once its producer's backward has run, nothing reads the data again. */
@@ -105,6 +115,7 @@ static void recomputed_done(Node *n) {
     if (n->out->recompute && n->out->data) {
         tensor_scratch_release(n->out->data, n->out->n);
         n->out->data = NULL;
+        release_saved(n);
     }
 }
 
@@ -113,7 +124,8 @@ void tensor_release_recomputable(Tensor *t) {
         tensor_release_data(t);
         return;
     }
-    tensor_release_data(t);
+    if (t->data) tensor_release_data(t); /* (one handed back already is marked all the same) */
+    release_saved(t->producer);
     t->recompute = true;
 }
 

@@ -42,6 +42,8 @@ struct Node {
     _Alignas(max_align_t) unsigned char attrs[NODE_ATTR_BYTES];
     const int *ids;  /* token ids or targets; must outlive backward */
     float *saved;    /* what forward keeps for backward (arena memory) */
+    long saved_n;    /* > 0: saved is a tensor_scratch buffer of that many floats, handed back
+                      * with the output when the output is made again in backward */
     Node *prev;      /* the node recorded before this one */
 };
 

@@ -76,7 +76,8 @@ Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2) {
     Node *n = node_new(&mlp_op);
     n->n_in = 5;
     n->in[0] = x, n->in[1] = w1, n->in[2] = b1, n->in[3] = w2, n->in[4] = b2;
-    n->saved = arena_alloc(engine_arena(), (size_t)(x->n / d) * hid * sizeof(float));
+    n->saved_n = (x->n / d) * hid;
+    n->saved = tensor_scratch(n->saved_n);
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);
 }
