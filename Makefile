@@ -7,7 +7,8 @@ CC ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_DIR := /usr/lib/$(MULTIARCH)/openblas-openmp
 PKG_CONFIG := PKG_CONFIG_PATH=$(BLAS_DIR)/pkgconfig$${PKG_CONFIG_PATH:+:$$PKG_CONFIG_PATH} pkg-config
-PKGS := openblas libcjson stb plplot
+# Open MPI: data-parallel training and grids (experiments/dist.h).
+PKGS := openblas libcjson stb plplot ompi-c
 TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
