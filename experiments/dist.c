@@ -110,6 +110,13 @@ bool dist_any(bool flag) {
     return any != 0;
 }
 
+int dist_max(int x) {
+    if (size == 1) return x;
+    int max;
+    MPI_Allreduce(&x, &max, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return max;
+}
+
 void dist_allreduce_mean(float *x, long n) {
     if (size == 1) return;
     double t0 = now_seconds();

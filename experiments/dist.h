@@ -46,6 +46,8 @@ void dist_show_output(void);
 int dist_agree(int rc, Err *e);
 /* Whether flag is true on any rank. */
 bool dist_any(bool flag);
+/* The largest x over the ranks. */
+int dist_max(int x);
 /* x <- the mean over the ranks of x, elementwise, in place: the sum
  * (MPI_Allreduce) divided by the rank count. */
 void dist_allreduce_mean(float *x, long n);

@@ -215,12 +215,18 @@ static int train_main(int argc, char **argv) {
             return 1;
         }
         case TRAIN_INTERRUPTED:
-            if (r.step < cfg.train.steps)
-                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step,
-                       run_dir);
+            if (r.step < cfg.train.steps) {
+                char launch[32] = "";
+                if (N > 1) snprintf(launch, sizeof launch, "mpirun -np %d ", N);
+                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: %s./train --resume %s\n", r.step,
+                       launch, run_dir);
+            }
             else /* in the final evaluation or the sampling: training itself is done */
                 printf("interrupted after the last step (%ld); checkpoint saved, samples.txt not written.\n", r.step);
-            return interrupt_exit_status(); /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM */
+            /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM; data parallel, every rank exits
+             * with the status of the signal some rank received */
+            int status = dist_max(interrupt_signal() ? interrupt_exit_status() : 0);
+            return status ? status : interrupt_exit_status();
         default:
             printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb,
                    cfg.model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r.step, r.tok_s);

@@ -430,7 +430,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         if (isfinite(loss)) {
             backward(l);
             /* the mean of the ranks' mean-loss gradients: the gradient of the mean over N B rows */
-            dist_allreduce_mean(m->params.grad, m->params.total);
+            if (N > 1) dist_allreduce_mean(m->params.grad, m->params.total);
             norm = clip_grad_norm(&m->params, tc->clip);
         }
         if (!isfinite(loss) || !isfinite(norm)) {
