@@ -63,6 +63,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_hardening.sh
 	sh tests/cli_kill.sh
 	sh tests/cli_torch.sh
+	sh tests/cli_mpi.sh
 
 # The commands are built with the same flags, so that they compile there too.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
