@@ -196,7 +196,7 @@ static int train_main(int argc, char **argv) {
 
     interrupt_install(); /* the loop saves a checkpoint and stops */
     char label[64] = "train";
-    if (N > 1) snprintf(label, sizeof label, "train %dx%d", N, cfg.train.batch);
+    if (N > 1) snprintf(label, sizeof label, "train %dx%d=%d", N, cfg.train.batch, N * cfg.train.batch);
     TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = label,
                     .data_parallel = N > 1};
     TrainResult r;
