@@ -7,7 +7,8 @@ CC ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_DIR := /usr/lib/$(MULTIARCH)/openblas-openmp
 PKG_CONFIG := PKG_CONFIG_PATH=$(BLAS_DIR)/pkgconfig$${PKG_CONFIG_PATH:+:$$PKG_CONFIG_PATH} pkg-config
-PKGS := openblas libcjson stb plplot
+# Open MPI: data-parallel training and grids (experiments/dist.h).
+PKGS := openblas libcjson stb plplot ompi-c
 TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
@@ -64,6 +65,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_kill.sh
 	sh tests/cli_torch.sh
 	sh tests/docs_links.sh
+	sh tests/cli_mpi.sh
 
 # The commands are built with the same flags, so that they compile there too.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)

@@ -113,16 +113,22 @@ static uint64_t below_u64(Rng *rng, uint64_t n) {
     return x % n;
 }
 
-void corpus_train_batch(const Corpus *c, Rng *rng, int B, int T, int *inputs, int *targets) {
+void corpus_train_rows(const Corpus *c, Rng *rng, int B, int first, int rows, int T, int *inputs, int *targets) {
     if (B < 1 || T < 1 || (size_t)T >= c->train_end) {
         DIE("corpus_train_batch: B %d, T %d with a train split of %zu bytes (needs B >= 1, 1 <= T < %zu)", B, T,
             c->train_end, c->train_end);
     }
+    if (first < 0 || rows < 0 || first > B - rows) DIE("corpus_train_rows: rows [%d, %d) of %d", first, first + rows, B);
     uint64_t n_off = (uint64_t)(c->train_end - (size_t)T); /* offsets 0 .. train_end - T - 1 */
     for (int b = 0; b < B; b++) {
         size_t off = n_off <= UINT32_MAX ? rng_below(rng, (uint32_t)n_off) : (size_t)below_u64(rng, n_off);
-        corpus_window(c, off, T, inputs + (size_t)b * T, targets + (size_t)b * T);
+        if (b >= first && b < first + rows)
+            corpus_window(c, off, T, inputs + (size_t)(b - first) * T, targets + (size_t)(b - first) * T);
     }
+}
+
+void corpus_train_batch(const Corpus *c, Rng *rng, int B, int T, int *inputs, int *targets) {
+    corpus_train_rows(c, rng, B, 0, B, T, inputs, targets);
 }
 
 /* The grid of non-overlapping windows of T + 1 bytes over the validation split. */

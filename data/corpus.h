@@ -54,6 +54,11 @@ static inline size_t corpus_val_size(const Corpus *c) { return c->size - c->trai
  * one rng_below call when train_end - T < 2^32, so the stream is reproducible from the seed. */
 void corpus_train_batch(const Corpus *c, Rng *rng, int B, int T, int *inputs, int *targets);
 
+/* Rows [first, first + rows) of the batch corpus_train_batch(c, rng, B, ...) would draw, into
+ * inputs and targets (rows x T each); rng advances exactly as it would for the whole batch. The
+ * ranks of a data-parallel run each take their rows of one batch of B = ranks x batch rows. */
+void corpus_train_rows(const Corpus *c, Rng *rng, int B, int first, int rows, int T, int *inputs, int *targets);
+
 /* Number of fixed validation windows of length T (the rule above): at most max_windows
  * (0 = as many non-overlapping windows as fit). 0 when the validation split is shorter than
  * T + 1 bytes (possible when T is larger than the context the corpus was opened with). */

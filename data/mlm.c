@@ -1,6 +1,8 @@
 #include "mlm.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <string.h>
 
 int mlm_count(int T) {
     int n = (int)floor(0.15 * T + 0.5);
@@ -24,6 +26,18 @@ void mlm_mask_row(Rng *rng, int *inputs, int *targets, int T) {
         else if (r == 8)
             inputs[t] = (int)rng_below(rng, 256);
         /* else: unchanged */
+    }
+}
+
+void mlm_train_rows(const Corpus *c, Rng *rng, int B, int first, int rows, int T, int *inputs, int *targets,
+                    int *scratch) {
+    corpus_train_rows(c, rng, B, first, rows, T, inputs, targets);
+    for (int b = 0; b < B; b++) {
+        bool mine = b >= first && b < first + rows;
+        /* another rank's row: its draws, on any bytes (they do not depend on them) */
+        int *in = mine ? inputs + (size_t)(b - first) * T : scratch, *tg = mine ? targets + (size_t)(b - first) * T : scratch + T;
+        if (!mine) memset(scratch, 0, (size_t)T * sizeof *scratch);
+        mlm_mask_row(rng, in, tg, T);
     }
 }
 

@@ -35,6 +35,10 @@ void mlm_mask_row(Rng *rng, int *inputs, int *targets, int T);
 /* B masked training windows: corpus_train_batch's windows (its first T bytes), then one
  * mlm_mask_row per row in row order, all drawn from rng. */
 void mlm_train_batch(const Corpus *c, Rng *rng, int B, int T, int *inputs, int *targets);
+/* Rows [first, first + rows) of the batch mlm_train_batch(c, rng, B, ...) would draw, rng
+ * advancing as for the whole batch (corpus_train_rows); scratch holds 2 T ints. */
+void mlm_train_rows(const Corpus *c, Rng *rng, int B, int first, int rows, int T, int *inputs, int *targets,
+                    int *scratch);
 
 /* Validation window i (corpus_val_window's), masked with the RNG seeded from i alone. */
 void mlm_val_window(const Corpus *c, int T, long max_windows, long i, int *inputs, int *targets);

@@ -7,12 +7,19 @@
  * resumes (finished runs are skipped, an unfinished one resumes from its
  * checkpoint; a folder holding a run of other options is refused). Writes
  * results.md, results.csv and curves.png (validation bpb against step, every
- * run overlaid). */
+ * run overlaid). A run that fails (a model too large, a folder in use) is
+ * recorded as failed, and the others go on.
+ *
+ * Under mpirun -np N the runs are dealt round-robin to the ranks, each
+ * training its runs whole, one at a time; rank 0 then gathers every result
+ * and curve and writes the tables, the same as a serial run's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
+#include "corpus.h"
+#include "dist.h"
 #include "grid.h"
 #include "interrupt.h"
 #include "progress.h"
@@ -46,7 +53,11 @@ static void usage(FILE *f) {
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
             "a run folder holding a run of other options is refused.\n"
-            "Writes DIR/results.md, DIR/results.csv and DIR/curves.png.\n"
+            "Writes DIR/results.md, DIR/results.csv and DIR/curves.png. A run that fails is recorded\n"
+            "as failed and the others go on.\n"
+            "\n"
+            "Under mpirun -np N, each rank trains whole runs (run i goes to rank i mod N) and rank 0\n"
+            "writes the tables, the same as a serial run's; resuming works as above.\n"
             "\n"
             "Example: ./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --steps 1000 data/brown.txt\n",
             option_find("attn")->def);
@@ -66,58 +77,108 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
     return 0;
 }
 
-/* Trains the runs not finished before; 0, or the exit status. */
-static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus) {
+/* Run r's result and curve, from the rank that has them to every rank. */
+static void share_result(GridRun *r, int owner) {
+    dist_bcast(&r->result, sizeof r->result, owner);
+    dist_bcast(&r->den_clamped, sizeof r->den_clamped, owner);
+    dist_bcast(&r->n_points, sizeof r->n_points, owner);
+    if (dist_rank() != owner) {
+        free(r->steps), free(r->bpb);
+        r->steps = r->n_points ? xmalloc((size_t)r->n_points * sizeof *r->steps) : NULL;
+        r->bpb = r->n_points ? xmalloc((size_t)r->n_points * sizeof *r->bpb) : NULL;
+    }
+    if (r->n_points) {
+        dist_bcast(r->steps, (size_t)r->n_points * sizeof *r->steps, owner);
+        dist_bcast(r->bpb, (size_t)r->n_points * sizeof *r->bpb, owner);
+    }
+}
+
+/* Trains the runs not finished before: this rank's share of them (run i of
+ * the runs not skipped goes to rank i mod N), then every result goes to
+ * every rank. 0, or the exit status; *some_failed when a run failed on
+ * any rank. */
+static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool *some_failed) {
+    const int rank = dist_rank(), ranks = dist_size();
     double trained_s = 0;
-    int done_here = 0, index = 0;
+    int done_here = 0, index = 0, rc = 0, failed = 0;
+    bool interrupted = false;
     Err e;
+    int *state = xcalloc((size_t)n_runs, sizeof *state), *owner = xcalloc((size_t)n_runs, sizeof *owner);
+    /* first what this rank's run folders hold: a folder of other options
+     * stops the whole grid before anything is trained */
     for (int i = 0; i < n_runs; i++) {
+        if (runs[i].skipped) continue;
+        owner[i] = index++ % ranks;
+        if (owner[i] == rank && rc == 0 && (state[i] = grid_run_state(&runs[i], corpus, &e)) < 0) rc = -1;
+    }
+    if (dist_agree(rc, &e) != 0) {
+        err_print(&e);
+        free(state), free(owner);
+        return 1;
+    }
+    char tag[32] = "";
+    if (ranks > 1) snprintf(tag, sizeof tag, " [rank %d]", rank);
+    index = 0;
+    for (int i = 0; i < n_runs && !interrupted; i++) {
         GridRun *r = &runs[i];
         if (r->skipped) continue;
         index++;
-        int state = grid_run_state(r, corpus, &e);
-        if (state < 0) {
-            err_print(&e);
-            return 1;
-        }
-        if (state == GRID_FINISHED) {
-            printf("run %d/%d %s: finished before (val bpb %.4f)\n", index, n_train, r->name, r->result.val_bpb);
+        if (owner[i] != rank) continue;
+        if (state[i] == GRID_FINISHED) {
+            printf("run %d/%d %s%s: finished before (val bpb %.4f)\n", index, n_train, r->name, tag, r->result.val_bpb);
             continue;
         }
         char label[400], eta[32];
-        int left = n_train - index + 1;
+        int left = (n_train - index) / ranks + 1;
         if (done_here)
-            snprintf(label, sizeof label, "run %d/%d %.250s (all runs: eta %s)", index, n_train, r->name,
+            snprintf(label, sizeof label, "run %d/%d %.250s%s (all runs: eta %s)", index, n_train, r->name, tag,
                      format_duration(trained_s / done_here * left, eta, sizeof eta));
         else
-            snprintf(label, sizeof label, "run %d/%d %.250s", index, n_train, r->name);
+            snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
         char ckpt[1100];
         snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
         TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                        .resume = state == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true};
+                        .resume = state[i] == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true};
         double t0 = now_seconds();
         if (train_run(&job, &r->result, &e) != 0) {
-            err_print(&e);
-            return 1;
+            /* recorded, not fatal: the table says why, and running the command again retries it */
+            r->result.status = TRAIN_FAILED;
+            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
+            printf("run %s failed: %s; going on\n", r->name, e.msg);
+            failed++;
+            continue;
         }
         if (r->result.status == TRAIN_INTERRUPTED) {
-            printf("interrupted in run %s; run the same command again to resume\n", r->name);
-            return interrupt_exit_status();
+            interrupted = true;
+            continue;
         }
         if (r->result.status == TRAIN_DIVERGED)
             printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
-        if (grid_record(r, &e) != 0) {
-            err_print(&e);
-            return 1;
+        if (grid_record(r, &e) != 0) { /* its result.json: the run is trained, but not recorded */
+            r->result.status = TRAIN_FAILED;
+            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
+            printf("run %s failed: %s; going on\n", r->name, e.msg);
+            failed++;
+            continue;
         }
         trained_s += now_seconds() - t0;
         done_here++;
     }
+    fflush(stdout);
+    if (ranks > 1)
+        for (int i = 0; i < n_runs; i++)
+            if (!runs[i].skipped) share_result(&runs[i], owner[i]);
+    free(state), free(owner);
+    int stop = dist_max(interrupted ? interrupt_exit_status() : 0);
+    if (stop) {
+        printf("interrupted; run the same command again to resume\n");
+        return stop;
+    }
+    *some_failed = dist_any(failed > 0);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
+static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
@@ -178,29 +239,53 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: no combination of the grid can run\n");
         return 2;
     }
-    if (make_dirs(dir, &e) != 0) {
+    /* the corpus, once for all runs: a missing file is the command's error, not every run's */
+    Corpus check;
+    if (corpus_open(&check, corpus, grid.base.train.val_fraction, 1, &e) != 0) {
         err_print(&e);
         return 1;
     }
-    int threads = engine_set_threads(grid.base.train.threads);
-    printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
+    corpus_close(&check);
+    if (dist_agree(dist_rank() == 0 ? make_dirs(dir, &e) : 0, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    int ranks = dist_size();
+    int threads = engine_set_threads(grid.base.train.threads || ranks == 1 ? grid.base.train.threads
+                                                                           : dist_default_threads());
+    if (ranks > 1)
+        printf("attnlab ablate: %d runs in %s, %d ranks x %s\n", n_train, dir, ranks, threads_banner(threads));
+    else
+        printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
+    fflush(stdout);
 
     interrupt_install(); /* a run stops at its next step, its checkpoint saved */
     double t_start = now_seconds();
-    status = train_runs(runs, n_runs, n_train, corpus);
-    if (status == 0 && grid_write_outputs(dir, &grid, runs, n_runs, &e) != 0) {
+    dist_show_output(); /* every rank shows its own runs' progress */
+    bool some_failed = false;
+    status = train_runs(runs, n_runs, n_train, corpus, &some_failed);
+    if (status == 0 && dist_agree(dist_rank() == 0 ? grid_write_outputs(dir, &grid, runs, n_runs, &e) : 0, &e) != 0) {
         err_print(&e);
         status = 1;
     }
-    if (status == 0) {
+    if (status == 0 && dist_rank() == 0) {
         char *md, *csv, took[32];
         grid_tables(&grid, runs, n_runs, &md, &csv, NULL);
         printf("\n%s\nwrote %s/results.md, %s/results.csv, %s/curves.png (%s)\n", md, dir, dir, dir,
                format_duration(now_seconds() - t_start, took, sizeof took));
+        if (some_failed) printf("some runs failed (see results.md); run the same command again to retry them\n");
         free(md);
         free(csv);
     }
     grid_free(runs, n_runs);
     grid_release(&grid);
+    return status == 0 && some_failed ? 1 : status;
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    dist_init(&argc, &argv); /* under mpirun; a plain run makes no MPI call */
+    int status = ablate_main(argc, argv);
+    dist_finalize();
     return status;
 }

@@ -16,7 +16,10 @@
  * --objective is given.
  *
  * --scaling: how one attention layer's time and memory grow with the length,
- * with --vs-torch against the same layer in PyTorch (bench_scaling.c). */
+ * with --vs-torch against the same layer in PyTorch (bench_scaling.c).
+ *
+ * --mpi: data-parallel throughput at 1 and 2 ranks, and the allreduce's share
+ * of a step (bench_mpi.c). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +27,7 @@
 
 #include "args.h"
 #include "bench.h"
+#include "dist.h"
 #include "model.h"
 #include "ops.h"
 #include "options.h"
@@ -36,6 +40,7 @@ static void usage(FILE *f) {
             "       ./bench --vs-torch [--rounds N] [--threads N] [--steps N] [--key value ...]\n"
             "       ./bench --scaling [--attn X] [--vs-torch] [--lengths 512,1024,...] [--rounds N] [--threads N]\n"
             "                 [--reps N]\n"
+            "       ./bench --mpi [--steps N] [--threads N] [--key value ...]\n"
             "\n"
             "  (default)    training throughput on the reference configuration (4 layers,\n"
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
@@ -61,6 +66,11 @@ static void usage(FILE *f) {
             "               bench-scaling.csv, bench-scaling.png and bench-scaling-memory.png in the\n"
             "               current folder. Default 2 threads. Skips a length whose memory would\n"
             "               pass 8 GiB (a kernel with a score matrix keeps T x T per head)\n"
+            "  --mpi        data-parallel scaling: runs mpirun -np 1, then -np 2, of ./bench --mpi (1 thread\n"
+            "               per rank unless --threads), each rank training the configuration above on\n"
+            "               its own batch; prints tok/s over all ranks, the scaling efficiency tok/s(N) /\n"
+            "               (N tok/s(1)) and the gradient allreduce's time, in the step and alone. Under\n"
+            "               mpirun (mpirun -np 8 ./bench --mpi), measures that rank count\n"
             "  --lengths L  --scaling's lengths, comma-separated (default 512,1024,...,16384)\n"
             "  --rounds N   --scaling sweeps the lengths N times (default 3) and reports each row's\n"
             "               median over the sweeps, so that a burst of other load spoils no one row;\n"
@@ -119,8 +129,7 @@ static int set_option(const OptDef *opt, const char *value, void *ctx) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
+static int bench_main(int argc, char **argv) {
     BenchOptions o = {.reps = 21, .threads = 0, .steps = 10};
     /* The reference configuration: the defaults, at d_model 256 and T 256. */
     Config cfg;
@@ -132,7 +141,8 @@ int main(int argc, char **argv) {
         {"--ops", .on = &o.ops},
         {"--vs-torch", .on = &o.vs_torch},
         {"--scaling", .on = &o.scaling},
-        {"--threads", .integer = &o.threads, .lo = 1, .hi = 1024, .repeat = true},
+        {"--threads", .integer = &o.threads, .lo = 1, .hi = 1024, .repeat = true, .given = &o.threads_given},
+        {"--mpi", .on = &o.mpi},
         {"--steps", .integer = &o.steps, .lo = 1, .hi = 100000, .repeat = true},
         {"--reps", .integer = &o.reps, .lo = 1, .hi = 100000, .given = &o.reps_given},
         {"--rounds", .integer = &o.rounds, .lo = 1, .hi = 100},
@@ -155,6 +165,10 @@ int main(int argc, char **argv) {
     }
     if (config_validate(&cfg, &e) != 0) {
         err_print(&e);
+        return 2;
+    }
+    if (o.mpi && (o.ops || o.scaling || o.vs_torch)) {
+        fprintf(stderr, "error: --mpi: runs on its own, not with --ops, --scaling or --vs-torch\n");
         return 2;
     }
     if (o.scaling && o.ops) {
@@ -181,8 +195,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!o.rounds) o.rounds = 3;
-    int threads = engine_set_threads(o.threads);
+    int threads = engine_set_threads(o.threads || dist_size() == 1 ? o.threads : dist_default_threads());
     printf("attnlab bench: %s\n(%s)\n\n", threads_banner(threads), openblas_get_config());
+    if (o.mpi) return bench_mpi(&o, &cfg, argc, argv);
     if (o.scaling) return bench_scaling(&o, &cfg, threads);
     if (o.ops) {
         bench_ops(&o);
@@ -191,4 +206,12 @@ int main(int argc, char **argv) {
     if (o.vs_torch) return bench_vs_torch(&o, &cfg, threads);
     bench_train(&o, &cfg);
     return 0;
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    dist_init(&argc, &argv); /* under mpirun (--mpi); a plain run makes no MPI call */
+    int status = bench_main(argc, argv);
+    dist_finalize();
+    return status;
 }

@@ -5,6 +5,7 @@
  *   bench_train.c    training throughput and where a step's time goes (the default)
  *   bench_scaling.c  --scaling: one attention layer against the length, its table and plots
  *   bench_torch.c    --vs-torch: the same model, or the cosformer layer, in PyTorch
+ *   bench_mpi.c      --mpi: data-parallel scaling over Open MPI ranks
  *
  * The library linked into every command holds these files, so what they
  * export is named bench_*.
@@ -30,8 +31,9 @@ typedef struct {
     int reps;
     bool reps_given;
     int threads;
+    bool threads_given;
     int steps;
-    bool ops, vs_torch, scaling;
+    bool ops, vs_torch, scaling, mpi;
     bool attn_given;
     int lengths[BENCH_MAX_LENGTHS], n_lengths; /* --scaling */
     int rounds;                                /* --scaling: sweeps over the lengths */
@@ -61,6 +63,11 @@ void bench_ops(const BenchOptions *o);
 /* Training throughput on cfg with the per-op breakdown, printed; returns the
  * tokens per second. */
 double bench_train(const BenchOptions *o, const Config *cfg);
+
+/* --mpi: run plainly, mpirun -np 1 and 2 of this program (argv, with
+ * --threads 1 added unless given) and their scaling; under mpirun, that
+ * rank count's figures. Returns the exit status. */
+int bench_mpi(const BenchOptions *o, const Config *cfg, int argc, char **argv);
 
 /* --scaling; returns the exit status. */
 int bench_scaling(const BenchOptions *o, const Config *cfg, int threads);

@@ -31,7 +31,7 @@ int checkpoint_check_finite(const Model *m, Err *e) {
 }
 
 int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
-                    const char *corpus, double best_val_bpb, Err *e) {
+                    const char *corpus, double best_val_bpb, int ranks, Err *e) {
     Err why;
     if (checkpoint_check_finite(m, &why) != 0) return err_set(e, "%s: not saved: %s", path, why.msg);
     const ParamSet *p = &m->params;
@@ -52,7 +52,8 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     cJSON *json = config_to_json(c);
     char *config = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
-    char step_s[32], rng_s[80], best_s[32] = "";
+    char step_s[32], rng_s[80], best_s[32] = "", ranks_s[16];
+    snprintf(ranks_s, sizeof ranks_s, "%d", ranks);
     snprintf(step_s, sizeof step_s, "%ld", step);
     if (isfinite(best_val_bpb)) snprintf(best_s, sizeof best_s, "%.17g", best_val_bpb);
     snprintf(rng_s, sizeof rng_s, "%016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64, data_rng->s[0],
@@ -60,9 +61,11 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     StMeta meta[] = {
         {"format", CHECKPOINT_FORMAT}, {"format_version", CHECKPOINT_VERSION}, {"config", config},
         {"step", step_s},              {"data_rng", rng_s},                     {"corpus", corpus ? corpus : ""},
-        {"best_val_bpb", best_s},
+        {"best_val_bpb", best_s},       {"ranks", ranks_s},
     };
-    int rc = st_save(path, t, 3 * n, meta, (int)(sizeof meta / sizeof meta[0]), e);
+    /* one process's checkpoint has no "ranks", as before data parallelism */
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (ranks > 1 ? 0 : 1);
+    int rc = st_save(path, t, 3 * n, meta, n_meta, e);
     free(config);
     for (int i = 0; i < 2 * n; i++) free(names[i]);
     free(names);
@@ -133,6 +136,16 @@ int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) 
             err_set(e, "%s: bad 'best_val_bpb' in metadata ('%s')", path, best);
             goto fail;
         }
+    }
+    info->ranks = 1;
+    const char *ranks = st_meta(st, "ranks");
+    if (ranks) {
+        long r = strtol(ranks, &end, 10);
+        if (!ranks[0] || *end || r < 1 || r > 1 << 20) {
+            err_set(e, "%s: bad 'ranks' in metadata ('%s')", path, ranks);
+            goto fail;
+        }
+        info->ranks = (int)r;
     }
     snprintf(info->corpus, sizeof info->corpus, "%s", corpus ? corpus : "");
     info->has_optim = st->n_entries > 0 && st_find(st, "optim.m.tok_emb.weight") != NULL;

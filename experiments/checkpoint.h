@@ -3,8 +3,9 @@
  * Tensors: every parameter under its PyTorch name, then AdamW's moments as
  * optim.m.<name> and optim.v.<name>. Metadata: format = attnlab, the format
  * version, the config as JSON, the step, the data RNG's state and the corpus
- * path, and the best validation bpb so far. Resuming from it continues the run
- * exactly.
+ * path, the best validation bpb so far, and for a data-parallel run its rank
+ * count (ranks; absent for one process). Resuming from it continues the run
+ * exactly, on the same number of ranks.
  *
  * Nothing non-finite is saved or loaded: checkpoint_save refuses parameters
  * or moments that are not finite (the trainer checks first, and stops the run
@@ -27,11 +28,14 @@ typedef struct {
     Rng data_rng;
     char corpus[1024];
     double best_val_bpb; /* NAN when none was recorded */
+    int ranks;           /* the data-parallel ranks that trained it; 1 for one process */
     bool has_optim;
 } CheckpointInfo;
 
+/* data_rng is the data stream's state, which every rank shares (each takes its
+ * rows of the same batches: corpus_train_rows). */
 int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
-                    const char *corpus, double best_val_bpb, Err *e);
+                    const char *corpus, double best_val_bpb, int ranks, Err *e);
 /* 0 when every parameter and both AdamW moments of it are finite; otherwise
  * -1 with e naming the first that is not. */
 int checkpoint_check_finite(const Model *m, Err *e);

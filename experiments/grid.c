@@ -340,6 +340,9 @@ int grid_run_state(GridRun *r, const char *corpus, Err *e) {
     Config had;
     config_defaults(&had);
     cJSON *c = cJSON_DetachItemFromObject(json, "corpus");
+    /* a data-parallel run's notes (trainer.c), not options */
+    cJSON_DeleteItemFromObject(json, "ranks");
+    cJSON_DeleteItemFromObject(json, "effective_batch");
     Err sub;
     int rc = config_from_json(&had, json, &sub);
     cJSON_Delete(json);
@@ -588,7 +591,7 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         const GridRun *r = &runs[i];
         if (r->skipped) continue;
         const TrainResult *t = &r->result;
-        bool diverged = t->status == TRAIN_DIVERGED;
+        bool diverged = t->status == TRAIN_DIVERGED, failed = t->status == TRAIN_FAILED;
         row_start(g, r, r->name, md, csv);
         fputc(' ', md);
         put_num(md, t->val_bpb, "%.4f", "-");
@@ -607,7 +610,15 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         put_num(csv, diverged ? (double)t->diverged_step : NAN, "%.0f,", ",");
         put_num(csv, r->den_clamped, "%.6f,", ",");
         put_num(csv, t->tok_s, "%.0f,", ",");
-        fprintf(csv, "%s,%ld\n", diverged ? "diverged" : "done", params);
+        fprintf(csv, "%s,%ld\n", diverged ? "diverged" : failed ? "failed" : "done", params);
+    }
+    bool any_failed = false;
+    for (int i = 0; i < n; i++) any_failed |= !runs[i].skipped && runs[i].result.status == TRAIN_FAILED;
+    if (any_failed) {
+        fputs("\nFailed (running the command again retries them):\n\n", md);
+        for (int i = 0; i < n; i++)
+            if (!runs[i].skipped && runs[i].result.status == TRAIN_FAILED)
+                fprintf(md, "- %s: %s\n", runs[i].name, runs[i].result.why);
     }
     bool any_skipped = false;
     for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped;

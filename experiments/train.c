@@ -1,5 +1,6 @@
 /* train.c: ./train [--key value ...] corpus.txt
- *          ./train --resume RUN_DIR [--steps N ...] */
+ *          ./train --resume RUN_DIR [--steps N ...]
+ *          mpirun -np N ./train ...   (data parallel: trainer.c, dist.h) */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -7,6 +8,7 @@
 
 #include "args.h"
 #include "checkpoint.h"
+#include "dist.h"
 #include "interrupt.h"
 #include "run.h"
 #include "startup.h"
@@ -23,7 +25,15 @@ static void usage(FILE *f) {
             "loss.png and samples.txt (under --objective mlm, a fill-in demo: masked\n"
             "validation windows and the model's predictions). Ctrl-C saves a checkpoint and\n"
             "stops; --resume continues the run exactly (training, sampling and threads options\n"
-            "may change; model options may not).\n");
+            "may change; model options may not).\n"
+            "\n"
+            "Under mpirun -np N, the N processes (ranks) train one model together: each step\n"
+            "takes N x batch windows, rank r taking rows [r batch, (r + 1) batch) of the batch\n"
+            "one process with --batch N x batch would draw, so the run follows that process's\n"
+            "up to float rounding (effective batch N x batch; the learning rate is not\n"
+            "scaled). Gradients are averaged with MPI_Allreduce; rank 0 writes the run\n"
+            "folder; --threads 0 gives each rank its share of the host's cores. A run resumes\n"
+            "on as many ranks as trained it.\n");
     options_print_help(f, 7);
 }
 
@@ -84,8 +94,7 @@ static void note_resume_changes(const Config *was, const Config *now, long step)
                "that now ends at step %d\n", step + 1, planned, lr, n->steps);
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
+static int train_main(int argc, char **argv) {
     Config cfg;
     config_defaults(&cfg);
     const char *corpus = NULL, *resume = NULL;
@@ -108,11 +117,23 @@ int main(int argc, char **argv) {
     if (resume) {
         char ckpt[1100];
         StFile st;
-        if (path_join(ckpt, sizeof ckpt, resume, "model.safetensors", &e) != 0 || checkpoint_open(&st, ckpt, &info, &e) != 0) {
+        int opened = path_join(ckpt, sizeof ckpt, resume, "model.safetensors", &e) == 0 &&
+                             checkpoint_open(&st, ckpt, &info, &e) == 0 ? 0 : -1;
+        if (opened == 0) st_close(&st);
+        if (dist_agree(opened, &e) != 0) { /* every rank reads it: a host without it says so */
             err_print(&e);
             return 1;
         }
-        st_close(&st);
+        if (info.ranks != dist_size()) {
+            fprintf(stderr, "error: %s: trained on %d rank%s (effective batch %d x %d), resumed on %d: its batches, and "
+                            "so the run, would change\n", resume, info.ranks, info.ranks == 1 ? "" : "s", info.ranks,
+                    info.cfg.train.batch, dist_size());
+            if (info.ranks > 1)
+                fprintf(stderr, "hint: mpirun -np %d ./train --resume %s\n", info.ranks, resume);
+            else
+                fprintf(stderr, "hint: resume it without mpirun: ./train --resume %s\n", resume);
+            return 2;
+        }
         Config given = cfg;
         cfg = info.cfg;
         for (int k = 0; k < args.n_set; k++)
@@ -165,13 +186,21 @@ int main(int argc, char **argv) {
                         "hint: train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on\n");
         return 2;
     }
-    int threads = engine_set_threads(cfg.train.threads);
-    printf("attnlab train: %s%s, %s\n", run_dir, resume ? " (resumed)" : "", threads_banner(threads));
+    int N = dist_size();
+    int threads = engine_set_threads(cfg.train.threads || N == 1 ? cfg.train.threads : dist_default_threads());
+    if (N > 1)
+        printf("attnlab train: %s%s, %d ranks x %s\ndata parallel: effective batch %d = %d ranks x batch %d\n", run_dir,
+               resume ? " (resumed)" : "", N, threads_banner(threads), N * cfg.train.batch, N, cfg.train.batch);
+    else
+        printf("attnlab train: %s%s, %s\n", run_dir, resume ? " (resumed)" : "", threads_banner(threads));
     if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
     fflush(stdout); /* seen at once in a log, before the first step */
 
     interrupt_install(); /* the loop saves a checkpoint and stops */
-    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = "train"};
+    char label[64] = "train";
+    if (N > 1) snprintf(label, sizeof label, "train %dx%d=%d", N, cfg.train.batch, N * cfg.train.batch);
+    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = label,
+                    .data_parallel = N > 1};
     TrainResult r;
     if (train_run(&job, &r, &e) != 0) {
         err_print(&e);
@@ -188,16 +217,30 @@ int main(int argc, char **argv) {
             return 1;
         }
         case TRAIN_INTERRUPTED:
-            if (r.step < cfg.train.steps)
-                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: ./train --resume %s\n", r.step,
-                       run_dir);
+            if (r.step < cfg.train.steps) {
+                char launch[32] = "";
+                if (N > 1) snprintf(launch, sizeof launch, "mpirun -np %d ", N);
+                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: %s./train --resume %s\n", r.step,
+                       launch, run_dir);
+            }
             else /* in the final evaluation or the sampling: training itself is done */
                 printf("interrupted after the last step (%ld); checkpoint saved, samples.txt not written.\n", r.step);
-            return interrupt_exit_status(); /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM */
+            /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM; data parallel, every rank exits
+             * with the status of the signal some rank received */
+            int status = dist_max(interrupt_signal() ? interrupt_exit_status() : 0);
+            return status ? status : interrupt_exit_status();
         default:
             printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb,
                    cfg.model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r.step, r.tok_s);
             printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
             return 0;
     }
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    dist_init(&argc, &argv); /* under mpirun; a plain run makes no MPI call */
+    int status = train_main(argc, argv);
+    dist_finalize();
+    return status;
 }

@@ -15,7 +15,18 @@
  * model needs in memory is checked before it is allocated (memory.h); no
  * checkpoint is saved with a parameter or moment that is not finite (the run
  * stops as diverged instead, keeping the last good one); and Ctrl-C or
- * SIGTERM stops every phase (steps, evaluation, sampling) with a checkpoint. */
+ * SIGTERM stops every phase (steps, evaluation, sampling) with a checkpoint.
+ *
+ * Data parallel (job->data_parallel: ./train under mpirun -np N): every rank
+ * holds the same model and takes its rows [rank B, (rank + 1) B) of the batch
+ * of N B windows one process would draw (corpus_train_rows), so every rank's
+ * data RNG is the same and so is the checkpoint's. After backward the
+ * gradients are averaged over the ranks (MPI_Allreduce), so each rank takes
+ * the same AdamW step; the loss is the ranks' mean, validation is split
+ * over the ranks and summed, and a checksum of the parameters is compared
+ * every eval_every steps. Rank 0 alone writes the run folder. Every decision
+ * that one rank could make alone (a signal, an error, a save that failed) is
+ * agreed by a collective at the same point on every rank (dist.h). */
 #include "trainer.h"
 
 #include <errno.h>
@@ -26,6 +37,7 @@
 #include "checkpoint.h"
 #include "corpus.h"
 #include "generate.h"
+#include "dist.h"
 #include "interrupt.h"
 #include "memory.h"
 #include "mlm.h"
@@ -45,15 +57,20 @@ static void rng_stream(Rng *r, int64_t seed, int stream) { rng_seed(r, (uint64_t
 _Static_assert(MLM_MASK_ID == MASK_ID, "data/mlm.h and layers/config.h disagree on the mask id");
 
 /* Mean validation loss (nats per byte) over the fixed windows; NAN when a
- * signal stops it part-way. */
-static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, int *targets, Arena *arena) {
+ * signal stops it part-way. Over `ranks` ranks (data parallel), the windows
+ * are eval_batches batches of ranks x batch, rank r taking rows [r B, (r + 1)
+ * B) of each, and the sums are added over the ranks. */
+static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, int *targets, Arena *arena, int rank,
+                       int ranks) {
     int B = cfg->train.batch, T = cfg->model.context;
-    long max_windows = (long)cfg->train.eval_batches * B;
+    long max_windows = (long)cfg->train.eval_batches * B * ranks;
     long count = corpus_val_count(c, T, max_windows);
     bool was = grad_set(false);
     double total = 0.0;
     long rows = 0;
-    for (long w = 0; w < count && !interrupt_signal(); w += B) {
+    for (long w0 = 0; w0 < count && !interrupt_signal(); w0 += (long)B * ranks) {
+        long w = w0 + (long)rank * B;
+        if (w >= count) continue;
         int b = (int)(count - w < B ? count - w : B);
         for (int i = 0; i < b; i++) {
             int *in = ids + (long)i * T, *tg = targets + (long)i * T;
@@ -70,6 +87,11 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
         rows += b;
     }
     grad_set(was);
+    if (ranks > 1) {
+        double sums[3] = {total, (double)rows, interrupt_signal() != 0};
+        dist_sum(sums, 3);
+        return sums[1] > 0 && sums[2] == 0 ? sums[0] / sums[1] : NAN;
+    }
     return rows && !interrupt_signal() ? total / (double)rows : NAN;
 }
 
@@ -162,7 +184,13 @@ typedef struct {
     Curves cv;
     FILE *metrics;
     double t0; /* now_seconds() at which time_s was cv.time_s */
+    int rank, ranks; /* data parallel: this rank of `ranks`; else 0 of 1 */
 } Run;
+
+/* The data-parallel collectives, which a run of one rank skips: whether flag
+ * holds on any rank, and dist_agree. */
+static bool any_rank(const Run *run, bool flag) { return run->ranks > 1 ? dist_any(flag) : flag; }
+static int agree(const Run *run, int rc, Err *e) { return run->ranks > 1 ? dist_agree(rc, e) : rc; }
 
 /* The checks that can fail on user input, made before the run folder is
  * made or anything is written: the paths, a run already there, the corpus
@@ -196,16 +224,21 @@ static int run_check(Run *run, Err *e) {
 static int run_open(Run *run, double *best, Err *e) {
     const TrainJob *job = run->job;
     const TrainConfig *tc = &run->cfg.train;
+    rng_stream(&run->init_rng, tc->seed, STREAM_INIT);
+    rng_stream(&run->data_rng, tc->seed, STREAM_DATA);
+    rng_stream(&run->sample_rng, tc->seed, STREAM_SAMPLE);
+    *best = NAN;
+    if (run->rank > 0) { /* the model only: rank 0 sends it (run_share) */
+        model_init(&run->m, &run->cfg.model);
+        run->model_made = true;
+        return 0;
+    }
     if (!job->resume && make_dirs(job->run_dir, e) != 0) return -1;
     if ((run->lock = run_lock(job->run_dir, e)) < 0) return -1;
     /* under the lock: another run may have saved here since run_check */
     if (!job->resume && file_exists(run->ckpt))
         return err_set(e, "%s: a run is already there", job->run_dir),
                err_hint(e, "continue it with --resume %s, or pick another --out", job->run_dir);
-    rng_stream(&run->init_rng, tc->seed, STREAM_INIT);
-    rng_stream(&run->data_rng, tc->seed, STREAM_DATA);
-    rng_stream(&run->sample_rng, tc->seed, STREAM_SAMPLE);
-    *best = NAN;
     if (job->resume) {
         StFile st;
         CheckpointInfo info;
@@ -227,9 +260,37 @@ static int run_open(Run *run, double *best, Err *e) {
         run->model_made = true;
         model_init_weights(&run->m, &run->init_rng);
     }
+    return 0;
+}
 
+/* Data parallel: rank 0's model, optimizer moments, step and data RNG (fresh
+ * or resumed) to every rank, so that all start from the same bits whatever
+ * each host's libm would have made of the seed. */
+static void run_share(Run *run, double *best) {
+    if (run->ranks == 1) return;
+    ParamSet *p = &run->m.params;
+    size_t slab = (size_t)p->total * sizeof(float);
+    dist_bcast(p->value, slab, 0);
+    if (run->job->resume) {
+        dist_bcast(p->m, slab, 0);
+        dist_bcast(p->v, slab, 0);
+    }
+    dist_bcast(&run->start, sizeof run->start, 0);
+    dist_bcast(&run->data_rng, sizeof run->data_rng, 0);
+    dist_bcast(best, sizeof *best, 0);
+}
+
+/* Rank 0: config.json, and metrics.jsonl (cut back to the checkpoint's step
+ * on resume). */
+static int run_files(Run *run, double *best, Err *e) {
+    const TrainJob *job = run->job;
+    if (run->rank > 0) return 0;
     cJSON *json = config_to_json(&run->cfg);
     cJSON_AddStringToObject(json, "corpus", job->corpus);
+    if (run->ranks > 1) { /* the batch is per rank; a step takes ranks x batch windows */
+        cJSON_AddNumberToObject(json, "ranks", run->ranks);
+        cJSON_AddNumberToObject(json, "effective_batch", (double)run->ranks * run->cfg.train.batch);
+    }
     char *config_text = cJSON_Print(json);
     cJSON_Delete(json);
     size_t tl = strlen(config_text);
@@ -260,6 +321,7 @@ static void run_close(Run *run) {
  * -1 on a write error. */
 static int save_if_finite(Run *run, long done, TrainResult *r, Err *e) {
     Err why;
+    /* every rank holds the same parameters, so every rank finds the same */
     if (checkpoint_check_finite(&run->m, &why) != 0) {
         r->status = TRAIN_DIVERGED;
         r->diverged_step = done;
@@ -267,9 +329,10 @@ static int save_if_finite(Run *run, long done, TrainResult *r, Err *e) {
         snprintf(r->why, sizeof r->why, "%s", why.msg);
         return 0;
     }
-    if (checkpoint_save(run->ckpt, &run->m, &run->cfg, done, &run->data_rng, run->job->corpus, r->best_val_bpb, e) != 0)
-        return -1;
-    return 1;
+    int rc = run->rank > 0 ? 0
+                           : checkpoint_save(run->ckpt, &run->m, &run->cfg, done, &run->data_rng, run->job->corpus,
+                                             r->best_val_bpb, run->ranks, e);
+    return agree(run, rc, e) != 0 ? -1 : 1;
 }
 
 /* One metrics line (and a progress update) for step `done`. val is this
@@ -303,6 +366,19 @@ static void log_step(Run *run, Progress *prog, long done, double loss, double va
     progress_update(prog, done, extra);
 }
 
+/* Data parallel: whether every rank holds the same parameters and data
+ * stream, as they must (the same gradients, the same AdamW step). -1 with e
+ * set when one does not: its arithmetic or its input differed. */
+static int check_ranks_agree(Run *run, long done, Err *e) {
+    const ParamSet *p = &run->m.params;
+    uint64_t h = dist_hash_floats(p->value, p->total, 0xcbf29ce484222325ULL);
+    for (int k = 0; k < 4; k++) h = (h ^ run->data_rng.s[k]) * 0x100000001b3ULL;
+    int differs;
+    if (dist_same(h, &differs)) return 0;
+    return err_set(e, "step %ld: rank %d's parameters or data stream differ from rank 0's", done, differs),
+           err_hint(e, "every rank must run the same build and corpus; the last checkpoint is from before it");
+}
+
 /* The steps from run->start to the configured end, or until a signal, the
  * test hook or a divergence stops them. Fills r's status (TRAIN_DONE,
  * TRAIN_INTERRUPTED or TRAIN_DIVERGED), step and validation numbers; the
@@ -311,8 +387,9 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     const Config *cfg = &run->cfg;
     const TrainConfig *tc = &cfg->train;
     Model *m = &run->m;
-    int B = tc->batch, T = cfg->model.context;
+    int B = tc->batch, T = cfg->model.context, N = run->ranks;
     int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
+    int *scratch = N > 1 ? xmalloc((size_t)2 * T * sizeof(int)) : NULL; /* mlm: other ranks' rows */
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
@@ -331,14 +408,19 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     r->status = TRAIN_DONE;
     grad_set(true);
     for (; step < tc->steps; step++) {
-        if (interrupt_signal() || step == stop_at) {
+        /* a signal on any rank stops every rank before the same step */
+        if (any_rank(run, interrupt_signal() || step == stop_at)) {
             interrupted = true;
             break;
         }
         arena_reset(&arena);
         tape_reset();
         params_zero_grad(&m->params);
-        if (cfg->model.objective == OBJECTIVE_MLM)
+        if (N > 1 && cfg->model.objective == OBJECTIVE_MLM)
+            mlm_train_rows(&run->corpus, &run->data_rng, N * B, run->rank * B, B, T, ids, targets, scratch);
+        else if (N > 1)
+            corpus_train_rows(&run->corpus, &run->data_rng, N * B, run->rank * B, B, T, ids, targets);
+        else if (cfg->model.objective == OBJECTIVE_MLM)
             mlm_train_batch(&run->corpus, &run->data_rng, B, T, ids, targets);
         else
             corpus_train_batch(&run->corpus, &run->data_rng, B, T, ids, targets);
@@ -348,9 +430,18 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         double loss = l->data[0];
         /* this step's forward only: read before backward and evaluation */
         AttnStats stats = attn_stats;
+        if (N > 1) { /* the mean loss over the N B rows, and every rank's counts */
+            double sums[3] = {loss, (double)stats.den_clamped, (double)stats.den_rows};
+            dist_sum(sums, 3);
+            loss = sums[0] / N;
+            stats.den_clamped = (long)sums[1];
+            stats.den_rows = (long)sums[2];
+        }
         float norm = NAN;
         if (isfinite(loss)) {
             backward(l);
+            /* the mean of the ranks' mean-loss gradients: the gradient of the mean over N B rows */
+            if (N > 1) dist_allreduce_mean(m->params.grad, m->params.total);
             norm = clip_grad_norm(&m->params, tc->clip);
         }
         if (!isfinite(loss) || !isfinite(norm)) {
@@ -361,12 +452,16 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
             break;
         }
         adamw_step(&m->params, &opt, lr, step + 1);
-        tokens_since += (long)B * T;
+        tokens_since += (long)B * T * N;
         long done = step + 1;
         bool eval = done % tc->eval_every == 0 || done == tc->steps;
         double val = NAN;
+        if (eval && N > 1 && check_ranks_agree(run, done, e) != 0) {
+            rc = -1;
+            break;
+        }
         if (eval) {
-            val = evaluate(m, &run->corpus, cfg, ids, targets, &arena);
+            val = evaluate(m, &run->corpus, cfg, ids, targets, &arena, run->rank, N);
             if (isfinite(val)) {
                 r->val_bpb = val / M_LN2;
                 if (!(r->best_val_bpb <= r->val_bpb)) r->best_val_bpb = r->val_bpb;
@@ -375,11 +470,11 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         if (done % tc->log_every == 0 || eval) {
             double tok_s = tokens_since / (now_seconds() - t_log);
             rates[n_rates++] = tok_s;
-            log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s);
+            if (run->rank == 0) log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s);
             t_log = now_seconds(); /* evaluation and logging are not counted as training time */
             tokens_since = 0;
         }
-        if (done % tc->save_every == 0 && done != tc->steps && !interrupt_signal()) {
+        if (done % tc->save_every == 0 && done != tc->steps && !any_rank(run, interrupt_signal())) {
             if ((rc = save_if_finite(run, done, r, e)) <= 0) break;
         }
     }
@@ -388,7 +483,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         r->step = step;
         rc = save_if_finite(run, step, r, e);
         /* a signal during the last evaluation stops the run after the save */
-        if (rc > 0 && (interrupted || interrupt_signal())) r->status = TRAIN_INTERRUPTED;
+        if (rc > 0 && (interrupted || any_rank(run, interrupt_signal()))) r->status = TRAIN_INTERRUPTED;
     }
     progress_finish(&prog, r->status == TRAIN_DIVERGED      ? "diverged"
                            : r->status == TRAIN_INTERRUPTED ? "interrupted"
@@ -397,6 +492,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     free(rates);
     free(ids);
     free(targets);
+    free(scratch);
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&arena);
@@ -424,18 +520,24 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     memset(r, 0, sizeof *r);
     r->status = TRAIN_FAILED;
     r->val_bpb = r->best_val_bpb = NAN;
-    Run run = {.job = job, .cfg = job->cfg, .lock = -1};
+    Run run = {.job = job, .cfg = job->cfg, .lock = -1, .rank = 0, .ranks = 1};
+    if (job->data_parallel) run.rank = dist_rank(), run.ranks = dist_size();
     int rc = -1;
-    if (run_check(&run, e) != 0 || run_open(&run, &r->best_val_bpb, e) != 0 || run_steps(&run, stop_at, r, e) != 0)
+    if (agree(&run, run_check(&run, e), e) != 0 || agree(&run, run_open(&run, &r->best_val_bpb, e), e) != 0)
         goto done;
-    fclose(run.metrics);
-    run.metrics = NULL;
-    if (run.cv.n && plot_curves(run.plot_path, job->run_dir, &run.cv, e) != 0) goto done;
-    if (r->status == TRAIN_DONE) {
-        int sampled = run_sample(&run, e);
-        if (sampled < 0) goto done;
-        if (!sampled) r->status = TRAIN_INTERRUPTED;
+    run_share(&run, &r->best_val_bpb);
+    if (agree(&run, run_files(&run, &r->best_val_bpb, e), e) != 0 || run_steps(&run, stop_at, r, e) != 0) goto done;
+    /* rank 0 finishes the run folder: the plot and the samples */
+    int sampled = 1, finish = 0;
+    if (run.rank == 0) {
+        fclose(run.metrics);
+        run.metrics = NULL;
+        if (run.cv.n && plot_curves(run.plot_path, job->run_dir, &run.cv, e) != 0) finish = -1;
+        if (finish == 0 && r->status == TRAIN_DONE && (sampled = run_sample(&run, e)) < 0) finish = -1;
     }
+    if (agree(&run, finish, e) != 0) goto done;
+    if (run.ranks > 1) dist_bcast(&sampled, sizeof sampled, 0);
+    if (r->status == TRAIN_DONE && !sampled) r->status = TRAIN_INTERRUPTED;
     rc = 0;
 done:
     run_close(&run);

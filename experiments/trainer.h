@@ -12,6 +12,7 @@ typedef struct {
     bool resume;         /* continue from run_dir/model.safetensors */
     const char *label;   /* progress label, e.g. "train" */
     bool quiet;          /* no sample print at the end (ablate) */
+    bool data_parallel;  /* every MPI rank trains this run together (trainer.c); rank 0 writes it */
 } TrainJob;
 
 typedef enum { TRAIN_DONE, TRAIN_INTERRUPTED, TRAIN_DIVERGED, TRAIN_FAILED } TrainStatus;

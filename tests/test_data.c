@@ -302,6 +302,39 @@ START_TEST(test_train_batch_seeded) {
 }
 END_TEST
 
+START_TEST(test_train_rows) {
+    /* The ranks of a data-parallel run: rank r's rows of a batch of N B are rows [r B, (r + 1) B)
+     * of the batch one process draws, clm and mlm alike, and every rank's RNG ends where that
+     * process's does, so the ranks' rows together are its batch, step after step. */
+    const char *path = make_file("ramp.txt", 5000, fill_ramp);
+    Corpus c;
+    open_ok(&c, path, 0.1, 32);
+    enum { N = 3, B = 4, T = 32 };
+    static int whole_in[N * B * T], whole_tg[N * B * T], in[B * T], tg[B * T], scratch[2 * T];
+    for (int mlm = 0; mlm <= 1; mlm++) {
+        Rng one, rank[N];
+        rng_seed(&one, 42);
+        for (int r = 0; r < N; r++) rng_seed(&rank[r], 42);
+        for (int step = 0; step < 3; step++) {
+            if (mlm)
+                mlm_train_batch(&c, &one, N * B, T, whole_in, whole_tg);
+            else
+                corpus_train_batch(&c, &one, N * B, T, whole_in, whole_tg);
+            for (int r = 0; r < N; r++) {
+                if (mlm)
+                    mlm_train_rows(&c, &rank[r], N * B, r * B, B, T, in, tg, scratch);
+                else
+                    corpus_train_rows(&c, &rank[r], N * B, r * B, B, T, in, tg);
+                ck_assert_mem_eq(in, whole_in + r * B * T, sizeof in);
+                ck_assert_mem_eq(tg, whole_tg + r * B * T, sizeof tg);
+                ck_assert_mem_eq(&rank[r], &one, sizeof one);
+            }
+        }
+    }
+    corpus_close(&c);
+}
+END_TEST
+
 /* -------------------------------------------------------------------------------- validation */
 
 START_TEST(test_val_count) {
@@ -640,6 +673,7 @@ Suite *data_suite(void) {
     tcase_add_test(mlm, test_mlm_count);
     tcase_add_test(mlm, test_mlm_mask_rule);
     tcase_add_test(mlm, test_mlm_train_batch);
+    tcase_add_test(mlm, test_train_rows);
     tcase_add_test(mlm, test_mlm_val_fixed);
     suite_add_tcase(s, mlm);
     return s;
