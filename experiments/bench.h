@@ -63,6 +63,9 @@ void bench_ops(const BenchOptions *o);
 /* Training throughput on cfg with the per-op breakdown, printed; returns the
  * tokens per second. */
 double bench_train(const BenchOptions *o, const Config *cfg);
+/* A batch of B x T random byte ids and targets (malloc'd), masked under
+ * objective = mlm, drawn from rng. */
+void bench_batch(const ModelConfig *mc, Rng *rng, int B, int T, int **ids, int **targets);
 
 /* --mpi: run plainly, mpirun -np 1 and 2 of this program (argv, with
  * --threads 1 added unless given) and their scaling; under mpirun, that

@@ -43,13 +43,8 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
     rng_seed(&rng, 1);
     model_init_weights(&m, &rng);
     rng_seed(&rng, 2 + (uint64_t)dist_rank()); /* each rank its own tokens */
-    int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (int)rng_below(&rng, 256);
-        targets[i] = (int)rng_below(&rng, 256);
-    }
-    if (mc->objective == OBJECTIVE_MLM)
-        for (int b = 0; b < B; b++) mlm_mask_row(&rng, ids + (long)b * T, targets + (long)b * T, T);
+    int *ids, *targets;
+    bench_batch(mc, &rng, B, T, &ids, &targets);
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);

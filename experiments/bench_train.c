@@ -29,6 +29,16 @@ static double flops_per_token(const ModelConfig *c) {
     return 6 * matmul_params + 12.0 * c->layers * c->context * d;
 }
 
+void bench_batch(const ModelConfig *mc, Rng *rng, int B, int T, int **ids, int **targets) {
+    *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
+    for (int i = 0; i < B * T; i++) {
+        (*ids)[i] = (int)rng_below(rng, 256);
+        (*targets)[i] = (int)rng_below(rng, 256);
+    }
+    if (mc->objective == OBJECTIVE_MLM) /* masked inputs, targets at the chosen positions only */
+        for (int b = 0; b < B; b++) mlm_mask_row(rng, *ids + (long)b * T, *targets + (long)b * T, T);
+}
+
 /* Seconds for one C (M x N) += op(A) (M x K) op(B) (K x N) through cblas_sgemm
  * (the median of 5 after a warm-up), with C zeroed first as the ops do. */
 static double sgemm_time(int M, int N, int K, bool ta, bool tb) {
@@ -83,13 +93,8 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     Rng rng;
     rng_seed(&rng, 1);
     model_init_weights(&m, &rng);
-    int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (int)rng_below(&rng, 256);
-        targets[i] = (int)rng_below(&rng, 256);
-    }
-    if (mc->objective == OBJECTIVE_MLM) /* masked inputs, targets at the chosen positions only */
-        for (int b = 0; b < B; b++) mlm_mask_row(&rng, ids + (long)b * T, targets + (long)b * T, T);
+    int *ids, *targets;
+    bench_batch(mc, &rng, B, T, &ids, &targets);
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
