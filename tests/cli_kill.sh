@@ -25,7 +25,7 @@ KILLS=${KILLS:-12}
 echo "cli_kill.sh: kill seed $SEED (KILL_SEED=$SEED repeats it)"
 
 # metrics.jsonl without the timing of each line
-metrics() { sed 's/, "tok_s": [0-9]*}$/}/' "$1"; }
+metrics() { sed 's/, "tok_s": [0-9]*, "time_s": [0-9.]*}$/}/' "$1"; }
 
 # The uninterrupted run, in the folder the killed one will use (the path is
 # in the checkpoint's config), then moved aside.
