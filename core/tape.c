@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ops.h"
 #include "util.h"
 
 static bool grad_on = true;
@@ -91,6 +92,13 @@ Node *tape_last(void) { return last; }
 
 void tape_reset(void) { last = NULL; }
 
+/* A view's output shares its input's data (ops_shape.c): it is pointed at
+ * the input again, never handed back on its own. */
+static bool is_view(const Node *n) {
+    int id = op_id(n);
+    return id == OP_RESHAPE || id == OP_IDENTITY;
+}
+
 /* A tensor whose data was handed back after forward, made again from its
  * producer's inputs (which are alive: nothing releases those) when the first
  * backward that reads it comes. */
@@ -112,6 +120,10 @@ static void release_saved(Node *n) {
 
 /* Once its producer's backward has run, nothing reads the data again. */
 static void recomputed_done(Node *n) {
+    if (n->out->recompute && n->out->data && is_view(n)) {
+        n->out->data = NULL;
+        return;
+    }
     if (n->out->recompute && n->out->data) {
         tensor_scratch_release(n->out->data, n->out->n);
         n->out->data = NULL;
@@ -120,13 +132,56 @@ static void recomputed_done(Node *n) {
 }
 
 void tensor_release_recomputable(Tensor *t) {
-    if (!t->producer) { /* not on the tape: no backward will read it */
-        tensor_release_data(t);
-        return;
-    }
-    if (t->data) tensor_release_data(t); /* (one handed back already is marked all the same) */
+    /* (not tensor_release_data: it may have several readers) */
+    tensor_scratch_release(t->data, t->n);
+    t->data = NULL;
+    if (!t->producer) return; /* not on the tape: no backward will read it */
     release_saved(t->producer);
     t->recompute = true;
+}
+
+void tape_checkpoint(Node *before, Tensor *keep) {
+    Node *first = NULL, *newest = last;
+    for (Node *n = last; n && n != before; n = n->prev) {
+        first = n;
+        if (n->out == keep) continue;
+        if (is_view(n))
+            n->out->data = NULL;
+        else
+            tensor_release_recomputable(n->out);
+        n->out->recompute = true;
+    }
+    if (newest && first && newest != first) newest->rerun_from = first;
+}
+
+/* The forwards of the span first..n again, oldest first, for the outputs that
+ * were handed back. */
+static void rerun(Node *n) {
+    enum { MAX_SPAN = 512 };
+    Node *span[MAX_SPAN];
+    int k = 0;
+    for (Node *m = n;; m = m->prev) {
+        if (k == MAX_SPAN) DIE("tape_checkpoint: a span of more than %d nodes", MAX_SPAN);
+        span[k++] = m;
+        if (m == n->rerun_from) break;
+    }
+    while (k--) {
+        Node *m = span[k];
+        if (m->out->data) continue;
+        if (is_view(m)) {
+            m->out->data = m->in[0]->data;
+            continue;
+        }
+        m->out->data = tensor_scratch(m->out->n);
+        if (m->saved_n && !m->saved) m->saved = tensor_scratch(m->saved_n);
+        m->def->forward(m);
+        /* an input that forward handed back after its one reader: again now */
+        for (int i = 0; i < m->n_in; i++)
+            if (m->in[i]->read_once && m->in[i]->data) {
+                tensor_scratch_release(m->in[i]->data, m->in[i]->n);
+                m->in[i]->data = NULL;
+            }
+    }
 }
 
 void backward_seeded(Tensor *out, const float *seed) {
@@ -135,6 +190,7 @@ void backward_seeded(Tensor *out, const float *seed) {
     for (long i = 0; i < out->n; i++) g[i] += seed[i];
     for (Node *n = last; n; n = n->prev) {
         /* A node whose output got no gradient contributes nothing. */
+        if (n->rerun_from) rerun(n);
         if (!n->out->grad) {
             recomputed_done(n);
             continue;

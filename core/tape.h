@@ -44,6 +44,7 @@ struct Node {
     float *saved;    /* what forward keeps for backward (arena memory) */
     long saved_n;    /* > 0: saved is a tensor_scratch buffer of that many floats, handed back
                       * with the output when the output is made again in backward */
+    Node *rerun_from; /* the last node of a checkpointed span: its first (tape_checkpoint) */
     Node *prev;      /* the node recorded before this one */
 };
 
@@ -80,6 +81,15 @@ void tape_reset(void);
  * the first backward that reads it, and hands it back after the producer's
  * own backward. Memory for time: the producer's forward runs twice. */
 void tensor_release_recomputable(Tensor *t);
+
+/* Activation checkpointing: the nodes recorded after `before` (NULL: from the
+ * start) up to the newest hand their outputs back, all but `keep` (the span's
+ * result, which later nodes read); when backward reaches the span, it runs
+ * the span's forwards again, oldest first, from the inputs it kept, and hands
+ * each output back after its node's backward. The forwards must give the
+ * same bits again (every op here does, at a fixed thread count). Memory for
+ * time: a span's activations are alive only while backward is in it. */
+void tape_checkpoint(Node *before, Tensor *keep);
 
 /* Reverse mode from a scalar: loss->grad = 1, then every recorded backward. */
 void backward(Tensor *loss);

@@ -88,6 +88,7 @@ Tensor *tensor_new(int ndim, const int *shape) {
 void tensor_release_data(Tensor *t) {
     tensor_scratch_release(t->data, t->n);
     t->data = NULL;
+    t->read_once = true;
 }
 
 Tensor *tensor_zeros(int ndim, const int *shape) {

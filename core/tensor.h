@@ -28,6 +28,9 @@ typedef struct Tensor {
     /* its data was handed back after forward, to be made again in backward
      * (tensor_release_recomputable) */
     bool recompute;
+    /* handed back by tensor_release_data after its one reader ran: when a
+     * checkpointed span runs again, it is handed back after that reader again */
+    bool read_once;
 } Tensor;
 
 /* ---- the engine: where activations go, and whether ops record ----------- */
@@ -74,7 +77,8 @@ void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
 float *tensor_scratch(long n);
 void tensor_scratch_release(float *p, long n);
 /* Hands t's data back for reuse (an activation that nothing reads any more,
- * forward or backward: the caller knows) and sets t->data to NULL. */
+ * forward or backward, once its one reader has run: the caller knows) and
+ * sets t->data to NULL. */
 void tensor_release_data(Tensor *t);
 /* Hands t's gradient buffer back for reuse (an activation's, once backward has
  * passed the node that made t; never a parameter's) and sets t->grad to NULL. */

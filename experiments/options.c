@@ -16,6 +16,7 @@ static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
 static const char *const objective_choices[] = {"clm", "mlm", NULL};
 static const char *const schedule_choices[] = {"cosine", "linear", "constant", NULL};
 static const char *const bool_choices[] = {"false", "true", NULL};
+static const char *const recompute_choices[] = {"auto", "off", "on", NULL};
 
 #define M(field) offsetof(Config, model.field)
 #define T(field) offsetof(Config, train.field)
@@ -67,6 +68,11 @@ static const OptDef table_rows[] = {
      "validation batches (fixed, evenly spaced windows)", NULL},
     {"save_every", OPT_INT, GROUP_TRAIN, T(save_every), "500", 1, 100000000, NULL, 0, "steps between checkpoints", NULL},
     {"threads", OPT_INT, GROUP_TRAIN, T(threads), "0", 0, 1024, NULL, 0, "threads; 0 = all cores", NULL},
+    {"recompute", OPT_CHOICE, GROUP_TRAIN, T(recompute), "auto", 0, 0, recompute_choices, 0,
+     "keep only each block's input and run its forward again in backward (training gives the same bits; "
+     "validation goes a row at a time, the same to float rounding; a third more compute, a block's activations "
+     "alive at a time); auto = on when the step would need over 1 GiB",
+     NULL},
     {"val_fraction", OPT_FLOAT, GROUP_TRAIN, T(val_fraction), "0.1", 1e-6, 0.9, NULL, 0,
      "last part of the corpus held out", NULL},
     {"log_every", OPT_INT, GROUP_TRAIN, T(log_every), "10", 1, 100000000, NULL, 0,
@@ -447,7 +453,7 @@ int config_validate(Config *c, Err *e) {
 }
 
 bool option_bookkeeping(const OptDef *o) {
-    static const char *const names[] = {"threads", "log_every", "save_every", "out", NULL};
+    static const char *const names[] = {"threads", "log_every", "save_every", "out", "recompute", NULL};
     if (o->group == GROUP_SAMPLE) return true;
     for (int i = 0; names[i]; i++)
         if (!strcmp(o->name, names[i])) return true;

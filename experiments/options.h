@@ -28,6 +28,7 @@ typedef struct {
     int eval_every, eval_batches;
     int save_every;
     int threads;
+    int recompute; /* RECOMPUTE_AUTO, _OFF, _ON */
     float val_fraction;
     int log_every;
     char out[256];
@@ -39,6 +40,8 @@ typedef struct {
     int top_k;
     int length;
 } SampleConfig;
+
+enum { RECOMPUTE_AUTO, RECOMPUTE_OFF, RECOMPUTE_ON };
 
 #define OPTIONS_MAX 256
 

@@ -79,11 +79,17 @@ static double evaluate(Model *m, const Corpus *c, const Config *cfg, int *ids, i
             else
                 corpus_val_window(c, T, max_windows, w + i, in, tg);
         }
-        arena_reset(arena);
         /* the mean over the batch's counted positions; under mlm every row
-         * has the same number of them (mlm_count), so rows weigh alike */
-        Tensor *loss = model_loss(m, ids, targets, b, T);
-        total += (double)loss->data[0] * b;
+         * has the same number of them (mlm_count), so rows weigh alike. With
+         * activation checkpointing a batch's forward would keep every
+         * activation (nothing is recorded to hand back), so it goes a row at
+         * a time. */
+        int step = m->checkpoint ? 1 : b;
+        for (int i = 0; i < b; i += step) {
+            arena_reset(arena);
+            Tensor *loss = model_loss(m, ids + (long)i * T, targets + (long)i * T, step, T);
+            total += (double)loss->data[0] * step;
+        }
         rows += b;
     }
     grad_set(was);
@@ -395,6 +401,11 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     engine_set_arena(&arena);
     AdamWConfig opt = adamw_default();
     opt.weight_decay = tc->weight_decay;
+    /* activation checkpointing: on, off, or on when the step would need over 1 GiB without it */
+    double need = memory_need(&cfg->model, B, T, MEMORY_TRAIN, engine_threads());
+    m->checkpoint = tc->recompute == RECOMPUTE_ON || (tc->recompute == RECOMPUTE_AUTO && need > 1024.0 * 1024 * 1024);
+    if (m->checkpoint && tc->recompute == RECOMPUTE_AUTO && !run->job->quiet && run->rank == 0)
+        printf("note: --recompute auto: on (the step would need about %.1f GiB without it)\n", need / (1 << 30));
 
     Progress prog;
     progress_init(&prog, run->job->label ? run->job->label : "train", tc->steps, stdout);

@@ -97,7 +97,11 @@ static Tensor *block_forward(Block *b, Tensor *x) {
 Tensor *model_forward(Model *m, const int *ids, int B, int T) {
     const ModelConfig *c = &m->cfg;
     Tensor *x = embed(m, ids, B, T);
-    for (int i = 0; i < c->layers; i++) x = block_forward(&m->blocks[i], x);
+    for (int i = 0; i < c->layers; i++) {
+        Node *before = tape_last();
+        x = block_forward(&m->blocks[i], x);
+        if (m->checkpoint && grad_enabled() && tape_last() != before) tape_checkpoint(before, x);
+    }
     x = norm_forward(&m->ln_f, x);
     return op_matmul(x, m->lm_head ? m->lm_head : m->tok_emb, false, true);
 }

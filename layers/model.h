@@ -27,6 +27,7 @@ typedef struct {
     Norm ln_f;
     Tensor *lm_head; /* NULL when tied to tok_emb */
     int *positions;  /* 0, 1, ..., context - 1: the ids of the position table */
+    bool checkpoint; /* training: each block's activations made again in backward (tape_checkpoint) */
 } Model;
 
 /* Declares and allocates every parameter (zeroed). */

@@ -207,7 +207,7 @@ static void assert_time_grows(const char *run) {
 
 /* Every tensor (parameters and optimizer moments) and the step and data RNG of
  * two checkpoints are equal, bit for bit. */
-static void assert_same_checkpoint(const char *path_a, const char *path_b) {
+static void assert_same_checkpoint_keys(const char *path_a, const char *path_b, int n_keys) {
     StFile a, b;
     Err e;
     ck_assert_msg(st_open(&a, path_a, &e) == 0, "%s", e.msg);
@@ -226,7 +226,7 @@ static void assert_same_checkpoint(const char *path_a, const char *path_b) {
         free(fy);
     }
     static const char *const keys[] = {"step", "data_rng", "config"};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < n_keys; k++) {
         const char *va = st_meta(&a, keys[k]), *vb = st_meta(&b, keys[k]);
         ck_assert_ptr_nonnull(va);
         ck_assert_ptr_nonnull(vb);
@@ -235,6 +235,8 @@ static void assert_same_checkpoint(const char *path_a, const char *path_b) {
     st_close(&a);
     st_close(&b);
 }
+
+static void assert_same_checkpoint(const char *path_a, const char *path_b) { assert_same_checkpoint_keys(path_a, path_b, 3); }
 
 static long checkpoint_step(const char *path) {
     StFile st;
@@ -298,6 +300,42 @@ static void check_resume_exact(const Config *cfg, const char *tag) {
     }
     free(want);
 }
+
+/* Activation checkpointing (--recompute on: each block's forward run again
+ * in backward) gives the same bits as keeping the activations in every
+ * tensor of the checkpoint (parameters and moments), for a 2-layer model of
+ * each kind of attention; validation, a row at a time then, agrees to float
+ * rounding. */
+START_TEST(test_recompute_same_bits) {
+    static const char *const kinds[][4] = {{"softmax", "pos", "rope", NULL},
+                                           {"softmax", "talking_heads", "both", NULL},
+                                           {"cosformer", NULL, NULL, NULL},
+                                           {"linformer", "objective", "mlm", NULL}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        TrainResult r[2];
+        char path[2][1024];
+        for (int on = 0; on < 2; on++) {
+            Config c = tiny_config();
+            set(&c, "layers", "2");
+            set(&c, "steps", "12");
+            set(&c, "attn", kinds[k][0]);
+            if (kinds[k][1]) set(&c, kinds[k][1], kinds[k][2]);
+            if (!strcmp(kinds[k][0], "linformer")) set(&c, "linformer_k", "8");
+            set(&c, "recompute", on ? "on" : "off");
+            Err e;
+            ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+            char name[64];
+            snprintf(name, sizeof name, "recompute_%zu_%s", k, on ? "on" : "off");
+            run_ok(&c, name, false, TRAIN_DONE, 12, &r[on]);
+            tpath(path[on], sizeof path[on], name, "model.safetensors");
+        }
+        assert_same_checkpoint_keys(path[0], path[1], 2); /* (their configs differ in recompute) */
+        /* validation goes a row at a time then: the same up to float rounding */
+        ck_assert_msg(fabs(r[0].val_bpb - r[1].val_bpb) <= 1e-6 * r[0].val_bpb, "%s: val bpb %.9f with recompute, %.9f without",
+                      kinds[k][0], r[1].val_bpb, r[0].val_bpb);
+    }
+}
+END_TEST
 
 START_TEST(test_resume_exact) {
     Config cfg = tiny_config();
@@ -861,6 +899,7 @@ Suite *train_suite(void) {
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_resume_exact);
+    tcase_add_test(tc, test_recompute_same_bits);
     tcase_add_test(tc, test_resume_exact_mlm);
     tcase_add_test(tc, test_stop_hook_is_one_shot);
     tcase_add_test(tc, test_resume_needs_optimizer_state);
