@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "utf8.h"
 
 static const char *const on_off_choices[] = {"off", "on", NULL};
 static const char *const norm_choices[] = {"layernorm", "rmsnorm", NULL};
@@ -441,6 +442,13 @@ int config_validate(Config *c, Err *e) {
                 return err_set(e, "--%s: objective=mlm is not sampled left to right (its samples are a fill-in demo)",
                                clm_sampling[i]),
                        err_hint(e, "--sample_length sets how many bytes the demo shows");
+    }
+    /* samples.txt is drawn as valid UTF-8 (experiments/generate.h), from the prompt on */
+    if (changed(c, "prompt")) {
+        size_t n = strlen(c->sample.prompt), valid = utf8_valid_prefix((const unsigned char *)c->sample.prompt, n);
+        if (valid != n)
+            return err_set(e, "--prompt: not valid UTF-8 (from byte %zu of %zu)", valid + 1, n),
+                   err_hint(e, "samples are valid UTF-8 from the prompt on; ./sample RUN --utf8 off --prompt ... samples raw bytes");
     }
     if (kern->validate && kern->validate(&eff, changed_cb, c, e) != 0) return -1;
     if (kern->bidirectional_only && m->objective == OBJECTIVE_CLM)

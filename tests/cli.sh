@@ -238,6 +238,8 @@ else
     fail "--help lists every option" "exit $?"
 fi
 
+expect "--prompt not valid UTF-8" 2 "--prompt: not valid UTF-8 (from byte 3 of 4)" "$R/p" $TINY --out "$R/p" --prompt "$(printf 'ab\377c')" "$CORPUS"
+
 # ------------------------------------------------------------------- progress
 # The plain progress lines (stdout is not a terminal): the loss in bits per
 # byte, and the last validation bpb with the step it was measured at, also on
