@@ -60,6 +60,10 @@ Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb);
  * [out] or NULL. One sgemm: the bias is written into y first and sgemm adds
  * onto it; backward takes db as a column sum with sgemv. */
 Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b);
+/* op_linear's two halves, for fused kernels outside core: y [M, out] = x [M,
+ * in] W^T + b (b may be NULL), and db += the column sums of dy [M, out]. */
+void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, long M);
+void bias_grad_rows(Tensor *b, const float *dy, long M);
 
 /* GELU (tanh form, op_gelu's formula) over n floats, threaded as the ops are,
  * for fused kernels outside core: y = gelu(x), and dx = dy * gelu'(x) (dx may

@@ -138,15 +138,26 @@ Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b) {
 }
 
 /* y = x W^T + b: rows of y start as b, then sgemm adds x W^T (beta = 1). */
-void op_linear_forward(Node *n) {
-    const Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
-    long N = w->shape[0], K = w->shape[1], M = x->n / K;
-    float *y = n->out->data;
+void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, long M) {
+    long N = w->shape[0], K = w->shape[1];
     if (b) {
         #pragma omp parallel for if (M * N > PAR_MIN)
         for (long r = 0; r < M; r++) memcpy(y + r * N, b->data, (size_t)N * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x->data, K, w->data, K, b ? 1.0f : 0.0f, y, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w->data, K, b ? 1.0f : 0.0f, y, N);
+}
+
+void bias_grad_rows(Tensor *b, const float *dy, long M) {
+    long N = b->n;
+    float *ones = tensor_scratch(M);
+    for (long r = 0; r < M; r++) ones[r] = 1.0f;
+    cblas_sgemv(CblasRowMajor, CblasTrans, M, N, 1.0f, dy, N, ones, 1, 1.0f, tensor_grad(b), 1);
+    tensor_scratch_release(ones, M);
+}
+
+void op_linear_forward(Node *n) {
+    const Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    linear_rows(n->out->data, x->data, w, b, x->n / w->shape[1]);
 }
 
 /* dx += dy W,  dW += dy^T x,  db += dy^T 1 (column sums) */
@@ -158,9 +169,5 @@ void op_linear_backward(Node *n) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
     if (w->requires_grad)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
-    if (b && b->requires_grad) {
-        float *ones = arena_alloc(engine_arena(), (size_t)M * sizeof(float));
-        for (long r = 0; r < M; r++) ones[r] = 1.0f;
-        cblas_sgemv(CblasRowMajor, CblasTrans, M, N, 1.0f, dy, N, ones, 1, 1.0f, tensor_grad(b), 1);
-    }
+    if (b && b->requires_grad) bias_grad_rows(b, dy, M);
 }

@@ -342,9 +342,9 @@ static void group_key(const char *label, char *key, size_t size) {
     snprintf(key, size, "%.*s%s", (int)(cut - label), label, rest);
 }
 
-/* Sets each variant's group; returns the number of groups, with
- * first[g] the first variant of group g and keys[g] its key. */
-static int make_groups(Variant *vs, int nv, int *first, char (*keys)[1200]) {
+/* Sets each variant's group; returns the number of groups, with runs[g]
+ * the variants of group g and keys[g] its key. */
+static int make_groups(Variant *vs, int nv, int *runs, char (*keys)[1200]) {
     int ng = 0;
     for (int i = 0; i < nv; i++) {
         char key[1200];
@@ -353,8 +353,9 @@ static int make_groups(Variant *vs, int nv, int *first, char (*keys)[1200]) {
         while (g < ng && strcmp(keys[g], key)) g++;
         if (g == ng) {
             snprintf(keys[ng], sizeof keys[ng], "%s", key);
-            first[ng++] = i;
+            runs[ng++] = 0;
         }
+        runs[g]++;
         vs[i].group = g;
     }
     return ng;
@@ -632,9 +633,9 @@ int main(int argc, char **argv) {
     }
 
     /* Groups of seeds: their mean and 95% interval per length. */
-    int *first = xmalloc((size_t)nv * sizeof *first);
+    int *runs = xmalloc((size_t)nv * sizeof *runs);
     char(*keys)[1200] = xmalloc((size_t)nv * sizeof *keys);
-    int ng = make_groups(vs, nv, first, keys);
+    int ng = make_groups(vs, nv, runs, keys);
     bool grouped = ng < nv;
     Summary *gs = xcalloc((size_t)ng * nl, sizeof *gs);
     for (int g = 0; g < ng; g++)
@@ -653,10 +654,8 @@ int main(int argc, char **argv) {
         for (int l = 0; l < nl; l++) printf("  %18d", lengths[l]);
         printf("\n");
         for (int g = 0; g < ng; g++) {
-            int runs = 0;
-            for (int i = 0; i < nv; i++) runs += vs[i].group == g;
             char head[1300];
-            snprintf(head, sizeof head, "%s (%d run%s)", keys[g], runs, runs == 1 ? "" : "s");
+            snprintf(head, sizeof head, "%s (%d run%s)", keys[g], runs[g], runs[g] == 1 ? "" : "s");
             printf("%-*s", gw, head);
             for (int l = 0; l < nl; l++) {
                 const Summary *s = &gs[(long)g * nl + l];
@@ -714,9 +713,7 @@ int main(int argc, char **argv) {
         slen += (size_t)snprintf(sum, scap, "group,length,runs,mean,sd,low,high\n");
         n_series = 0;
         for (int g = 0; g < ng; g++) {
-            int runs = 0;
-            for (int i = 0; i < nv; i++) runs += vs[i].group == g;
-            snprintf(glabels[g], sizeof glabels[g], "%s (%d run%s)", keys[g], runs, runs == 1 ? "" : "s");
+            snprintf(glabels[g], sizeof glabels[g], "%s (%d run%s)", keys[g], runs[g], runs[g] == 1 ? "" : "s");
             double *m = gy + (long)g * 3 * nl, *lo = m + nl, *hi = lo + nl;
             for (int l = 0; l < nl; l++) {
                 const Summary *s = &gs[(long)g * nl + l];
@@ -768,7 +765,7 @@ int main(int argc, char **argv) {
         printf("\nwrote %s, %s, %s\n", csv_path, sum_path, png_path);
     else
         printf("\nwrote %s, %s\n", csv_path, png_path);
-    free(csv), free(x), free(y), free(series), free(sum), free(glabels), free(gy), free(first), free(keys), free(gs);
+    free(csv), free(x), free(y), free(series), free(sum), free(glabels), free(gy), free(runs), free(keys), free(gs);
     for (int i = 0; i < nv; i++) {
         if (vs[i].loaded) model_free(&vs[i].model);
         corpus_close(&vs[i].corpus);

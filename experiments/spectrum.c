@@ -261,6 +261,8 @@ static int spectrum_one(const char *target, const char *corpus_path, const char 
     double *x = xmalloc((size_t)K * sizeof(double)), *mean = xmalloc((size_t)L * K * sizeof(double));
     double *heat = xmalloc((size_t)L * H * sizeof(double));
     for (int k = 0; k < K; k++) x[k] = k + 1;
+    skew->layers = L < 64 ? L : 64;
+    skew->values = K;
     for (int l = 0; l < L; l++) {
         for (int k = 0; k < K; k++) {
             double sum = 0;
@@ -274,6 +276,7 @@ static int spectrum_one(const char *target, const char *corpus_path, const char 
             if (mean[(long)l * K + k] >= 0.99) k99 = k + 1;
         }
         printf("%-6d %8.3f %8d %8d\n", l, mean[(long)l * K + quarter - 1], k90, k99);
+        if (l < skew->layers) skew->c_quarter[l] = mean[(long)l * K + quarter - 1], skew->k90[l] = k90, skew->k99[l] = k99;
     }
 
     /* The plots: per-layer means over light per-head curves. */
@@ -316,17 +319,6 @@ static int spectrum_one(const char *target, const char *corpus_path, const char 
     if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
         plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
         goto runtime_error;
-    skew->layers = L < 64 ? L : 64;
-    skew->values = K;
-    for (int l = 0; l < skew->layers; l++) {
-        skew->c_quarter[l] = mean[(long)l * K + quarter - 1];
-        int k90 = K, k99 = K;
-        for (int k = K - 1; k >= 0; k--) {
-            if (mean[(long)l * K + k] >= 0.90) k90 = k + 1;
-            if (mean[(long)l * K + k] >= 0.99) k99 = k + 1;
-        }
-        skew->k90[l] = k90, skew->k99[l] = k99;
-    }
     printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir, dir, dir);
     free(series), free(labels), free(x), free(mean), free(heat), free(ids), free(targets);
     spectrum_free(&sp);

@@ -9,36 +9,18 @@
  * place, dh = dg gelu'(h). Every product is one cblas_sgemm with transposes
  * as flags, as op_linear does them, so the results are op_linear's. */
 #include <cblas.h>
-#include <string.h>
 
 #include "layers.h"
 #include "op_kernel.h"
 #include "ops.h"
 
-/* out = x W^T + b (rows of out start as b; sgemm adds onto them). */
-static void linear_into(float *out, const float *x, const Tensor *w, const Tensor *b, long M) {
-    long N = w->shape[0], K = w->shape[1];
-    #pragma omp parallel for if (M * N > PAR_MIN)
-    for (long r = 0; r < M; r++) memcpy(out + r * N, b->data, (size_t)N * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w->data, K, 1.0f, out, N);
-}
-
-/* db += dy^T 1, the column sums of dy [M, N]. */
-static void bias_grad(Tensor *b, const float *dy, long M) {
-    long N = b->n;
-    float *ones = tensor_scratch(M);
-    for (long r = 0; r < M; r++) ones[r] = 1.0f;
-    cblas_sgemv(CblasRowMajor, CblasTrans, M, N, 1.0f, dy, N, ones, 1, 1.0f, tensor_grad(b), 1);
-    tensor_scratch_release(ones, M);
-}
-
 static void mlp_forward_op(Node *n) {
     const Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
     long d = w1->shape[1], hid = w1->shape[0], M = x->n / d;
     float *h = n->saved, *g = tensor_scratch(M * hid);
-    linear_into(h, x->data, w1, b1, M);
+    linear_rows(h, x->data, w1, b1, M);
     gelu_rows(h, g, M * hid);
-    linear_into(n->out->data, g, w2, b2, M);
+    linear_rows(n->out->data, g, w2, b2, M);
     tensor_scratch_release(g, M * hid);
 }
 
@@ -51,7 +33,7 @@ static void mlp_backward_op(Node *n) {
         gelu_rows(h, buf, M * hid); /* g again */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, M, 1.0f, dy, d, buf, hid, 1.0f, tensor_grad(w2), hid);
     }
-    if (b2->requires_grad) bias_grad(b2, dy, M);
+    if (b2->requires_grad) bias_grad_rows(b2, dy, M);
     /* dg = dy W2, then dh = dg gelu'(h) in place */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
     gelu_grad_rows(h, buf, buf, M * hid);
@@ -59,7 +41,7 @@ static void mlp_backward_op(Node *n) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f, tensor_grad(x), d);
     if (w1->requires_grad)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, M, 1.0f, buf, hid, x->data, d, 1.0f, tensor_grad(w1), d);
-    if (b1->requires_grad) bias_grad(b1, buf, M);
+    if (b1->requires_grad) bias_grad_rows(b1, buf, M);
     tensor_scratch_release(buf, M * hid);
 }
 
