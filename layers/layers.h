@@ -49,6 +49,9 @@ Tensor *mlp_forward(const Mlp *m, Tensor *x);
  * backward (layers/mlp.c). mlp_op is its OpDef, which a test may break. */
 Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2);
 extern OpDef mlp_op;
+/* The most floats op_mlp's [rows, hidden] scratch may hold: it takes the rows
+ * in passes of that many (a test sets it small to run several passes). */
+extern long mlp_scratch_floats;
 
 /* Formats "prefix.suffix" into buf (sized 128); returns buf. */
 const char *param_name(char *buf, const char *prefix, const char *suffix);

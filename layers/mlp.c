@@ -7,42 +7,67 @@
  * that it hands back after the second product, and backward makes it again
  * from h for dW2. The same scratch buffer then holds dg = dy W2 and, in
  * place, dh = dg gelu'(h). Every product is one cblas_sgemm with transposes
- * as flags, as op_linear does them, so the results are op_linear's. */
+ * as flags, as op_linear does them, so the results are op_linear's (when
+ * the rows take one pass: see mlp_scratch_floats). */
 #include <cblas.h>
 
 #include "layers.h"
 #include "op_kernel.h"
 #include "ops.h"
 
+/* Rows per pass over the hidden layer: the [rows, hidden] scratch that
+ * forward's gelu(h) and backward's dh use stays under mlp_scratch_floats
+ * (4 Mi floats, 16 MiB), so a long context's step (65536 tokens at T 4096,
+ * batch 16) does not hold a second [tokens, hidden] tensor beside h. The
+ * reference configuration's step (4096 x 1024) is one pass. dW1, dW2 and the
+ * biases' gradients add the passes' products in row order, so the result
+ * does not depend on the thread count. */
+long mlp_scratch_floats = 1L << 22;
+
+static long pass_rows(long M, long hid) {
+    long r = mlp_scratch_floats / hid;
+    return r < 1 ? 1 : r < M ? r : M;
+}
+
 static void mlp_forward_op(Node *n) {
     const Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
-    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d;
-    float *h = n->saved, *g = tensor_scratch(M * hid);
+    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d, R = pass_rows(M, hid);
+    float *h = n->saved, *g = tensor_scratch(R * hid);
     linear_rows(h, x->data, w1, b1, M);
-    gelu_rows(h, g, M * hid);
-    linear_rows(n->out->data, g, w2, b2, M);
-    tensor_scratch_release(g, M * hid);
+    for (long r0 = 0; r0 < M; r0 += R) {
+        long m = R < M - r0 ? R : M - r0;
+        gelu_rows(h + r0 * hid, g, m * hid);
+        linear_rows(n->out->data + r0 * d, g, w2, b2, m);
+    }
+    tensor_scratch_release(g, R * hid);
 }
 
 static void mlp_backward_op(Node *n) {
     Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
-    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d;
-    const float *dy = n->out->grad, *h = n->saved;
-    float *buf = tensor_scratch(M * hid);
-    if (w2->requires_grad) {
-        gelu_rows(h, buf, M * hid); /* g again */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, M, 1.0f, dy, d, buf, hid, 1.0f, tensor_grad(w2), hid);
+    long d = w1->shape[1], hid = w1->shape[0], M = x->n / d, R = pass_rows(M, hid);
+    const float *dy_all = n->out->grad, *h_all = n->saved;
+    float *buf = tensor_scratch(R * hid);
+    if (b2->requires_grad) bias_grad_rows(b2, dy_all, M);
+    for (long r0 = 0; r0 < M; r0 += R) {
+        long m = R < M - r0 ? R : M - r0;
+        const float *dy = dy_all + r0 * d, *h = h_all + r0 * hid, *xr = x->data + r0 * d;
+        if (w2->requires_grad) {
+            gelu_rows(h, buf, m * hid); /* g again */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, m, 1.0f, dy, d, buf, hid, 1.0f,
+                        tensor_grad(w2), hid);
+        }
+        /* dg = dy W2, then dh = dg gelu'(h) in place */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
+        gelu_grad_rows(h, buf, buf, m * hid);
+        if (x->requires_grad)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f,
+                        tensor_grad(x) + r0 * d, d);
+        if (w1->requires_grad)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, m, 1.0f, buf, hid, xr, d, 1.0f,
+                        tensor_grad(w1), d);
+        if (b1->requires_grad) bias_grad_rows(b1, buf, m);
     }
-    if (b2->requires_grad) bias_grad_rows(b2, dy, M);
-    /* dg = dy W2, then dh = dg gelu'(h) in place */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
-    gelu_grad_rows(h, buf, buf, M * hid);
-    if (x->requires_grad)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f, tensor_grad(x), d);
-    if (w1->requires_grad)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, M, 1.0f, buf, hid, x->data, d, 1.0f, tensor_grad(w1), d);
-    if (b1->requires_grad) bias_grad_rows(b1, buf, M);
-    tensor_scratch_release(buf, M * hid);
+    tensor_scratch_release(buf, R * hid);
 }
 
 OpDef mlp_op = {"mlp", mlp_forward_op, mlp_backward_op};

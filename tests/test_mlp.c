@@ -93,12 +93,66 @@ START_TEST(test_mlp_matches_composition) {
 }
 END_TEST
 
+/* Rows in several passes (1, 2 and 4 rows of the 6; the last pass short):
+ * the gradient check holds, and outputs and gradients are the one-pass
+ * ones to float rounding. A pass that skipped rows, or wrote them at the
+ * wrong offset, fails both. */
+START_TEST(test_mlp_passes) {
+    long saved = mlp_scratch_floats;
+    for (int rows = 1; rows <= 4; rows *= 2) {
+        mlp_scratch_floats = (long)rows * HID;
+        GcResult r;
+        bool ok = gradcheck(&mlp_case, 7, NULL, &r);
+        ck_assert_msg(ok, "%d rows a pass: %s", rows, r.why);
+    }
+    Rng rng;
+    rng_seed(&rng, 5);
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    const GcInput *in = mlp_case.in;
+    float *vals[5], *out[2], *grads[2][5];
+    for (int k = 0; k < 5; k++) {
+        Tensor *t = tensor_new(in[k].ndim, in[k].shape);
+        vals[k] = t->data;
+        rng_fill_normal(&rng, t->data, t->n, 0.0f, 1.0f);
+    }
+    Tensor *leaf[2][5];
+    for (int w = 0; w < 2; w++) {
+        mlp_scratch_floats = w ? 4L * HID : saved; /* 6 rows: one pass, then 4 + 2 */
+        for (int k = 0; k < 5; k++) {
+            leaf[w][k] = tensor_new(in[k].ndim, in[k].shape);
+            memcpy(leaf[w][k]->data, vals[k], (size_t)leaf[w][k]->n * sizeof(float));
+            leaf[w][k]->requires_grad = true;
+        }
+        tape_reset();
+        grad_set(true);
+        Tensor *y = fused(leaf[w]);
+        out[w] = y->data;
+        backward(op_sum(op_mul(y, y)));
+        for (int k = 0; k < 5; k++) grads[w][k] = leaf[w][k]->grad;
+    }
+    mlp_scratch_floats = saved;
+    for (long i = 0; i < (long)B * T * D; i++)
+        ck_assert_msg(fabsf(out[0][i] - out[1][i]) <= 1e-5f * (1 + fabsf(out[0][i])), "out[%ld]: %g vs %g", i, out[1][i],
+                      out[0][i]);
+    for (int k = 0; k < 5; k++)
+        for (long i = 0; i < leaf[0][k]->n; i++)
+            ck_assert_msg(fabsf(grads[0][k][i] - grads[1][k][i]) <= 1e-4f * (1 + fabsf(grads[0][k][i])),
+                          "grad of input %d [%ld]: %g vs %g", k, i, grads[1][k][i], grads[0][k][i]);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+END_TEST
+
 Suite *mlp_suite(void) {
     Suite *s = suite_create("mlp");
     TCase *tc = tcase_create("fused");
     tcase_add_test(tc, test_mlp_gradcheck);
     tcase_add_test(tc, test_mlp_gradcheck_catches_broken_backward);
     tcase_add_test(tc, test_mlp_matches_composition);
+    tcase_add_test(tc, test_mlp_passes);
     suite_add_tcase(s, tc);
     return s;
 }
