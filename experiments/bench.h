@@ -50,6 +50,7 @@ typedef struct {
     int kernel_i; /* which of bench_scaling's kernels */
     Timing layer, kernel;
     double sgemm_ms, sgemm_gflop; /* the projections' products as raw sgemm calls (median), and their work */
+    double kernel_gflop;          /* the kernel's products' work (AttnKernel.flops), NAN if not counted */
     double rss_mib;
     /* --vs-torch (cosformer rows), else NAN: PyTorch's median and fastest step,
      * and its peak RSS above the RSS at the length's start */

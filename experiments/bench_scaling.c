@@ -18,8 +18,13 @@
  * steps (every activation, gradient and saved tensor of the layer, or of the
  * kernel; not the inputs x or q, k, v, nor the parameters, 1 MiB here), and
  * the process's peak RSS during the layer's steps. A kernel whose estimated memory passes the cap (8 GiB, or 3/4 of
- * RAM if less) is skipped at that length with a note: softmax keeps P, B H T^2
- * floats, plus a T^2 scratch per thread in backward. Writes the table to
+ * RAM if less) is skipped at that length with a note (talking heads keeps
+ * P, B H T^2 floats, and T^2 scratch per head and thread in backward; the
+ * plain softmax kernel nothing T x T). Then, per row, the layer against
+ * sgemm: its time over the projections' raw products, and over what all its
+ * products would take at the rate sgemm reached on the projections (the
+ * kernel's own counted by AttnKernel.flops, e.g. softmax's 2 sum_i n_i
+ * (4 dk + 3 dv) per head). Writes the table to
  * bench-scaling.csv, time per token against T to bench-scaling.png and the
  * arena peak against T to bench-scaling-memory.png, in the current folder.
  * With --vs-torch, the causal cosformer rows run again in PyTorch
@@ -240,6 +245,7 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
     st.kernel_only = true;
     row.kernel = time_steps(o, &st);
     row.sgemm_ms = time_projections(o, &a, T, mc.d_model, &row.sgemm_gflop) * 1e3;
+    row.kernel_gflop = a.kernel->flops ? a.kernel->flops(&mc, T) / 1e9 : NAN;
     free(st.x), free(st.q), free(st.k), free(st.v), free(st.seed_y), free(st.seed_o);
     params_free(&ps);
     return row;
@@ -381,33 +387,44 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                "  steps %.2f to %.2f, max / min %.2f); layer arena %.1f KiB per token at T %d, %.1f at T %d\n",
                attn_scaling_reference, first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, lo_best * 1e6, hi_best * 1e6, hi_best / lo_best,
                first->layer.arena_mib * 1024 / first->T, first->T, last->layer.arena_mib * 1024 / last->T, last->T);
-    for (int i = 0; i < n_rows; i++)
-        if (rows[i].attn == attn_find(attn_scaling_reference) && rows[i].T == 8192)
-            printf("  %s at T=8192 (targets: 105 ms, 150 MiB): layer %.1f ms (fastest %.1f), %.1f MiB;\n"
-                   "  kernel alone %.1f ms (fastest %.1f), %.1f MiB; the projections' sgemm calls alone %.1f ms\n"
-                   "  (%.1f GFLOP, %.0f GFLOP/s); process peak RSS %.1f MiB\n",
-                   attn_scaling_reference, rows[i].layer.step_s * 1e3, rows[i].layer.best_s * 1e3,
-                   rows[i].layer.arena_mib, rows[i].kernel.step_s * 1e3, rows[i].kernel.best_s * 1e3, rows[i].kernel.arena_mib, rows[i].sgemm_ms,
-                   rows[i].sgemm_gflop, rows[i].sgemm_gflop / rows[i].sgemm_ms * 1e3, rows[i].rss_mib);
+    /* Against sgemm: the layer over its projections' raw products, and over
+     * what all its products (the projections' and, where the kernel counts
+     * them, its own) would take at the rate sgemm reached on the
+     * projections in the same row. */
+    printf("\n  against sgemm (the rate: the projections' raw products in the same row)\n");
+    printf("  %-32s %6s | %8s %8s %8s | %8s %8s %8s | %s\n", "kernel", "T", "layer ms", "proj ms", "ratio",
+           "GFLOP/s", "kern GF", "cost ms", "layer/cost");
+    for (int i = 0; i < n_rows; i++) {
+        const ScalingRow *r = &rows[i];
+        double rate = r->sgemm_gflop / r->sgemm_ms * 1e3, cost = (r->sgemm_gflop + r->kernel_gflop) / rate * 1e3;
+        printf("  %-32s %6d | %8.1f %8.1f %8.2f | %8.0f", bench_kernel_label(&kernels[r->kernel_i], label, sizeof label),
+               r->T, r->layer.step_s * 1e3, r->sgemm_ms, r->layer.step_s * 1e3 / r->sgemm_ms, rate);
+        if (isnan(r->kernel_gflop)) printf(" %8s %8s | %9s\n", "-", "-", "-");
+        else printf(" %8.1f %8.1f | %9.2f\n", r->kernel_gflop, cost, r->layer.step_s * 1e3 / cost);
+    }
 
     if (o->vs_torch && bench_scaling_vs_torch(o, &kernels[0], threads, rows, n_rows) != 0) return 1;
 
     /* bench-scaling.csv */
-    size_t cap_text = 320 + (size_t)n_rows * 240, len = 0;
+    size_t cap_text = 360 + (size_t)n_rows * 300, len = 0;
     char *csv = xmalloc(cap_text);
     len += (size_t)snprintf(csv + len, cap_text - len,
                             "kernel,T,layer_ms,layer_fastest_ms,layer_us_per_token,layer_arena_mib,"
-                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,sgemm_ms,sgemm_gflop,rss_mib,torch_ms,torch_fastest_ms,"
+                            "kernel_ms,kernel_fastest_ms,kernel_arena_mib,sgemm_ms,sgemm_gflop,kernel_gflop,cost_ms,rss_mib,torch_ms,torch_fastest_ms,"
                             "torch_growth_mib\n");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
         char torch[96] = ",,"; /* empty fields without --vs-torch */
         if (!isnan(r->torch_ms))
             snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
-        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%.2f,%s\n",
+        char counted[64] = ","; /* kernel_gflop and cost_ms, empty when the kernel does not count */
+        if (!isnan(r->kernel_gflop))
+            snprintf(counted, sizeof counted, "%.6f,%.4f", r->kernel_gflop,
+                     (r->sgemm_gflop + r->kernel_gflop) / r->sgemm_gflop * r->sgemm_ms);
+        len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%s,%.2f,%s\n",
                                 bench_kernel_label(&kernels[r->kernel_i], label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
-                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, r->rss_mib, torch);
+                                r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, counted, r->rss_mib, torch);
     }
     Err e;
     int rc = write_file_atomic("bench-scaling.csv", csv, &e);

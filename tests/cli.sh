@@ -315,10 +315,22 @@ if [ -x "$BENCH" ]; then
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
         [ "$(wc -l <"$T/scaling/bench-scaling.csv")" -eq 5 ] && [ -s "$T/scaling/bench-scaling.png" ] &&
         [ -s "$T/scaling/bench-scaling-memory.png" ] && grep -q "^cosformer causal,64," "$T/scaling/bench-scaling.csv" &&
-        grep -q "^softmax causal,32," "$T/scaling/bench-scaling.csv" && [ ! -s "$T/err" ]; then
+        grep -q "^softmax causal,32," "$T/scaling/bench-scaling.csv" && [ ! -s "$T/err" ] &&
+        grep -q "layer/cost" "$T/out"; then
         pass "bench --scaling writes its table and plots"
     else
         fail "bench --scaling writes its table and plots" "exit, csv or png wrong"
+    fi
+    # the kernel's counted work: softmax at T 32, 4 heads of 64, causal (528
+    # keys seen) is 2 x 4 x 528 x (4 x 64 + 3 x 64) = 1892352 flops; cosformer
+    # does not count its own
+    csv="$T/scaling/bench-scaling.csv"
+    col=$(head -n 1 "$csv" | tr , '\n' | grep -n '^kernel_gflop$' | cut -d: -f1)
+    if [ -n "$col" ] && [ "$(grep '^softmax causal,32,' "$csv" | cut -d, -f"$col")" = 0.001892 ] &&
+        [ -z "$(grep '^cosformer causal,32,' "$csv" | cut -d, -f"$col")" ]; then
+        pass "bench --scaling counts the softmax kernel's products"
+    else
+        fail "bench --scaling counts the softmax kernel's products" "kernel_gflop column wrong"
     fi
     # --vs-torch with a stand-in for Python that prints torch_scaling.py's and
     # torch_reference.py's lines, so that this runs without PyTorch: the bench

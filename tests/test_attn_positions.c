@@ -412,15 +412,42 @@ START_TEST(test_positions_window_memory_linear) {
 }
 END_TEST
 
-/* Full causal attention keeps about H T^2 / 2 floats with gradients, and no
- * T x T buffer without. */
+/* Full causal attention at T 2048 keeps far less than the H T^2 / 2 floats
+ * of its causal P, with gradients and without. */
 START_TEST(test_positions_causal_memory) {
     const int T = 2048;
     size_t with = op_bytes(T, 0, true), without = op_bytes(T, 0, false);
     size_t half = (size_t)2 * T * T / 2 * sizeof(float);
-    ck_assert_msg(with < half * 6 / 5, "causal, T %d, with gradients: %zu bytes, over H T^2 / 2 floats (%zu)", T, with,
-                  half);
+    ck_assert_msg(with < half / 4, "causal, T %d, with gradients: %zu bytes, H T^2 / 2 floats are %zu", T, with, half);
     ck_assert_msg(without < half / 8, "causal, T %d, no gradients: %zu bytes", T, without);
+}
+END_TEST
+
+/* The plain kernel's counted work (./bench --scaling) is 2 (4 dk + 3 dv) per
+ * head and key seen, over the keys each row sees: at T 8, 36 causal, 64
+ * bidirectional, 21 in a causal window of 3, 34 in a bidirectional one
+ * (3 + 4 + 5 x 4 + 4 + 3); at T 16 under bca with context 8 (blocks of 4
+ * keys: rows 0-3 see 1-4 keys, every later row its block so far and the
+ * one before, 5-8), 10 + 3 x 26 = 88 against causal attention's 136;
+ * talking heads is not counted. */
+START_TEST(test_positions_flops) {
+    struct {
+        bool causal;
+        int window, bca, T;
+        double keys;
+    } cs[] = {{true, 0, OFF, 8, 36},  {false, 0, OFF, 8, 64}, {true, 3, OFF, 8, 21},
+              {false, 3, OFF, 8, 34}, {true, 0, ON, 16, 88},  {true, 0, OFF, 16, 136}};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        ModelConfig m = {.heads = 3, .d_model = 12, .key_size = 4, .head_size = 5, .context = 8,
+                         .objective = cs[i].causal ? OBJECTIVE_CLM : OBJECTIVE_MLM, .window = cs[i].window,
+                         .bca = cs[i].bca};
+        double f = attn_kernel_softmax.flops(&m, cs[i].T);
+        ck_assert_msg(f == 2.0 * 3 * cs[i].keys * (4 * 4 + 3 * 5), "case %zu: %g flops, want %g", i, f,
+                      2.0 * 3 * cs[i].keys * 31);
+    }
+    ModelConfig m = {.heads = 2, .d_model = 8, .context = 8};
+    softmax_opts(&m)->talking_heads = TALKING_BOTH;
+    ck_assert(isnan(attn_kernel_softmax.flops(&m, 8)));
 }
 END_TEST
 
@@ -619,6 +646,7 @@ Suite *attn_positions_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_positions_window_memory_linear);
     tcase_add_test(tc, test_positions_causal_memory);
+    tcase_add_test(tc, test_positions_flops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("model");

@@ -149,6 +149,12 @@ typedef struct {
     /* Bytes of the kernel's memory that grow faster than T at B 1, for a
      * length cap (./bench --scaling); NULL: none. */
     double (*quadratic_bytes)(const ModelConfig *m, int T, int threads);
+    /* The floating-point operations (2 per multiply-add) of the kernel's
+     * products, forward and backward, at B 1 over length T, as its algorithm
+     * needs them: ./bench --scaling sets the layer's time against what they
+     * and the projections would take at sgemm's rate. NULL, or NAN for some
+     * options: not counted. */
+    double (*flops)(const ModelConfig *m, int T);
     /* The kernel forms an explicit score matrix: score biases (pos = alibi,
      * kerple_*, sandwich, xpos) and the score masks (window, logn, bca) need it. */
     bool scores;

@@ -76,23 +76,28 @@ typedef struct {
 } Plan;
 
 /* The plan of the node's call, in the arena. */
+/* The keys [*lo, *hi] that query i of T sees (the rule above). */
+static void row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi) {
+    int blen = context / 2 > 1 ? context / 2 : 1;
+    *lo = 0, *hi = causal ? i : T - 1;
+    if (window > 0) *lo = i - window + 1 > 0 ? i - window + 1 : 0;
+    if (window > 0 && !causal) *hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
+    if (causal && bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+}
+
 static Plan plan_make(const Node *n, int T) {
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    int window = a->window, context = a->context, qb = a->qb;
-    bool causal = a->causal;
+    int context = a->context, qb = a->qb;
     Arena *ar = engine_arena();
     Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
     p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
     p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
     p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
     p.b = arena_alloc(ar, (size_t)p.n * sizeof(QBlock));
-    int blen = context / 2 > 1 ? context / 2 : 1;
     double log_ctx = context > 1 ? log((double)context) : 0.0;
     for (int i = 0; i < T; i++) {
-        int lo = 0, hi = causal ? i : T - 1;
-        if (window > 0) lo = i - window + 1 > 0 ? i - window + 1 : 0;
-        if (window > 0 && !causal) hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
-        if (causal && a->bca) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+        int lo, hi;
+        row_keys(i, T, a->causal, a->window, a->bca, context, &lo, &hi);
         p.lo[i] = lo;
         p.hi[i] = hi;
         double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
@@ -424,6 +429,22 @@ static double softmax_quadratic_bytes(const ModelConfig *m, int T, int threads) 
     return 4.0 * (double)T * T * (m->heads + 2.0 * m->heads * threads);
 }
 
+/* The plain kernel's products over the keys each row sees, per head:
+ * forward's q.k and P v, backward's q.k again, dP = dO V^T, dV, dQ and dK,
+ * 2 sum_i n_i (4 key_size + 3 head_size) in all. Talking heads runs whole
+ * T x T matrices and its head mixing; it is not counted. */
+static double softmax_flops(const ModelConfig *m, int T) {
+    if (softmax_opts(m)->talking_heads != TALKING_NONE) return NAN;
+    bool causal = m->objective == OBJECTIVE_CLM;
+    double keys = 0;
+    for (int i = 0; i < T; i++) {
+        int lo, hi;
+        row_keys(i, T, causal, m->window, causal && m->bca == ON, m->context, &lo, &hi);
+        keys += hi - lo + 1;
+    }
+    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
+}
+
 static void softmax_describe(const ModelConfig *m, char *buf, size_t size) {
     const SoftmaxOpts *o = softmax_opts(m);
     if (o->talking_heads != TALKING_NONE) snprintf(buf, size, " talking_heads=%s", talking_names[o->talking_heads]);
@@ -444,5 +465,6 @@ const AttnKernel attn_kernel_softmax = {
     .validate = softmax_validate,
     .describe = softmax_describe,
     .quadratic_bytes = softmax_quadratic_bytes,
+    .flops = softmax_flops,
     .scores = true,
 };
