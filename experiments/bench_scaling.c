@@ -245,7 +245,8 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
     st.kernel_only = true;
     row.kernel = time_steps(o, &st);
     row.sgemm_ms = time_projections(o, &a, T, mc.d_model, &row.sgemm_gflop) * 1e3;
-    row.kernel_gflop = a.kernel->flops ? a.kernel->flops(&mc, T) / 1e9 : NAN;
+    ModelConfig eff = attn_effective(&mc); /* cosformer: linear with its options */
+    row.kernel_gflop = a.kernel->flops ? a.kernel->flops(&eff, T) / 1e9 : NAN;
     free(st.x), free(st.q), free(st.k), free(st.v), free(st.seed_y), free(st.seed_o);
     params_free(&ps);
     return row;

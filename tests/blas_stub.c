@@ -26,6 +26,7 @@ typedef struct {
 enum { MAX_SHAPES = 64 };
 static Shape shapes[MAX_SHAPES];
 static int n_shapes;
+static double madds;
 
 bool blas_stub_set(bool on) {
     bool was = stub_on;
@@ -35,13 +36,16 @@ bool blas_stub_set(bool on) {
 
 void blas_record_set(bool on) {
     record_on = on;
-    if (on) n_shapes = 0;
+    if (on) n_shapes = 0, madds = 0;
 }
+
+double blas_recorded_madds(void) { return madds; }
 
 static void record(bool ta, bool tb, int M, int N, int K) {
     #pragma omp critical(blas_stub_record)
     {
         bool seen = false;
+        madds += (double)M * N * K;
         for (int i = 0; i < n_shapes && !seen; i++)
             seen = shapes[i].ta == ta && shapes[i].tb == tb && shapes[i].M == M && shapes[i].N == N &&
                    shapes[i].K == K;

@@ -20,6 +20,9 @@ bool blas_stub_set(bool on);
 
 /* Starts (clears) or stops the record of the sgemm shapes called. */
 void blas_record_set(bool on);
+/* The multiply-adds (M N K summed) of the sgemm calls since the record
+ * started. */
+double blas_recorded_madds(void);
 
 /* Runs every recorded shape through OpenBLAS on random data with 1 and with
  * `threads` threads. Returns the number of output values that differ in the

@@ -36,6 +36,7 @@
 #include "model.h"
 #include "rng.h"
 #include "safetensors.h"
+#include "blas_stub.h"
 #include "test_util.h"
 
 /* float32 against float64: the errors seen are below 1e-6 relative (a few
@@ -424,6 +425,54 @@ START_TEST(test_linear_chunk_sizes_agree) {
                     free(g[l]);
                 }
             }
+    }
+}
+END_TEST
+
+/* ---- counted work --------------------------------------------------------------- */
+
+/* The kernel's count of its products (AttnKernel.flops, for ./bench
+ * --scaling) is what forward and backward hand to sgemm, at B 1 with every
+ * gradient: causal in chunks (first, middle and a short last one) and
+ * bidirectional, with and without re-weighting, and with RoPE. */
+START_TEST(test_linear_flops_match_sgemm_calls) {
+    struct {
+        bool causal;
+        int reweight, pos, T, chunk;
+    } cs[] = {{true, REWEIGHT_COS, POS_NONE, 11, 4}, {true, REWEIGHT_NONE, POS_NONE, 11, 4},
+              {true, REWEIGHT_NONE, POS_ROPE, 9, 4},  {true, REWEIGHT_COS, POS_NONE, 4, 4},
+              {false, REWEIGHT_COS, POS_NONE, 10, 4}, {false, REWEIGHT_NONE, POS_ROPE, 10, 4}};
+    const int H = 2, dk = 4, dv = 6;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        AttnCall c = call_for(1, H, cs[i].T, dk, dv, cs[i].causal, PHI_RELU, cs[i].reweight, cs[i].chunk);
+        c.m.pos = cs[i].pos;
+        c.m.rope_dims = cs[i].pos == POS_ROPE ? dk : 0;
+        c.m.heads = H, c.m.d_model = H * dk, c.m.key_size = dk, c.m.head_size = dv;
+        c.m.objective = cs[i].causal ? OBJECTIVE_CLM : OBJECTIVE_MLM;
+        Arena a;
+        arena_init(&a, 1 << 20);
+        engine_set_arena(&a);
+        bool was = grad_set(true);
+        tape_reset();
+        Rng rng;
+        rng_seed(&rng, 9);
+        Tensor *x[3];
+        for (int j = 0; j < 3; j++) {
+            x[j] = tensor_4d(1, H, cs[i].T, j < 2 ? dk : dv);
+            rng_fill_normal(&rng, x[j]->data, x[j]->n, 0.0f, 1.0f);
+            x[j]->requires_grad = true;
+        }
+        blas_record_set(true);
+        Tensor *out = linear_kernel()->forward(&c, x[0], x[1], x[2]);
+        backward(op_sum(out));
+        double counted = 2.0 * blas_recorded_madds();
+        blas_record_set(false);
+        tape_reset();
+        grad_set(was);
+        engine_set_arena(NULL);
+        arena_free(&a);
+        double f = linear_kernel()->flops(&c.m, cs[i].T);
+        ck_assert_msg(f == counted, "case %zu: the kernel counts %g flops, its sgemm calls made %g", i, f, counted);
     }
 }
 END_TEST
@@ -882,6 +931,7 @@ Suite *attn_linear_suite(void) {
     tc = tcase_create("model");
     tcase_add_test(tc, test_linear_cosformer_preset);
     tcase_add_test(tc, test_linear_ignores_scale);
+    tcase_add_test(tc, test_linear_flops_match_sgemm_calls);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("layout");

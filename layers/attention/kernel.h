@@ -152,8 +152,8 @@ typedef struct {
     /* The floating-point operations (2 per multiply-add) of the kernel's
      * products, forward and backward, at B 1 over length T, as its algorithm
      * needs them: ./bench --scaling sets the layer's time against what they
-     * and the projections would take at sgemm's rate. NULL, or NAN for some
-     * options: not counted. */
+     * and the projections would take at sgemm's rate; m has its preset
+     * applied (attn_effective). NULL, or NAN for some options: not counted. */
     double (*flops)(const ModelConfig *m, int T);
     /* The kernel forms an explicit score matrix: score biases (pos = alibi,
      * kerple_*, sandwich, xpos) and the score masks (window, logn, bca) need it. */

@@ -2,6 +2,7 @@
  * attn=cosformer (= linear with phi = relu and cos re-weighting): its options,
  * the combinations it refuses, and its entry in the kernel registry. The
  * fused op it runs, forward and backward, is linear_op.c. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -56,6 +57,38 @@ static void linear_describe(const ModelConfig *m, char *buf, size_t size) {
     snprintf(buf, size, " phi=%s%s", phi_names[o->phi], o->reweight == REWEIGHT_COS ? " reweight=cos" : "");
 }
 
+/* The products of linear_op.c's algorithm per head, forward and backward
+ * (dq, dk and dv), 2 flops a multiply-add, with F features (2 dk under cos
+ * re-weighting), dv1 = dv + 1 (dv with RoPE) and chunks of C rows. Causal,
+ * per chunk of c rows: forward's A = phi(Q) phi(K)^T (c c dk), [Num, den]
+ * (c dv1 (F + c), c dv1 c for the first chunk) and the state update
+ * (F dv1 c, none after the last); the forward sweep of backward: D (c c dv1),
+ * D phi(K) (c dk c), G' S'^T (c F dv1, not the first) and the state again
+ * (not the last); the backward sweep: D, D^T phi(Q), V' U'^T (not the last),
+ * A again, A^T G (c dv c), K~ U (c dv F, not the last) and U' (not the
+ * first). Bidirectional: S' = K~^T V' twice (forward, and again for dq),
+ * Num = Q~ S', G' S'^T, U' = Q~^T G', V' U'^T and K~ U, each T F dv1 (K~ U
+ * T F dv). RoPE's denominator is a running sum, not counted. */
+static double linear_flops(const ModelConfig *m, int T) {
+    const LinearOpts *o = linear_opts(m);
+    double dk = model_key_size(m), dv = model_head_size(m), F = o->reweight == REWEIGHT_COS ? 2 * dk : dk;
+    double dv1 = m->pos == POS_ROPE ? dv : dv + 1, madd = 0;
+    if (m->objective != OBJECTIVE_CLM) {
+        madd = T * F * (6 * dv1 + dv);
+    } else {
+        int C = o->chunk < T ? o->chunk : T;
+        for (int p0 = 0; p0 < T; p0 += C) {
+            double c = T - p0 < C ? T - p0 : C;
+            bool first = p0 == 0, last = p0 + C >= T;
+            madd += c * c * dk + (first ? c * dv1 * c : c * dv1 * (F + c)) + (last ? 0 : F * dv1 * c);
+            madd += c * c * dv1 + c * dk * c + (first ? 0 : c * F * dv1) + (last ? 0 : F * dv1 * c);
+            madd += c * c * dv1 + c * c * dk + (last ? 0 : c * F * dv1) + c * c * dk + c * dv * c +
+                    (last ? 0 : c * dv * F) + (first ? 0 : F * dv1 * c);
+        }
+    }
+    return 2.0 * m->heads * madd;
+}
+
 const AttnKernel attn_kernel_linear = {
     .name = "linear",
     .forward = attn_linear,
@@ -69,4 +102,5 @@ const AttnKernel attn_kernel_linear = {
     .options_size = sizeof(LinearOpts),
     .validate = linear_validate,
     .describe = linear_describe,
+    .flops = linear_flops,
 };
