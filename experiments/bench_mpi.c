@@ -52,6 +52,7 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
     const int warm = 3;
     double *reduce_s = xmalloc((size_t)o->steps * sizeof(double)), *alone_s = xmalloc((size_t)o->steps * sizeof(double));
     grad_set(true);
+    params_zero_grad(&m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
     double t_start = 0;
     for (int s = 0; s < warm + o->steps; s++) {
         if (s == warm) {
@@ -60,14 +61,12 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
         }
         arena_reset(&arena);
         tape_reset();
-        params_zero_grad(&m.params);
         Tensor *loss = model_loss(&m, ids, targets, B, T);
         backward(loss);
         double t0 = now_seconds();
         dist_allreduce_mean(m.params.grad, m.params.total);
         double t1 = now_seconds();
-        clip_grad_norm(&m.params, 1.0f);
-        adamw_step(&m.params, &opt, 1e-4f, s + 1);
+        adamw_step(&m.params, &opt, 1e-4f, s + 1, clip_scale(grad_norm(&m.params), 1.0f));
         if (s >= warm) reduce_s[s - warm] = t1 - t0;
     }
     dist_barrier();

@@ -418,6 +418,8 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     bool interrupted = false;
     r->status = TRAIN_DONE;
     grad_set(true);
+    /* once: from here on each step's adamw_step leaves the gradients at 0 */
+    params_zero_grad(&m->params);
     for (; step < tc->steps; step++) {
         /* a signal on any rank stops every rank before the same step */
         if (any_rank(run, interrupt_signal() || step == stop_at)) {
@@ -426,7 +428,6 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         }
         arena_reset(&arena);
         tape_reset();
-        params_zero_grad(&m->params);
         if (N > 1 && cfg->model.objective == OBJECTIVE_MLM)
             mlm_train_rows(&run->corpus, &run->data_rng, N * B, run->rank * B, B, T, ids, targets, scratch);
         else if (N > 1)
@@ -448,21 +449,22 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
             stats.den_clamped = (long)sums[1];
             stats.den_rows = (long)sums[2];
         }
-        float norm = NAN;
+        double norm = NAN; /* in double for clip_scale; logged and checked as a float */
         if (isfinite(loss)) {
             backward(l);
             /* the mean of the ranks' mean-loss gradients: the gradient of the mean over N B rows */
             if (N > 1) dist_allreduce_mean(m->params.grad, m->params.total);
-            norm = clip_grad_norm(&m->params, tc->clip);
+            norm = grad_norm(&m->params);
         }
-        if (!isfinite(loss) || !isfinite(norm)) {
+        if (!isfinite(loss) || !isfinite((float)norm)) {
             r->status = TRAIN_DIVERGED;
             r->diverged_step = step + 1;
             r->step = step;
             snprintf(r->why, sizeof r->why, "the %s is not finite", isfinite(loss) ? "gradient norm" : "loss");
             break;
         }
-        adamw_step(&m->params, &opt, lr, step + 1);
+        /* clipping, the update and the zeroing of the gradients, in one pass */
+        adamw_step(&m->params, &opt, lr, step + 1, clip_scale(norm, tc->clip));
         tokens_since += (long)B * T * N;
         long done = step + 1;
         bool eval = done % tc->eval_every == 0 || done == tc->steps;
@@ -481,7 +483,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
         if (done % tc->log_every == 0 || eval) {
             double tok_s = tokens_since / (now_seconds() - t_log);
             rates[n_rates++] = tok_s;
-            if (run->rank == 0) log_step(run, &prog, done, loss, val, lr, norm, stats, tok_s);
+            if (run->rank == 0) log_step(run, &prog, done, loss, val, lr, (float)norm, stats, tok_s);
             t_log = now_seconds(); /* evaluation and logging are not counted as training time */
             tokens_since = 0;
         }

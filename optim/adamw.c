@@ -1,20 +1,43 @@
-/* adamw.c: one AdamW step over the parameter slabs.
+/* adamw.c: one AdamW step over the parameter slabs, in one pass.
  *
  * Loshchilov & Hutter, "Decoupled Weight Decay Regularization": the decay
  * shrinks the weights directly, w <- w (1 - lr wd), instead of being added to
  * the gradient, so it is not rescaled by Adam's 1 / sqrt(v). The per-element
  * arithmetic follows torch.optim.AdamW's single-tensor path (torch 1.13,
  * foreach=False) operation for operation; the scalars are computed in double
- * and rounded to float once, as PyTorch does with its Python-float scalars. */
+ * and rounded to float once, as PyTorch does with its Python-float scalars.
+ * (PyTorch's vectorised CPU kernels fuse the multiply-adds of m and v into
+ * FMAs on AVX2, so its float32 moments can differ from these in the last bit;
+ * tests/test_optim.c compares with PyTorch run in float64.)
+ *
+ * The step is memory-bound: per element it reads g, m, v and w and writes
+ * them back. So everything that touches an element is done in the one visit:
+ * the clipping factor is applied as g is read (the same float product as
+ * scaling the gradients first), and g is zeroed for the next backward, which
+ * would otherwise be two more passes over the gradient slab (the clip's
+ * scaling and a memset). The slab is cut into one contiguous share per
+ * thread, whatever the parameters; each share is walked parameter by
+ * parameter, so the decay factor is chosen once per piece, not per element. */
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "optim.h"
 #include "util.h"
 
-/* Below this many elements a parameter is updated by one thread: starting the
- * team costs more than the loop. Each element is independent, so the result
- * is bitwise the same for any thread count. */
+/* Below this many elements the step runs on one thread: starting the team
+ * costs more than the loop. Each element is independent, so the result is
+ * bitwise the same for any thread count. */
 #define ADAMW_PARALLEL_MIN (1L << 15)
+
+/* adamw_break's setting: ADAMW_BREAK_NONE outside tests. */
+static AdamWBreak adamw_broken = ADAMW_BREAK_NONE;
+
+void adamw_break(AdamWBreak b) {
+    if ((unsigned)b >= ADAMW_BREAK_COUNT) DIE("adamw_break: bad setting %d", (int)b);
+    adamw_broken = b;
+}
 
 AdamWConfig adamw_default(void) {
     return (AdamWConfig){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
@@ -23,29 +46,72 @@ AdamWConfig adamw_default(void) {
 /* Matrices (linear weights, embeddings) are decayed; vectors (biases, norm gains) are not. */
 static bool adamw_decays(const Tensor *t) { return t->ndim >= 2; }
 
-void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t) {
+/* One step's scalars, the same for every element. */
+typedef struct {
+    float b1, b2, one_minus_b1, one_minus_b2, eps;
+    float step_size; /* lr / (1 - b1^t) */
+    float bc2_sqrt;  /* sqrt(1 - b2^t) */
+    float grad_scale;
+} AdamWScalars;
+
+/* Elements [lo, hi) of the slabs, all of one parameter: one decay factor. */
+static void adamw_range(ParamSet *p, long lo, long hi, const AdamWScalars *s, float decay) {
+    float *restrict w = p->value, *restrict g = p->grad, *restrict m = p->m, *restrict v = p->v;
+    const float b1 = s->b1, b2 = s->b2, one_minus_b1 = s->one_minus_b1, one_minus_b2 = s->one_minus_b2;
+    const float eps = s->eps, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, scale = s->grad_scale;
+    for (long i = lo; i < hi; i++) {
+        const float gi = g[i] * scale;
+        g[i] = 0.0f;
+        m[i] = b1 * m[i] + one_minus_b1 * gi;
+        v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+        const float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        w[i] = w[i] * decay;
+        w[i] = w[i] - step_size * m[i] / denom;
+    }
+}
+
+void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_scale) {
     if (t < 1) DIE("adamw_step: step number t = %ld, but it is 1-based", t);
     if (!p->value) DIE("adamw_step: the parameter slabs are not allocated (params_alloc)");
-    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    const float one_minus_b1 = (float)(1.0 - b1), one_minus_b2 = (float)(1.0 - b2);
+    const AdamWBreak broken = adamw_broken;
+    const float b1 = c->beta1, b2 = c->beta2;
     /* bias corrections 1 - b^t: m and v start at 0, so early averages are too small by this factor */
     const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
-    const float step_size = (float)((double)lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    for (int k = 0; k < params_count(p); k++) {
-        const Tensor *tn = p->list[k];
-        const float decay = adamw_decays(tn) ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
-        const long n = tn->n;
-        float *w = p->value + p->offset[k], *g = p->grad + p->offset[k];
-        float *m = p->m + p->offset[k], *v = p->v + p->offset[k];
-#pragma omp parallel for schedule(static) if (n >= ADAMW_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) {
-            const float gi = g[i];
-            m[i] = b1 * m[i] + one_minus_b1 * gi;
-            v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
-            const float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-            w[i] = w[i] * decay;
-            w[i] = w[i] - step_size * m[i] / denom;
+    const AdamWScalars s = {
+        .b1 = b1,
+        .b2 = b2,
+        .one_minus_b1 = (float)(1.0 - b1),
+        .one_minus_b2 = (float)(1.0 - b2),
+        .eps = c->eps,
+        .step_size = (float)((double)lr / bc1),
+        .bc2_sqrt = (float)sqrt(bc2),
+        .grad_scale = broken == ADAMW_BREAK_SCALE ? 1.0f : grad_scale,
+    };
+    const float decay = (float)(1.0 - (double)lr * c->weight_decay);
+    const long n = p->total;
+    const int count = params_count(p);
+    float *kept = NULL; /* ADAMW_BREAK_ZERO: the gradients as given, put back after the step */
+    if (broken == ADAMW_BREAK_ZERO) {
+        kept = xmalloc((size_t)n * sizeof(float));
+        memcpy(kept, p->grad, (size_t)n * sizeof(float));
+    }
+#pragma omp parallel if (n >= ADAMW_PARALLEL_MIN)
+    {
+        /* this thread's share of the slab, and the pieces of it each parameter holds */
+        const long id = omp_get_thread_num(), threads = omp_get_num_threads();
+        long lo = n * id / threads;
+        const long hi = n * (id + 1) / threads;
+        if (broken == ADAMW_BREAK_SHARE && id > 0 && lo < hi) lo++;
+        for (int k = 0; k < count; k++) {
+            const long start = p->offset[k], end = start + p->list[k]->n;
+            const long from = start > lo ? start : lo, to = end < hi ? end : hi;
+            if (from >= to) continue;
+            const Tensor *decided = p->list[broken == ADAMW_BREAK_DECAY && k > 0 ? k - 1 : k];
+            adamw_range(p, from, to, &s, adamw_decays(decided) ? decay : 1.0f);
         }
+    }
+    if (kept) {
+        memcpy(p->grad, kept, (size_t)n * sizeof(float));
+        free(kept);
     }
 }

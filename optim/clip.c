@@ -1,5 +1,9 @@
 /* clip.c: gradient clipping by the global L2 norm (torch.nn.utils.clip_grad_norm_).
  *
+ * The norm is a pass of its own, since the clipping factor must be known
+ * before any gradient is used; the scaling by it happens inside adamw_step's
+ * pass (adamw.c), not as a pass here.
+ *
  * The sum of squares is split into a fixed number of chunks, each summed in
  * double, and the chunk sums are added in order: the result does not depend on
  * the thread count (an OpenMP reduction would add in whatever order threads finish). */
@@ -11,10 +15,10 @@
 #define CLIP_CHUNKS 64
 #define CLIP_PARALLEL_MIN (1L << 16)
 
-float clip_grad_norm(ParamSet *p, float max_norm) {
+double grad_norm(const ParamSet *p) {
     const long n = p->total;
     const float *g = p->grad;
-    if (n > 0 && !g) DIE("clip_grad_norm: the parameter slabs are not allocated (params_alloc)");
+    if (n > 0 && !g) DIE("grad_norm: the parameter slabs are not allocated (params_alloc)");
     double partial[CLIP_CHUNKS];
     const long chunk = (n + CLIP_CHUNKS - 1) / CLIP_CHUNKS;
 #pragma omp parallel for schedule(static) if (n >= CLIP_PARALLEL_MIN)
@@ -26,13 +30,11 @@ float clip_grad_norm(ParamSet *p, float max_norm) {
     }
     double sum = 0.0;
     for (int c = 0; c < CLIP_CHUNKS; c++) sum += partial[c];
-    const double norm = sqrt(sum);
-    if (max_norm > 0.0f && isfinite(norm) && norm > (double)max_norm) {
-        /* torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1 */
-        const float scale = (float)((double)max_norm / (norm + 1e-6));
-        float *gw = p->grad;
-#pragma omp parallel for schedule(static) if (n >= CLIP_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) gw[i] *= scale;
-    }
-    return (float)norm;
+    return sqrt(sum);
+}
+
+float clip_scale(double norm, float max_norm) {
+    if (!(max_norm > 0.0f && isfinite(norm) && norm > (double)max_norm)) return 1.0f;
+    /* torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to at most 1 */
+    return (float)((double)max_norm / (norm + 1e-6));
 }

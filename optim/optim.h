@@ -2,13 +2,19 @@
  *
  * Everything works on a ParamSet's slabs (core/params.h): values, gradients and
  * the two AdamW moments lie side by side at the same offsets, so each function
- * is a flat loop over one or two slabs and never allocates.
+ * is a flat loop over the slabs and never allocates.
  *
- * One training step, in order:
- *     norm = clip_grad_norm(p, clip);
- *     adamw_step(p, &cfg, lr_at(schedule, step, warmup, steps, lr, min_lr), step + 1);
- * which is what torch.nn.utils.clip_grad_norm_ then torch.optim.AdamW do
- * (tests/reference/adamw.py; tests/test_optim.c compares the two). */
+ * A training loop, in order:
+ *     params_zero_grad(p);                     once, before the first backward
+ *     for each step:
+ *         backward(...);                       one or more micro-batches, each adding into the gradients
+ *         norm = grad_norm(p);                 a pass that reads the gradients
+ *         (a non-finite norm: stop, or skip the step)
+ *         adamw_step(p, &cfg, lr_at(schedule, step, warmup, steps, lr, min_lr), step + 1,
+ *                    clip_scale(norm, clip));  the other pass: clip, update, zero the gradients
+ * which is what torch.nn.utils.clip_grad_norm_, torch.optim.AdamW's step and
+ * zero_grad(set_to_none=False) do (tests/reference/adamw.py; tests/test_optim.c
+ * compares the two). */
 #ifndef ATTNLAB_OPTIM_H
 #define ATTNLAB_OPTIM_H
 
@@ -21,19 +27,36 @@ typedef struct {
 /* beta1 0.9, beta2 0.95, eps 1e-8, weight_decay 0.1 (the GPT-2/3 recipe). */
 AdamWConfig adamw_default(void);
 
-/* One AdamW step over every parameter; t is the 1-based step number, used for
- * the bias corrections 1 - beta^t (t < 1 is a programming error).
+/* One AdamW step over every parameter, as one pass over the slabs; t is the
+ * 1-based step number, used for the bias corrections 1 - beta^t (t < 1 is a
+ * programming error).
  *
- * Per element, with g the gradient (after clipping) and w the value:
+ * Per element, with g the gradient, s = grad_scale (the clipping factor,
+ * clip_scale; 1 for none) and w the value:
+ *     g = g s                                 clipping, as clip_grad_norm_ scales the gradients
  *     m = b1 m + (1 - b1) g
  *     v = b2 v + (1 - b2) g^2
  *     w = w (1 - lr wd)                       decoupled weight decay (Loshchilov & Hutter)
  *     w = w - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
- * Weight decay applies to matrices only (ndim >= 2: linear weights,
- * embeddings); biases and norm gains (ndim <= 1) are not decayed. This is
- * torch.optim.AdamW with two param groups (decay / no decay), foreach=False,
- * with its order of operations. */
-void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t);
+ * and then the gradient is set to 0, so the slab is ready for the next step's
+ * backward to add into: the gradients do not survive the step. Weight decay
+ * applies to matrices only (ndim >= 2: linear weights, embeddings); biases and
+ * norm gains (ndim <= 1) are not decayed. This is torch.optim.AdamW with two
+ * param groups (decay / no decay), foreach=False, with its order of
+ * operations. Each element is independent: the same bits for any thread count. */
+void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_scale);
+
+/* For tests: every following adamw_step is wrong in one way, so that a test
+ * can show its comparison catches it; ADAMW_BREAK_NONE puts it right. */
+typedef enum {
+    ADAMW_BREAK_NONE,
+    ADAMW_BREAK_SCALE, /* grad_scale is not applied */
+    ADAMW_BREAK_DECAY, /* each parameter gets the decay (or none) of the one declared before it */
+    ADAMW_BREAK_ZERO,  /* the gradients are left as they were given */
+    ADAMW_BREAK_SHARE, /* threaded, every thread's share of the slab but the first starts one element late */
+    ADAMW_BREAK_COUNT
+} AdamWBreak;
+void adamw_break(AdamWBreak b);
 
 typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT, SCHEDULE_COUNT } Schedule;
 
@@ -57,12 +80,16 @@ const char *schedule_name(Schedule s);
  * total is a programming error. */
 float lr_at(Schedule s, long step, long warmup, long total, float lr, float min_lr);
 
-/* The global L2 norm of all gradients, sum of squares accumulated in double.
- * If max_norm > 0 and the norm exceeds it, every gradient is multiplied by
- * max_norm / (norm + 1e-6), as torch.nn.utils.clip_grad_norm_ does; max_norm <= 0
- * means no clipping. A non-finite norm leaves the gradients untouched (scaling
- * by it would turn them all into NaN or 0): the caller sees it in the return
- * value and should skip the step. Returns the norm before clipping. */
-float clip_grad_norm(ParamSet *p, float max_norm);
+/* The global L2 norm of all gradients, the sum of squares accumulated in
+ * double: the same bits for any thread count. In double, as summed, so that
+ * clip_scale sees the norm before any rounding to float. */
+double grad_norm(const ParamSet *p);
+
+/* The factor torch.nn.utils.clip_grad_norm_ multiplies every gradient by:
+ * max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm, otherwise 1
+ * (max_norm <= 0 means no clipping). A non-finite norm also gives 1 (scaling
+ * by it would turn every gradient into NaN or 0): the caller sees the norm
+ * and should skip the step. */
+float clip_scale(double norm, float max_norm);
 
 #endif

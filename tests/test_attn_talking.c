@@ -458,7 +458,7 @@ START_TEST(test_talking_model_training_reaches_params) {
                 ck_assert_msg(isfinite(g2) && g2 > 0.0, "step %d: %s got gradient norm^2 %g", step, mats[j]->name,
                               g2);
             }
-            adamw_step(&m.params, &opt, 1e-2f, step + 1);
+            adamw_step(&m.params, &opt, 1e-2f, step + 1, 1.0f);
         }
         for (int j = 0; j < n; j++) {
             float moved = 0.0f;

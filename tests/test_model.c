@@ -5,8 +5,8 @@
  * a batch, the logits, the loss, every parameter gradient and the parameters
  * after clip_grad_norm_ + one AdamW step, all computed in float64 from the
  * float32 weights (tests/reference/gpt.py). We load the weights by name into
- * model_init's parameters, run forward, loss, backward, clip_grad_norm and
- * adamw_step in float32 and compare every number; then we break things (the
+ * model_init's parameters, run forward, loss, backward, grad_norm and the
+ * clipped adamw_step in float32 and compare every number; then we break things (the
  * kernel's backward, one weight) and check that the comparison fails.
  *
  * kernels: every kernel of attn_kernels has gradient-check cases and a
@@ -185,18 +185,19 @@ static bool compare_params(StFile *sf, int k, const char *section, const ParamSe
     return true;
 }
 
-/* The parameters after the step. `ref_grad` is the fixture's gradient slab
- * and `clip` the clipping factor, to find the elements whose step float32
+/* The parameters after the step. `ref_grad` is the fixture's gradient slab,
+ * `our_grad` ours before the step (which zeroes it) and `clip` the clipping
+ * factor, to find the elements whose step float32
  * noise decides (see GOLDEN_NOISE_GRAD). */
-static bool compare_step(StFile *sf, int k, const ParamSet *p, const float *ref_grad, float clip, float *want,
-                         char *msg, int size) {
+static bool compare_step(StFile *sf, int k, const ParamSet *p, const float *ref_grad, const float *our_grad, float clip,
+                         float *want, char *msg, int size) {
     long noisy = 0;
     for (int i = 0; i < params_count(p); i++) {
         const Tensor *t = p->list[i];
         char name[160];
         snprintf(name, sizeof name, "cfg%d/step/%s", k, t->name);
         if (!fx_read(sf, name, t->ndim, t->shape, want, msg, size)) return false;
-        const float *got = p->value + p->offset[i], *g = ref_grad + p->offset[i], *our_g = p->grad + p->offset[i];
+        const float *got = p->value + p->offset[i], *g = ref_grad + p->offset[i], *our_g = our_grad + p->offset[i];
         for (long j = 0; j < t->n; j++) {
             /* Both exactly 0 (an embedding row no id picked): only the decay moves it, exactly. */
             bool noise = fabsf(g[j] * clip) < GOLDEN_NOISE_GRAD && !(g[j] == 0.0f && our_g[j] == 0.0f);
@@ -233,7 +234,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     bool grad_was = grad_set(false);
     int *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
     float *want = xmalloc((size_t)(p->total > (long)B * T * V ? p->total : (long)B * T * V) * sizeof(float));
-    float *ref_grad = xmalloc((size_t)p->total * sizeof(float));
+    float *ref_grad = xmalloc((size_t)p->total * sizeof(float)), *our_grad = xmalloc((size_t)p->total * sizeof(float));
     GoldenStage stage = GOLDEN_LOAD;
     char name[160], detail[256];
 
@@ -291,7 +292,8 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
 
     /* Clipping, then one AdamW step. */
     stage = GOLDEN_NORM;
-    float norm = clip_grad_norm(p, GOLDEN_MAX_NORM);
+    const double norm_sum = grad_norm(p);
+    float norm = (float)norm_sum;
     snprintf(name, sizeof name, "cfg%d/grad_norm", k);
     if (!fx_read(sf, name, 1, (int[]){1}, want, msg, size)) goto done;
     if (!rounded_close("gradient norm", &norm, want, 1, detail, sizeof detail)) {
@@ -300,10 +302,11 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     }
     stage = GOLDEN_STEP;
     AdamWConfig opt = {.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
-    adamw_step(p, &opt, GOLDEN_LR, 1);
-    float clip = norm > GOLDEN_MAX_NORM ? (float)(GOLDEN_MAX_NORM / (norm + 1e-6)) : 1.0f;
+    const float clip = clip_scale(norm_sum, GOLDEN_MAX_NORM);
+    memcpy(our_grad, p->grad, (size_t)p->total * sizeof(float));
+    adamw_step(p, &opt, GOLDEN_LR, 1, clip);
     /* the step has its own analysis (GOLDEN_NOISE_GRAD), on the unmoved pass */
-    if (!rounding_moving() && !compare_step(sf, k, p, ref_grad, clip, want, msg, size)) goto done;
+    if (!rounding_moving() && !compare_step(sf, k, p, ref_grad, our_grad, clip, want, msg, size)) goto done;
     stage = GOLDEN_OK;
 done:
     tape_reset();
@@ -314,6 +317,7 @@ done:
     free(targets);
     free(want);
     free(ref_grad);
+    free(our_grad);
     model_free(&m);
     return stage;
 }

@@ -1,10 +1,17 @@
 /* test_optim.c: AdamW, the learning-rate schedules and gradient clipping.
  *
- * tests/fixtures/adamw.safetensors holds three steps of clip_grad_norm_ and
- * torch.optim.AdamW run by PyTorch in float64 (tests/reference/adamw.py). We
- * replay them in float32 and compare every parameter and both moments after
- * every step; then we replay with one thing wrong at a time and check that the
- * comparison fails, so the fixture really pins each part of the update down. */
+ * tests/fixtures/adamw.safetensors holds three training steps run by PyTorch
+ * in float64 (tests/reference/adamw.py): two micro-batches' gradients added
+ * up, clip_grad_norm_, torch.optim.AdamW and zero_grad. We replay them in
+ * float32 (grad_norm, then adamw_step's one pass that clips, updates and
+ * zeroes) and compare every parameter and both moments after every step; then
+ * we replay with one thing wrong at a time and check that the comparison
+ * fails, so the fixture really pins each part of the update down.
+ *
+ * The one pass must also give the very bits of the separate passes it
+ * replaces (scale the gradients, AdamW parameter by parameter, zero the
+ * gradients) on any thread count, which a plain copy of those passes here
+ * checks on a slab large enough to be threaded. */
 #include <assert.h>
 #include <check.h>
 #include <math.h>
@@ -22,6 +29,7 @@
 
 /* The run of tests/reference/adamw.py; keep the two in step. */
 #define FX_STEPS 3
+#define FX_MICRO 2
 #define FX_MAX_NORM 1.0f
 #define FX_LR 0.05f
 #define FX_MIN_LR 0.005f
@@ -50,12 +58,17 @@ typedef enum {
     VARIANT_STEP_OFF_BY_ONE,  /* t = step + 2: the bias corrections of the next step */
     VARIANT_NO_CLIP,          /* max_norm 0 */
     VARIANT_TORCH_BETA2,      /* beta2 0.999 (PyTorch's default) instead of 0.95 */
+    VARIANT_LAST_MICRO_BATCH, /* only the last micro-batch's gradient: a zeroing between them */
+    VARIANT_BREAK_SCALE,      /* adamw_break: the clipping factor not applied in the pass */
+    VARIANT_BREAK_DECAY,      /* adamw_break: each parameter decayed as the one declared before it */
+    VARIANT_BREAK_ZERO,       /* adamw_break: the gradients not zeroed, so the next step adds to them */
     VARIANT_COUNT
 } Variant;
 
 static const char *const variant_names[] = {
     "right", "weight decay on vectors too", "no weight decay", "step number off by one",
-    "no clipping", "beta2 0.999",
+    "no clipping", "beta2 0.999", "only the last micro-batch", "the clipping factor skipped in the pass",
+    "the decay of the previous parameter", "the gradients left after the step",
 };
 static_assert(sizeof variant_names / sizeof variant_names[0] == VARIANT_COUNT, "variant_names and Variant out of step");
 
@@ -84,21 +97,37 @@ static bool compare_param(StFile *sf, const char *prefix, int k, const float *go
     return true;
 }
 
+/* The adamw_break setting of a variant. */
+static AdamWBreak variant_break(Variant var) {
+    switch (var) {
+    case VARIANT_BREAK_SCALE: return ADAMW_BREAK_SCALE;
+    case VARIANT_BREAK_DECAY: return ADAMW_BREAK_DECAY;
+    case VARIANT_BREAK_ZERO: return ADAMW_BREAK_ZERO;
+    default: return ADAMW_BREAK_NONE;
+    }
+}
+
 /* Replays the fixture's steps with the given variant; false and a message on the first difference. */
 static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
     ParamSet p;
     params_init(&p);
+    /* the gain is placed right after the weight: slab order w, gain, b, emb against declaration
+     * order w, b, emb, gain, so the pass must find each parameter's decay by where it lies */
+    const Tensor *first = NULL;
     for (int k = 0; k < FX_NPARAMS; k++) {
         const FixtureParam *fp = &fx_params[k];
-        if (var == VARIANT_DECAY_ALL && fp->ndim == 1) {
-            int shape[2] = {1, fp->shape[0]};
-            params_add(&p, fp->name, 2, shape);
-        } else {
-            params_add(&p, fp->name, fp->ndim, fp->shape);
-        }
+        int shape[2] = {1, fp->shape[0]};
+        bool as_matrix = var == VARIANT_DECAY_ALL && fp->ndim == 1;
+        const int ndim = as_matrix ? 2 : fp->ndim, *sh = as_matrix ? shape : fp->shape;
+        if (k == FX_NPARAMS - 1)
+            params_add_after(&p, first, fp->name, ndim, sh);
+        else if (k == 0)
+            first = params_add(&p, fp->name, ndim, sh);
+        else
+            params_add(&p, fp->name, ndim, sh);
     }
     params_alloc(&p);
-    float *scratch = xmalloc((size_t)p.total * sizeof(float));
+    float *scratch = xmalloc((size_t)p.total * sizeof(float)), *part = xmalloc((size_t)p.total * sizeof(float));
     AdamWConfig cfg = adamw_default();
     if (var == VARIANT_NO_DECAY) cfg.weight_decay = 0.0f;
     if (var == VARIANT_TORCH_BETA2) cfg.beta2 = 0.999f;
@@ -113,23 +142,33 @@ static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
     for (int k = 0; k < FX_NPARAMS; k++)
         if (!read_param(sf, "init/", k, p.value + p.offset[k], msg, size)) goto done;
     rounding_move_input(p.value, p.total);
+    adamw_break(variant_break(var));
     for (int step = 0; step < FX_STEPS; step++) {
         char prefix[64];
-        snprintf(prefix, sizeof prefix, "step%d/grad/", step);
-        for (int k = 0; k < FX_NPARAMS; k++)
-            if (!read_param(sf, prefix, k, p.grad + p.offset[k], msg, size)) goto done;
-        rounding_move_input(p.grad, p.total);
+        /* each micro-batch's gradient added into the slab, as backward adds */
+        for (int j = 0; j < FX_MICRO; j++) {
+            snprintf(prefix, sizeof prefix, "step%d/grad%d/", step, j);
+            for (int k = 0; k < FX_NPARAMS; k++)
+                if (!read_param(sf, prefix, k, part + p.offset[k], msg, size)) goto done;
+            rounding_move_input(part, p.total);
+            if (var == VARIANT_LAST_MICRO_BATCH && j < FX_MICRO - 1) continue;
+            for (long i = 0; i < p.total; i++) p.grad[i] += part[i];
+        }
         float lr = lr_at(SCHEDULE_COSINE, step, FX_WARMUP, FX_TOTAL, FX_LR, FX_MIN_LR);
         if (fabsf(lr - lrs[step]) > RTOL * lrs[step]) {
             snprintf(msg, (size_t)size, "step %d: lr_at gives %.8g, the fixture's schedule %.8g", step, lr, lrs[step]);
             goto done;
         }
-        float norm = clip_grad_norm(&p, var == VARIANT_NO_CLIP ? 0.0f : FX_MAX_NORM);
-        if (!rounding_moving() && !(fabsf(norm - norms[step]) <= RTOL * norms[step])) {
-            snprintf(msg, (size_t)size, "step %d: gradient norm %.8g, PyTorch %.8g", step, norm, norms[step]);
+        const double norm = grad_norm(&p);
+        const float got_norm = (float)norm;
+        char what[64], detail[256];
+        snprintf(what, sizeof what, "step %d: gradient norm", step);
+        if (!rounded_close(what, &got_norm, &norms[step], 1, detail, sizeof detail)) {
+            snprintf(msg, (size_t)size, "%s", detail);
             goto done;
         }
-        adamw_step(&p, &cfg, lr, var == VARIANT_STEP_OFF_BY_ONE ? step + 2 : step + 1);
+        const float scale = var == VARIANT_NO_CLIP ? 1.0f : clip_scale(norm, FX_MAX_NORM);
+        adamw_step(&p, &cfg, lr, var == VARIANT_STEP_OFF_BY_ONE ? step + 2 : step + 1, scale);
         for (int k = 0; k < FX_NPARAMS; k++) {
             const long off = p.offset[k], n = p.list[k]->n;
             snprintf(prefix, sizeof prefix, "step%d/", step);
@@ -142,7 +181,9 @@ static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
     }
     ok = true;
 done:
+    adamw_break(ADAMW_BREAK_NONE);
     free(scratch);
+    free(part);
     params_free(&p);
     return ok;
 }
@@ -200,7 +241,7 @@ START_TEST(test_adamw_decays_matrices_only) {
     two_params(&p, &w, &b);
     AdamWConfig c = adamw_default();
     const float lr = 0.5f;
-    adamw_step(&p, &c, lr, 1);
+    adamw_step(&p, &c, lr, 1, 1.0f);
     const float decay = (float)(1.0 - (double)lr * c.weight_decay);
     for (int i = 0; i < 4; i++) ck_assert_float_eq(w->data[i], (1.0f + (float)i) * decay);
     for (int i = 0; i < 2; i++) ck_assert_float_eq(b->data[i], -1.0f - (float)i);
@@ -219,7 +260,7 @@ START_TEST(test_adamw_first_step_moves_by_lr) {
     AdamWConfig c = adamw_default();
     c.weight_decay = 0.0f;
     const float lr = 0.01f;
-    adamw_step(&p, &c, lr, 1);
+    adamw_step(&p, &c, lr, 1, 1.0f);
     for (int i = 0; i < 6; i++) {
         const float before = i < 4 ? 1.0f + (float)i : -1.0f - (float)(i - 4);
         const float want = before - lr * (g[i] > 0 ? 1.0f : -1.0f);
@@ -231,42 +272,145 @@ START_TEST(test_adamw_first_step_moves_by_lr) {
 }
 END_TEST
 
-/* Large enough to be threaded, and the same bits with 1 thread and with 4. */
-static void run_big(int threads, float *value, float *m, float *v, float *norm) {
-    int old = engine_threads();
+/* ---- one pass against the separate passes ------------------------------------ */
+
+/* Parameters large enough that both passes are threaded (over adamw.c's and
+ * clip.c's thresholds), of sizes that put the threads' share boundaries inside
+ * parameters, and with the slab order (emb, gain, w, b, w2, b2) unlike the
+ * declaration order, so vectors lie between matrices in the slab. */
+static void big_params(ParamSet *p) {
+    params_init(p);
+    const Tensor *emb = params_add(p, "emb", 2, (int[]){257, 131});
+    params_add(p, "w", 2, (int[]){211, 67});
+    params_add(p, "b", 1, (int[]){211});
+    params_add(p, "w2", 2, (int[]){131, 149});
+    params_add_after(p, emb, "gain", 1, (int[]){131});
+    params_add(p, "b2", 1, (int[]){131});
+    params_alloc(p);
+}
+
+/* The passes the one pass replaces, as they were: the clipping pass that
+ * scaled the gradients (only when clipping), AdamW parameter by parameter,
+ * and params_zero_grad; on one thread. */
+static void separate_passes(ParamSet *p, const AdamWConfig *c, float lr, long t, float scale) {
+    if (scale != 1.0f)
+        for (long i = 0; i < p->total; i++) p->grad[i] *= scale;
+    const float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    const float one_minus_b1 = (float)(1.0 - b1), one_minus_b2 = (float)(1.0 - b2);
+    const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+    const float step_size = (float)((double)lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    for (int k = 0; k < params_count(p); k++) {
+        const Tensor *tn = p->list[k];
+        const float decay = tn->ndim >= 2 ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
+        float *w = p->value + p->offset[k], *g = p->grad + p->offset[k];
+        float *m = p->m + p->offset[k], *v = p->v + p->offset[k];
+        for (long i = 0; i < tn->n; i++) {
+            const float gi = g[i];
+            m[i] = b1 * m[i] + one_minus_b1 * gi;
+            v[i] = b2 * v[i] + one_minus_b2 * gi * gi;
+            const float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+            w[i] = w[i] * decay;
+            w[i] = w[i] - step_size * m[i] / denom;
+        }
+    }
+    params_zero_grad(p);
+}
+
+enum { BIG_STEPS = 2, BIG_SLABS = 4 };
+static const char *const big_slab_names[BIG_SLABS] = {"value", "m", "v", "grad"};
+
+/* BIG_STEPS steps on `threads` threads, by the one pass or by the separate
+ * passes: the first step's gradient clipped (norm about 13 against max_norm
+ * 1), the second's not (about 0.3). Each step's gradient is added into the
+ * slab the step before left. out gets the four slabs after the last step, one
+ * after the other; norms each step's gradient norm. */
+static void big_run(int threads, bool one_pass, float *out, double norms[BIG_STEPS]) {
+    const int old = engine_threads();
     engine_set_threads(threads);
     ParamSet p;
-    params_init(&p);
-    params_add(&p, "w", 2, (int[]){300, 400});
-    params_add(&p, "b", 1, (int[]){1000});
-    params_alloc(&p);
-    for (long i = 0; i < p.total; i++) {
-        p.value[i] = sinf((float)i * 0.01f);
-        p.grad[i] = cosf((float)i * 0.003f) * 0.01f;
-    }
+    big_params(&p);
+    Rng rng;
+    rng_seed(&rng, 7);
+    rng_fill_normal(&rng, p.value, p.total, 0.0f, 1.0f);
+    rng_fill_normal(&rng, p.m, p.total, 0.0f, 0.01f);
+    rng_fill_normal(&rng, p.v, p.total, 0.0f, 0.01f);
+    for (long i = 0; i < p.total; i++) p.v[i] *= p.v[i];
     AdamWConfig c = adamw_default();
-    for (int t = 1; t <= 3; t++) {
-        *norm = clip_grad_norm(&p, 1.0f);
-        adamw_step(&p, &c, 1e-3f, t);
+    const float sizes[BIG_STEPS] = {0.05f, 0.001f};
+    for (int s = 0; s < BIG_STEPS; s++) {
+        for (long i = 0; i < p.total; i++) p.grad[i] += sizes[s] * rng_normal(&rng);
+        norms[s] = grad_norm(&p);
+        const float lr = 1e-2f * (float)(s + 1), scale = clip_scale(norms[s], 1.0f);
+        if (one_pass)
+            adamw_step(&p, &c, lr, s + 1, scale);
+        else
+            separate_passes(&p, &c, lr, s + 1, scale);
     }
-    memcpy(value, p.value, (size_t)p.total * sizeof(float));
-    memcpy(m, p.m, (size_t)p.total * sizeof(float));
-    memcpy(v, p.v, (size_t)p.total * sizeof(float));
+    const float *slab[BIG_SLABS] = {p.value, p.m, p.v, p.grad};
+    for (int j = 0; j < BIG_SLABS; j++) memcpy(out + j * p.total, slab[j], (size_t)p.total * sizeof(float));
     params_free(&p);
     engine_set_threads(old);
 }
 
-START_TEST(test_optim_same_bits_any_thread_count) {
-    const size_t n = 300 * 400 + 1000;
-    float *r[2][3], norm[2];
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 3; j++) r[k][j] = xmalloc(n * sizeof(float));
-    run_big(1, r[0][0], r[0][1], r[0][2], &norm[0]);
-    run_big(4, r[1][0], r[1][1], r[1][2], &norm[1]);
-    ck_assert(memcmp(&norm[0], &norm[1], sizeof(float)) == 0);
-    for (int j = 0; j < 3; j++) ck_assert(memcmp(r[0][j], r[1][j], n * sizeof(float)) == 0);
-    for (int k = 0; k < 2; k++)
-        for (int j = 0; j < 3; j++) free(r[k][j]);
+/* The one pass on `threads` threads with adamw_break(b) against the separate
+ * passes: true when every bit and both norms agree, else false and the first
+ * difference in msg. */
+static bool big_same_bits(int threads, AdamWBreak b, char *msg, int size) {
+    ParamSet shape;
+    big_params(&shape);
+    const long n = shape.total;
+    params_free(&shape);
+    ck_assert_int_gt(n, 1L << 16); /* both passes threaded */
+    float *want = xmalloc((size_t)BIG_SLABS * n * sizeof(float)), *got = xmalloc((size_t)BIG_SLABS * n * sizeof(float));
+    double want_norms[BIG_STEPS], got_norms[BIG_STEPS];
+    big_run(1, false, want, want_norms);
+    adamw_break(b);
+    big_run(threads, true, got, got_norms);
+    adamw_break(ADAMW_BREAK_NONE);
+    ck_assert_double_gt(want_norms[0], 1.0);
+    ck_assert_double_lt(want_norms[1], 1.0);
+    bool same = true;
+    for (int s = 0; s < BIG_STEPS && same; s++)
+        if (memcmp(&want_norms[s], &got_norms[s], sizeof(double)) != 0) {
+            snprintf(msg, (size_t)size, "%d threads: step %d's gradient norm %.17g, separately %.17g", threads, s,
+                     got_norms[s], want_norms[s]);
+            same = false;
+        }
+    for (long i = 0; i < BIG_SLABS * n && same; i++)
+        if (memcmp(&want[i], &got[i], sizeof(float)) != 0) {
+            snprintf(msg, (size_t)size, "%d threads: %s[%ld] is %.9g, separately %.9g", threads,
+                     big_slab_names[i / n], i % n, got[i], want[i]);
+            same = false;
+        }
+    free(want);
+    free(got);
+    return same;
+}
+
+/* The one pass gives the bits of the separate passes (so clipping inside it
+ * is scaling first, and the gradients are 0 after it) on 1 to 4 threads:
+ * which also makes the step and the norm the same bits for any thread count. */
+START_TEST(test_adamw_one_pass_same_bits) {
+    for (int threads = 1; threads <= 4; threads++) {
+        char msg[256] = "";
+        ck_assert_msg(big_same_bits(threads, ADAMW_BREAK_NONE, msg, sizeof msg), "%s", msg);
+    }
+}
+END_TEST
+
+/* ... and that comparison fails when the pass is wrong in any of the ways
+ * adamw_break knows, on 3 threads (the share boundaries fall inside parameters). */
+START_TEST(test_adamw_one_pass_check_catches_breaks) {
+    static const char *const break_names[] = {
+        "right", "no clipping factor", "the previous parameter's decay", "no zeroing", "a shifted thread share",
+    };
+    static_assert(sizeof break_names / sizeof break_names[0] == ADAMW_BREAK_COUNT, "break_names and AdamWBreak out of step");
+    for (int b = ADAMW_BREAK_NONE + 1; b < ADAMW_BREAK_COUNT; b++) {
+        char msg[256] = "";
+        ck_assert_msg(!big_same_bits(3, (AdamWBreak)b, msg, sizeof msg), "the one pass with %s matched the separate passes",
+                      break_names[b]);
+    }
 }
 END_TEST
 
@@ -349,46 +493,45 @@ static void clip_params(ParamSet *p) {
 START_TEST(test_clip_norm_by_hand) {
     ParamSet p;
     clip_params(&p);
-    ck_assert_float_eq(clip_grad_norm(&p, 0.0f), 13.0f);
+    ck_assert_double_eq(grad_norm(&p), 13.0);
     params_free(&p);
 }
 END_TEST
 
+/* Above max_norm the factor is torch's max_norm / (norm + 1e-6): the clipped
+ * gradients' norm is max_norm, less the 1e-6 safety margin. */
 START_TEST(test_clip_scales_above_max_norm) {
     ParamSet p;
     clip_params(&p);
-    ck_assert_float_eq(clip_grad_norm(&p, 6.5f), 13.0f);
-    const float scale = (float)(6.5 / (13.0 + 1e-6));
-    const float g[5] = {3.0f, 0.0f, 4.0f, 0.0f, 12.0f};
-    for (int i = 0; i < 5; i++) ck_assert_float_eq(p.grad[i], g[i] * scale);
-    /* the new norm is max_norm, less the 1e-6 safety margin */
-    ck_assert_float_eq_tol(clip_grad_norm(&p, 0.0f), 6.5f, 1e-6f);
+    const double norm = grad_norm(&p);
+    const float scale = clip_scale(norm, 6.5f);
+    ck_assert_float_eq(scale, (float)(6.5 / (13.0 + 1e-6)));
+    for (int i = 0; i < 5; i++) p.grad[i] *= scale;
+    ck_assert_double_eq_tol(grad_norm(&p), 6.5, 1e-6);
     params_free(&p);
 }
 END_TEST
 
 START_TEST(test_clip_leaves_small_gradients) {
-    const float g[5] = {3.0f, 0.0f, 4.0f, 0.0f, 12.0f};
     const float max_norms[] = {13.5f, 13.0f, 0.0f, -1.0f}; /* below, exactly at, off, off */
-    for (size_t k = 0; k < sizeof max_norms / sizeof max_norms[0]; k++) {
-        ParamSet p;
-        clip_params(&p);
-        ck_assert_float_eq(clip_grad_norm(&p, max_norms[k]), 13.0f);
-        ck_assert_msg(memcmp(p.grad, g, sizeof g) == 0, "max_norm %g changed the gradients", max_norms[k]);
-        params_free(&p);
-    }
+    for (size_t k = 0; k < sizeof max_norms / sizeof max_norms[0]; k++)
+        ck_assert_msg(clip_scale(13.0, max_norms[k]) == 1.0f, "max_norm %g scales a norm of 13", max_norms[k]);
 }
 END_TEST
 
+/* A non-finite norm is reported, and its factor is 1: scaling by it would
+ * turn every gradient into NaN or 0. */
 START_TEST(test_clip_non_finite_norm) {
     ParamSet p;
     clip_params(&p);
     p.grad[1] = INFINITY;
-    ck_assert(isinf(clip_grad_norm(&p, 1.0f)));
-    ck_assert_float_eq(p.grad[0], 3.0f);
+    const double inf_norm = grad_norm(&p);
+    ck_assert(isinf(inf_norm));
+    ck_assert_float_eq(clip_scale(inf_norm, 1.0f), 1.0f);
     p.grad[1] = NAN;
-    ck_assert(isnan(clip_grad_norm(&p, 1.0f)));
-    ck_assert_float_eq(p.grad[4], 12.0f);
+    const double nan_norm = grad_norm(&p);
+    ck_assert(isnan(nan_norm));
+    ck_assert_float_eq(clip_scale(nan_norm, 1.0f), 1.0f);
     params_free(&p);
 }
 END_TEST
@@ -401,7 +544,8 @@ Suite *optim_suite(void) {
     tcase_add_test(tc, test_adamw_fixture_catches_wrong_update);
     tcase_add_test(tc, test_adamw_decays_matrices_only);
     tcase_add_test(tc, test_adamw_first_step_moves_by_lr);
-    tcase_add_test(tc, test_optim_same_bits_any_thread_count);
+    tcase_add_test(tc, test_adamw_one_pass_same_bits);
+    tcase_add_test(tc, test_adamw_one_pass_check_catches_breaks);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
     tcase_add_test(tc, test_schedule_warmup);

@@ -1,9 +1,15 @@
 #!/usr/bin/python3
 """adamw.py: PyTorch reference for optim/ (AdamW, gradient clipping, the cosine schedule).
 
-Runs STEPS steps of clip_grad_norm_ then torch.optim.AdamW over four parameters
-shaped like a model's (a linear weight and its bias, an embedding, a norm gain), with
-two param groups as attnlab uses them: weight decay for ndim >= 2, none for the rest.
+Runs STEPS training steps over four parameters shaped like a model's (a linear weight
+and its bias, an embedding, a norm gain), with two param groups as attnlab uses them:
+weight decay for ndim >= 2, none for the rest. Each step is what a training loop does:
+the gradients of MICRO micro-batches added into .grad (as backward adds), then
+clip_grad_norm_, torch.optim.AdamW's step and zero_grad(set_to_none=False). attnlab
+does the last three as one pass (optim/adamw.c: the clipping factor applied as the
+gradient is read, the gradient zeroed once used), so the fixture pins down that the
+fused pass clips like clip_grad_norm_ and leaves the gradients at 0 for the next
+step's micro-batches to add into.
 Everything runs in float64 from float32 starting values and gradients, so the
 fixture is the exact answer the float32 C code is compared against.
 
@@ -11,7 +17,8 @@ Gradients are chosen so that clipping is active on steps 0 and 2 and not on step
 
 Writes tests/fixtures/adamw.safetensors with:
   init/<name>           the parameters before the first step
-  step<k>/grad/<name>   the gradient given at step k (before clipping)
+  step<k>/grad<j>/<name>   the gradient of micro-batch j at step k (the step's gradient,
+                        before clipping, is their sum)
   step<k>/<name>        the parameter after step k
   step<k>/exp_avg/<name>, step<k>/exp_avg_sq/<name>   AdamW's moments after step k
   lr                    [STEPS] the learning rate of each step (cosine schedule)
@@ -38,8 +45,10 @@ WEIGHT_DECAY = 0.1
 MAX_NORM = 1.0
 # The schedule the lrs come from; tests/test_optim.c checks lr_at gives the same.
 LR, MIN_LR, WARMUP, TOTAL = 0.05, 0.005, 1, 4
-# How large each step's gradient is: norms about 9, 0.6, 6 against MAX_NORM = 1.
-GRAD_SCALE = [1.5, 0.1, 1.0]
+# Micro-batches per step: their gradients add up to the step's.
+MICRO = 2
+# How large each micro-batch gradient is: step norms about 12, 0.5, 8 against MAX_NORM = 1.
+GRAD_SCALE = [1.5, 0.06, 1.0]
 
 PARAMS = [  # name, shape, initial value
     ("w", (4, 3), "randn"),    # a linear weight: decayed
@@ -75,15 +84,19 @@ def main(path):
         lr=LR, betas=BETAS, eps=EPS, foreach=False)
     lrs, norms = [], []
     for k in range(STEPS):
-        for name, shape, _ in PARAMS:
-            g = (torch.randn(shape) * GRAD_SCALE[k]).float()
-            out[f"step{k}/grad/{name}"] = g.clone()
-            params[name].grad = g.double()
+        for j in range(MICRO):
+            for name, shape, _ in PARAMS:
+                g = (torch.randn(shape) * GRAD_SCALE[k]).float()
+                out[f"step{k}/grad{j}/{name}"] = g.clone()
+                if params[name].grad is None:
+                    params[name].grad = torch.zeros(shape, dtype=torch.float64)
+                params[name].grad += g.double()
         lr = lr_at(k)
         for group in opt.param_groups:
             group["lr"] = lr
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), MAX_NORM)
         opt.step()
+        opt.zero_grad(set_to_none=False)
         lrs.append(lr)
         norms.append(norm.item())
         print(f"step {k}: lr {lr:.6g}, grad norm {norm.item():.6g} "
@@ -99,7 +112,7 @@ def main(path):
     out["norm"] = torch.tensor(norms)
     meta = {
         "format": "attnlab-fixture", "script": "tests/reference/adamw.py", "torch": torch.__version__,
-        "steps": str(STEPS), "betas": f"{BETAS[0]},{BETAS[1]}", "eps": str(EPS),
+        "steps": str(STEPS), "micro_batches": str(MICRO), "betas": f"{BETAS[0]},{BETAS[1]}", "eps": str(EPS),
         "weight_decay": str(WEIGHT_DECAY), "max_norm": str(MAX_NORM),
         "schedule": f"cosine lr={LR} min_lr={MIN_LR} warmup={WARMUP} total={TOTAL}",
     }

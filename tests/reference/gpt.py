@@ -57,7 +57,7 @@ import safetensors_io  # noqa: E402
 nn = torch.nn
 F = torch.nn.functional
 
-# The optimizer step (optim/optim.h: adamw_default, clip_grad_norm).
+# The optimizer step (optim/optim.h: adamw_default, grad_norm, clip_scale).
 LR = 1e-3
 BETAS = (0.9, 0.95)
 EPS = 1e-8
