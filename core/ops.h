@@ -70,6 +70,10 @@ void bias_grad_rows(Tensor *b, const float *dy, long M);
  * be dy, in place). */
 void gelu_rows(const float *x, float *y, long n);
 void gelu_grad_rows(const float *x, const float *dy, float *dx, long n);
+/* log sum_i exp(z_i) over one row of n, as max + log(sum of fm_expf(z_i -
+ * max)): op_cross_entropy's per-row value, for fused kernels outside core
+ * (the same function, so the same bits). */
+float logsumexp_row(const float *z, int n);
 
 /* ---- arithmetic --------------------------------------------------------- */
 

@@ -53,6 +53,17 @@ extern OpDef mlp_op;
  * in passes of that many (a test sets it small to run several passes). */
 extern long mlp_scratch_floats;
 
+/* The LM head and the mean cross-entropy as one op: x [..., d], W [V, d] ->
+ * the mean over rows r whose target is not ignore_index of logsumexp(z_r) -
+ * z_r[targets[r]], z_r = x_r W^T (0 when no row counts), as
+ * op_cross_entropy(op_matmul(x, W, false, true), targets, ignore_index), but
+ * without the logits [rows, V] or their gradient: forward keeps one float a
+ * row, backward makes the logits again a block of rows at a time
+ * (layers/lm_cross_entropy.c). targets must stay valid until backward.
+ * lm_cross_entropy_op is its OpDef, which a test may break. */
+Tensor *op_lm_cross_entropy(Tensor *x, Tensor *w, const int *targets, int ignore_index);
+extern OpDef lm_cross_entropy_op;
+
 /* Formats "prefix.suffix" into buf (sized 128); returns buf. */
 const char *param_name(char *buf, const char *prefix, const char *suffix);
 

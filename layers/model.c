@@ -94,7 +94,8 @@ static Tensor *block_forward(Block *b, Tensor *x) {
     return x;
 }
 
-Tensor *model_forward(Model *m, const int *ids, int B, int T) {
+/* ln_f of the last block's output: the LM head's input [B, T, d]. */
+static Tensor *model_features(Model *m, const int *ids, int B, int T) {
     const ModelConfig *c = &m->cfg;
     Tensor *x = embed(m, ids, B, T);
     for (int i = 0; i < c->layers; i++) {
@@ -102,12 +103,18 @@ Tensor *model_forward(Model *m, const int *ids, int B, int T) {
         x = block_forward(&m->blocks[i], x);
         if (m->checkpoint && grad_enabled() && tape_last() != before) tape_checkpoint(before, x);
     }
-    x = norm_forward(&m->ln_f, x);
-    return op_matmul(x, m->lm_head ? m->lm_head : m->tok_emb, false, true);
+    return norm_forward(&m->ln_f, x);
 }
 
+static Tensor *head_weight(const Model *m) { return m->lm_head ? m->lm_head : m->tok_emb; }
+
+Tensor *model_forward(Model *m, const int *ids, int B, int T) {
+    return op_matmul(model_features(m, ids, B, T), head_weight(m), false, true);
+}
+
+/* The head and the loss as one op: no [B, T, V] logits or gradient. */
 Tensor *model_loss(Model *m, const int *ids, const int *targets, int B, int T) {
-    return op_cross_entropy(model_forward(m, ids, B, T), targets, -1);
+    return op_lm_cross_entropy(model_features(m, ids, B, T), head_weight(m), targets, -1);
 }
 
 void model_attention_probs(Model *m, const int *ids, int B, int T, void (*fn)(int layer, const Tensor *P, void *ctx),

@@ -40,7 +40,8 @@ void model_init_weights(Model *m, Rng *rng);
 /* ids [B, T] -> logits [B, T, vocab]. T may be at most cfg.context when pos =
  * learned. ids must stay valid until backward. */
 Tensor *model_forward(Model *m, const int *ids, int B, int T);
-/* Mean cross-entropy of the logits against targets (-1 = not counted). */
+/* Mean cross-entropy of the logits against targets (-1 = not counted), as
+ * one op with the LM head (op_lm_cross_entropy): the logits are never whole. */
 Tensor *model_loss(Model *m, const int *ids, const int *targets, int B, int T);
 /* Runs the model on ids [B, T] with gradients off and hands every layer's
  * attention matrices P [B, H, T, T or k] to fn (for ./spectrum). */

@@ -1,6 +1,6 @@
-/* test_engine.c: the RNG, the arena, parameter slabs, a training step that
- * calls malloc zero times once the arena has its size, and running out of
- * memory (an error line and exit 1). */
+/* test_engine.c: the RNG, the arena, parameter slabs, a training step (of
+ * primitive ops, and the model's) that calls malloc zero times once the arena
+ * has its size, and running out of memory (an error line and exit 1). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@
 
 #include "blas_stub.h"
 #include "fastmath.h"
+#include "model.h"
 #include "ops.h"
 #include "optim/optim.h"
 #include "params.h"
@@ -229,6 +230,52 @@ START_TEST(test_step_makes_no_mallocs) {
     tape_reset();
     arena_free(&a);
     params_free(&p);
+}
+END_TEST
+
+/* The same for the model's own step: model_loss (the fused LM head and
+ * loss), backward, clipping and AdamW, as the training loop runs them. */
+START_TEST(test_model_step_makes_no_mallocs) {
+    enum { B = 2, T = 16 };
+    ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8,
+                       .mlp_ratio = 2, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
+                       .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+    Model m;
+    model_init(&m, &cfg);
+    Rng rng;
+    rng_seed(&rng, 2);
+    model_init_weights(&m, &rng);
+    int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ids[i] = (int)rng_below(&rng, 256);
+        targets[i] = i % 5 ? (int)rng_below(&rng, 256) : -1;
+    }
+    AdamWConfig opt = adamw_default();
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    long after_first = 0;
+    bool finite = true;
+    for (int step = 0; step < 4; step++) { /* no ck_assert inside: Check's bookkeeping allocates */
+        arena_reset(&a);
+        if (step == 1) after_first = mallocs;
+        tape_reset();
+        params_zero_grad(&m.params);
+        Tensor *loss = model_loss(&m, ids, targets, B, T);
+        backward(loss);
+        finite &= isfinite(loss->data[0]) != 0;
+        clip_grad_norm(&m.params, 1.0f);
+        adamw_step(&m.params, &opt, 1e-3f, step + 1);
+    }
+    long extra = mallocs - after_first;
+    grad_set(was);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    model_free(&m);
+    ck_assert(finite);
+    ck_assert_int_eq(extra, 0);
 }
 END_TEST
 
@@ -547,6 +594,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_params_chains);
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
+    tcase_add_test(tc, test_model_step_makes_no_mallocs);
     tcase_add_test(tc, test_backward_reuses_gradients);
     tcase_add_test(tc, test_recomputed_norm_same_gradients);
     tcase_add_test(tc, test_fastmath_accuracy);

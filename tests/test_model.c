@@ -444,6 +444,16 @@ START_TEST(test_golden_catches_broken_kernel_backward) {
         ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for mlp: golden cfg0 stopped at the %s (%s)",
                       mutation_name((Mutation)mu), stage_names[s], msg);
     }
+    /* the fused LM head + loss, tied (cfg0) and untied with ignored targets (cfg1) */
+    for (int k = 0; k < 2; k++)
+        for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+            char msg[512] = "";
+            kernel_mutation_install(&lm_cross_entropy_op, (Mutation)mu);
+            GoldenStage s = golden_run(&sf, k, NULL, msg, sizeof msg);
+            kernel_mutation_remove(&lm_cross_entropy_op);
+            ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for lm_cross_entropy: golden cfg%d stopped at the %s (%s)",
+                          mutation_name((Mutation)mu), k, stage_names[s], msg);
+        }
     st_close(&sf);
 }
 END_TEST
