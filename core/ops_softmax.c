@@ -18,10 +18,11 @@ Tensor *op_softmax(Tensor *x, Tensor *mask) {
     return node_run(n);
 }
 
+/* The max as a comparison (see logsumexp_row below): it vectorises. */
 void softmax_inplace_stats(float *restrict s, int n, float *mx_out, float *inv_out) {
     float mx = -INFINITY;
     #pragma omp simd reduction(max : mx)
-    for (int i = 0; i < n; i++) mx = fmaxf(mx, s[i]);
+    for (int i = 0; i < n; i++) mx = s[i] > mx ? s[i] : mx;
     *mx_out = mx;
     *inv_out = 0.0f;
     if (mx == -INFINITY) { /* every key masked: no distribution, all zeros */

@@ -264,7 +264,8 @@ static void head_probs(const float *q, const float *kp_, float *P, int T, int kp
     for (int i = 0; i < T; i++) {
         float *restrict row = P + (long)i * kp;
         float mx = -INFINITY, sum = 0.0f;
-        for (int j = 0; j < kp; j++) mx = fmaxf(mx, row[j]);
+        #pragma omp simd reduction(max : mx)
+        for (int j = 0; j < kp; j++) mx = row[j] > mx ? row[j] : mx; /* not fmaxf: a libm call per element */
         #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < kp; j++) {
             row[j] = fm_expf(row[j] - mx);
