@@ -32,6 +32,8 @@ typedef enum {
     OP_IDENTITY,
     OP_LAYERNORM,
     OP_RMSNORM,
+    OP_ADD_LAYERNORM,
+    OP_ADD_RMSNORM,
     OP_SOFTMAX,
     OP_EMBEDDING,
     OP_CROSS_ENTROPY,
@@ -113,6 +115,15 @@ Tensor *op_identity(Tensor *x);
 Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps);
 /* x / sqrt(mean(x^2) + eps) * w. */
 Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps);
+/* A residual add and the norm after it, fused: *sum = x + y (x and y of one
+ * shape) and the result norm(*sum), in one pass over memory forward and one
+ * backward (core/ops_norm.c says which passes it saves). The same values as
+ * op_add then op_layernorm / op_rmsnorm. *sum is a tensor like any other
+ * (the next residual reads it); on the tape it is an OP_ADD node's output,
+ * and the result the OP_ADD_LAYERNORM / OP_ADD_RMSNORM node's, whose
+ * backward does the add's as well. */
+Tensor *op_add_layernorm(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, Tensor **sum);
+Tensor *op_add_rmsnorm(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum);
 
 /* ---- probabilities ------------------------------------------------------ */
 

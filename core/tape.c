@@ -67,16 +67,20 @@ Node *node_new(const OpDef *def) {
     return n;
 }
 
-Tensor *node_run(Node *n) {
+/* Runs forward(n), timed as n's op when profiling. */
+static void run_forward(Node *n, void (*forward)(Node *n)) {
     if (profiling) {
         double t = seconds();
-        n->def->forward(n);
+        forward(n);
         OpProfile *p = profile_entry(n->def);
         p->forward_s += seconds() - t;
         p->calls++;
     } else {
-        n->def->forward(n);
+        forward(n);
     }
+}
+
+static void record(Node *n) {
     bool needs = false;
     for (int k = 0; k < n->n_in; k++) needs |= n->in[k]->requires_grad;
     if (grad_on && needs) {
@@ -85,6 +89,18 @@ Tensor *node_run(Node *n) {
         n->prev = last;
         last = n;
     }
+}
+
+Tensor *node_run(Node *n) {
+    run_forward(n, n->def->forward);
+    record(n);
+    return n->out;
+}
+
+Tensor *node_run_fused(Node *first, Node *n, void (*forward)(Node *n)) {
+    run_forward(n, forward);
+    record(first);
+    record(n);
     return n->out;
 }
 
@@ -141,8 +157,8 @@ void tensor_release_recomputable(Tensor *t) {
 }
 
 void tape_checkpoint(Node *before, Tensor *keep) {
-    Node *first = NULL, *newest = last;
-    for (Node *n = last; n && n != before; n = n->prev) {
+    Node *first = NULL, *newest = keep->producer ? keep->producer : last;
+    for (Node *n = newest; n && n != before; n = n->prev) {
         first = n;
         if (n->out == keep) continue;
         if (is_view(n))

@@ -69,6 +69,12 @@ Node *node_new(const OpDef *def);
 /* Runs n's forward and records it when gradients are on and an input needs
  * one. Returns n->out. */
 Tensor *node_run(Node *n);
+/* Two nodes made by one pass over memory: runs forward(n) once, in place of
+ * both nodes' own forwards (it makes first's output as well as n's; timed as
+ * n's op), then records first and n as node_run does, in that order. Each
+ * node's own forward still makes its output alone, for recompute and
+ * tape_checkpoint. Returns n->out. */
+Tensor *node_run_fused(Node *first, Node *n, void (*forward)(Node *n));
 
 /* The newest recorded node (NULL when the tape is empty). */
 Node *tape_last(void);
@@ -83,12 +89,13 @@ void tape_reset(void);
 void tensor_release_recomputable(Tensor *t);
 
 /* Activation checkpointing: the nodes recorded after `before` (NULL: from the
- * start) up to the newest hand their outputs back, all but `keep` (the span's
- * result, which later nodes read); when backward reaches the span, it runs
- * the span's forwards again, oldest first, from the inputs it kept, and hands
- * each output back after its node's backward. The forwards must give the
- * same bits again (every op here does, at a fixed thread count). Memory for
- * time: a span's activations are alive only while backward is in it. */
+ * start) up to the one that made `keep` (the span's result, which later nodes
+ * read; nodes recorded after it belong to the next span) hand their outputs
+ * back, all but keep; when backward reaches the span, it runs the span's
+ * forwards again, oldest first, from the inputs it kept, and hands each output
+ * back after its node's backward. The forwards must give the same bits again
+ * (every op here does, at a fixed thread count). Memory for time: a span's
+ * activations are alive only while backward is in it. */
 void tape_checkpoint(Node *before, Tensor *keep);
 
 /* Reverse mode from a scalar: loss->grad = 1, then every recorded backward. */

@@ -2,12 +2,14 @@
  *
  * Each matmul product of a training step (forward, and the two backward
  * products) through op_matmul, against raw cblas_sgemm on the same shapes and
- * transposes, in one run. Then the other ops' time per call. Every figure is
+ * transposes, in one run. Then the other ops' time per call, and a residual
+ * add and the norm after it as two ops and as one fused op. Every figure is
  * the median of --reps timed runs after one warm-up. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 #include "ops.h"
@@ -197,6 +199,76 @@ static void bench_pointwise(const BenchOptions *o) {
     arena_free(&arena);
 }
 
+/* ---- a residual add and the norm after it: two ops, and fused -------------- */
+
+/* A block's residual add and the norm after it on [B, T, d]: s = x + y, h =
+ * norm(s); backward from dh and from ds, the next add's share of s's
+ * gradient, as in the model. Medians of forward and of backward (the norm's
+ * node, then the add's when it still has a gradient) into f and b. */
+static void time_add_norm(const BenchOptions *o, bool rms, bool fused, double *f, double *b) {
+    const int B = 16, T = 256, D = 256;
+    Arena arena;
+    arena_init(&arena, 0);
+    engine_set_arena(&arena);
+    Rng rng;
+    rng_seed(&rng, 3);
+    Tensor x, y, w, bias, dh, ds;
+    const int shape[3] = {B, T, D};
+    long n = (long)B * T * D;
+    float *data = xmalloc((size_t)(4 * n + 2 * D) * sizeof(float));
+    tensor_wrap(&x, data, 3, shape);
+    tensor_wrap(&y, data + n, 3, shape);
+    tensor_wrap(&dh, data + 2 * n, 3, shape);
+    tensor_wrap(&ds, data + 3 * n, 3, shape);
+    tensor_wrap(&w, data + 4 * n, 1, &D);
+    tensor_wrap(&bias, data + 4 * n + D, 1, &D);
+    rng_fill_normal(&rng, data, 4 * n + 2 * D, 0, 1);
+    x.requires_grad = y.requires_grad = w.requires_grad = bias.requires_grad = true;
+    float *grads = xcalloc((size_t)2 * D, sizeof(float));
+    w.grad = grads, bias.grad = grads + D;
+    double *tf = xmalloc((size_t)(o->reps + 1) * sizeof(double)), *tb = xmalloc((size_t)(o->reps + 1) * sizeof(double));
+    for (int rep = 0; rep <= o->reps; rep++) {
+        arena_reset(&arena);
+        tape_reset();
+        x.grad = y.grad = NULL;
+        double t0 = now_seconds();
+        Tensor *sum, *h;
+        if (fused) {
+            h = rms ? op_add_rmsnorm(&x, &y, &w, 1e-5f, &sum) : op_add_layernorm(&x, &y, &w, &bias, 1e-5f, &sum);
+        } else {
+            sum = op_add(&x, &y);
+            h = rms ? op_rmsnorm(sum, &w, 1e-5f) : op_layernorm(sum, &w, &bias, 1e-5f);
+        }
+        double t1 = now_seconds();
+        memcpy(tensor_grad(h), dh.data, (size_t)n * sizeof(float));
+        memcpy(tensor_grad(sum), ds.data, (size_t)n * sizeof(float));
+        double t2 = now_seconds();
+        for (Node *nd = tape_last(); nd; nd = nd->prev)
+            if (nd->out->grad) nd->def->backward(nd);
+        double t3 = now_seconds();
+        tf[rep] = t1 - t0;
+        tb[rep] = t3 - t2;
+    }
+    *f = median_of(tf + 1, o->reps);
+    *b = median_of(tb + 1, o->reps);
+    free(tf), free(tb), free(grads), free(data);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&arena);
+}
+
+static void bench_add_norm(const BenchOptions *o) {
+    for (int rms = 0; rms < 2; rms++) {
+        double f[2], b[2];
+        for (int fused = 0; fused < 2; fused++) time_add_norm(o, rms, fused, &f[fused], &b[fused]);
+        char name[2][40];
+        snprintf(name[0], sizeof name[0], "add, then %s", rms ? "rmsnorm" : "layernorm");
+        snprintf(name[1], sizeof name[1], "%s (fused)", rms ? "add_rmsnorm" : "add_layernorm");
+        for (int k = 0; k < 2; k++)
+            printf("  %-32s forward %8.3f ms   backward %8.3f ms\n", name[k], f[k] * 1e3, b[k] * 1e3);
+    }
+}
+
 void bench_ops(const BenchOptions *o) {
     printf("matmul, (4096 x 256) . (256 x 768), B stored [K, N]:\n");
     bench_matmul(o, 4096, 256, 768, false);
@@ -204,4 +276,6 @@ void bench_ops(const BenchOptions *o) {
     bench_matmul(o, 4096, 256, 768, true);
     printf("\nother ops (B=16, T=256, d=256, 4 heads):\n");
     bench_pointwise(o);
+    printf("\na residual add and the norm after it, [16,256,256], backward from dh and ds:\n");
+    bench_add_norm(o);
 }

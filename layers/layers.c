@@ -69,6 +69,11 @@ Tensor *norm_forward(const Norm *n, Tensor *x) {
     return n->kind == NORM_LAYERNORM ? op_layernorm(x, n->w, n->b, NORM_EPS) : op_rmsnorm(x, n->w, NORM_EPS);
 }
 
+Tensor *norm_add_forward(const Norm *n, Tensor *x, Tensor *y, Tensor **sum) {
+    return n->kind == NORM_LAYERNORM ? op_add_layernorm(x, y, n->w, n->b, NORM_EPS, sum)
+                                     : op_add_rmsnorm(x, y, n->w, NORM_EPS, sum);
+}
+
 void mlp_declare(Mlp *m, ParamSet *p, const char *name, int d, int hidden) {
     char buf[128];
     linear_declare(&m->fc, p, param_name(buf, name, "fc"), d, hidden, true);

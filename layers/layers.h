@@ -34,6 +34,9 @@ typedef struct {
 
 void norm_declare(Norm *n, ParamSet *p, const char *name, int kind, int d);
 Tensor *norm_forward(const Norm *n, Tensor *x);
+/* norm(x + y), with x + y in *sum: a residual add and the norm after it in
+ * one fused op (op_add_layernorm, op_add_rmsnorm). */
+Tensor *norm_add_forward(const Norm *n, Tensor *x, Tensor *y, Tensor **sum);
 
 /* d -> mlp_ratio d -> d with GELU (tanh form) between. */
 typedef struct {

@@ -72,38 +72,54 @@ static Tensor *embed(Model *m, const int *ids, int B, int T) {
     return x;
 }
 
-/* x + y, where y (a projection's or the MLP's output) is read by nothing
- * afterwards: neither the op that made it nor op_add reads it in backward, so
- * its buffer is handed back for the next tensor of its size. */
-static Tensor *residual(Tensor *x, Tensor *y) {
-    Tensor *sum = op_add(x, y);
+/* The residual add and the norm after it, fused (norm_add_forward): returns
+ * x + y and sets *h = norm(x + y). y (a projection's or the MLP's output) is
+ * read by nothing afterwards: neither the op that made it nor the fused op
+ * reads it in backward, so its buffer is handed back for the next tensor of
+ * its size. */
+static Tensor *residual_norm(const Norm *norm, Tensor *x, Tensor *y, Tensor **h) {
+    Tensor *sum;
+    *h = norm_add_forward(norm, x, y, &sum);
     tensor_release_data(y);
     return sum;
 }
 
-/* The normed input of a sub-block is read again only by the backward of its
- * products (their dW): it is handed back after forward and made again from x
- * in backward (tape.h), one [B, T, d] tensor a sub-block for one more norm. */
-static Tensor *block_forward(Block *b, Tensor *x) {
-    Tensor *h = norm_forward(&b->ln1, x);
-    x = residual(x, attention_forward(&b->attn, h));
-    tensor_release_recomputable(h);
-    h = norm_forward(&b->ln2, x);
-    x = residual(x, mlp_forward(&b->mlp, h));
-    tensor_release_recomputable(h);
-    return x;
+/* x is the residual stream and *h = ln1(x), made by the add that ended the
+ * previous block (or the first norm); returns x after the block and sets *h =
+ * next(x), next being the following block's ln1 or ln_f. The normed input
+ * of a sub-block is read again only by the backward of its products (their
+ * dW): it is handed back after forward and made again from x in backward
+ * (tape.h), one [B, T, d] tensor a sub-block for one more norm. */
+static Tensor *block_forward(Block *b, Tensor *x, Tensor **h, const Norm *next) {
+    Tensor *y = attention_forward(&b->attn, *h);
+    tensor_release_recomputable(*h);
+    x = residual_norm(&b->ln2, x, y, h);
+    y = mlp_forward(&b->mlp, *h);
+    tensor_release_recomputable(*h);
+    return residual_norm(next, x, y, h);
 }
 
-/* ln_f of the last block's output: the LM head's input [B, T, d]. */
+/* The norm after block i: the next block's ln1, or ln_f after the last. */
+static const Norm *norm_after(Model *m, int i) { return i + 1 < m->cfg.layers ? &m->blocks[i + 1].ln1 : &m->ln_f; }
+
+/* ln_f of the last block's output: the LM head's input [B, T, d]. Each
+ * residual add is fused with the norm after it, so a block's tape ends with
+ * its last add (the block's result) and then the next block's ln1: the
+ * checkpointed span of a block runs from the node after the previous block's
+ * last add up to its own (tape_checkpoint ends a span at keep's producer). */
 static Tensor *model_features(Model *m, const int *ids, int B, int T) {
     const ModelConfig *c = &m->cfg;
     Tensor *x = embed(m, ids, B, T);
+    Node *before = tape_last();
+    Tensor *h = norm_forward(norm_after(m, -1), x);
     for (int i = 0; i < c->layers; i++) {
-        Node *before = tape_last();
-        x = block_forward(&m->blocks[i], x);
-        if (m->checkpoint && grad_enabled() && tape_last() != before) tape_checkpoint(before, x);
+        x = block_forward(&m->blocks[i], x, &h, norm_after(m, i));
+        if (m->checkpoint && grad_enabled() && x->producer) {
+            tape_checkpoint(before, x);
+            before = x->producer;
+        }
     }
-    return norm_forward(&m->ln_f, x);
+    return h;
 }
 
 static Tensor *head_weight(const Model *m) { return m->lm_head ? m->lm_head : m->tok_emb; }
@@ -121,10 +137,11 @@ void model_attention_probs(Model *m, const int *ids, int B, int T, void (*fn)(in
                            void *ctx) {
     bool was = grad_set(false);
     Tensor *x = embed(m, ids, B, T);
+    Tensor *h = norm_forward(norm_after(m, -1), x);
     for (int i = 0; i < m->cfg.layers; i++) {
         Block *b = &m->blocks[i];
-        fn(i, attention_probs(&b->attn, norm_forward(&b->ln1, x)), ctx);
-        x = block_forward(b, x);
+        fn(i, attention_probs(&b->attn, h), ctx);
+        x = block_forward(b, x, &h, norm_after(m, i));
     }
     grad_set(was);
 }

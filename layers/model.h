@@ -3,6 +3,8 @@
  *   x = tok_emb[ids] (+ pos_emb[0..T) when pos = learned)
  *   each block:  x = x + attn(ln1(x));  x = x + mlp(ln2(x))
  *   logits = ln_f(x) W^T, W = tok_emb.weight when tied, else lm_head.weight
+ * Each residual add runs fused with the norm after it (ln2, the next block's
+ * ln1, or ln_f): op_add_layernorm / op_add_rmsnorm.
  *
  * Parameter names and shapes are those of the same PyTorch nn.Module
  * (tests/reference/gpt.py), so checkpoints load with load_state_dict. */

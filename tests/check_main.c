@@ -24,6 +24,7 @@ Suite *registry_suite(void);
 Suite *grid_suite(void);
 Suite *mlp_suite(void);
 Suite *lm_cross_entropy_suite(void);
+Suite *add_norm_suite(void);
 Suite *utf8_suite(void);
 Suite *generate_suite(void);
 
@@ -50,6 +51,7 @@ int main(void) {
     srunner_add_suite(sr, grid_suite());
     srunner_add_suite(sr, mlp_suite());
     srunner_add_suite(sr, lm_cross_entropy_suite());
+    srunner_add_suite(sr, add_norm_suite());
     srunner_add_suite(sr, utf8_suite());
     srunner_add_suite(sr, generate_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -39,6 +39,45 @@ static Tensor *identity(Tensor **in) { return op_identity(in[0]); }
 static Tensor *layernorm(Tensor **in) { return op_layernorm(in[0], in[1], in[2], 1e-5f); }
 static Tensor *rmsnorm(Tensor **in) { return op_rmsnorm(in[0], in[1], 1e-5f); }
 
+/* The residual add fused with the norm after it: s = x + y and h = norm(s)
+ * both read afterwards (out = s h); h alone (the final norm: nothing else
+ * reads s); s alone (the add node's own backward); x added to itself; x and
+ * y read again after the op (their gradients are no longer unset when the
+ * norm's backward reaches them). */
+static Tensor *add_layernorm(Tensor **in) {
+    Tensor *s, *h = op_add_layernorm(in[0], in[1], in[2], in[3], 1e-5f, &s);
+    return op_mul(s, h);
+}
+static Tensor *add_layernorm_norm_only(Tensor **in) {
+    Tensor *s;
+    return op_add_layernorm(in[0], in[1], in[2], in[3], 1e-5f, &s);
+}
+static Tensor *add_layernorm_sum_only(Tensor **in) {
+    Tensor *s;
+    op_add_layernorm(in[0], in[1], in[2], in[3], 1e-5f, &s);
+    return s;
+}
+static Tensor *add_layernorm_twice(Tensor **in) {
+    Tensor *s, *h = op_add_layernorm(in[0], in[0], in[1], in[2], 1e-5f, &s);
+    return op_mul(s, h);
+}
+static Tensor *add_layernorm_reread(Tensor **in) {
+    Tensor *s, *h = op_add_layernorm(in[0], in[1], in[2], in[3], 1e-5f, &s);
+    return op_mul(op_add(h, in[0]), in[1]);
+}
+static Tensor *add_rmsnorm(Tensor **in) {
+    Tensor *s, *h = op_add_rmsnorm(in[0], in[1], in[2], 1e-5f, &s);
+    return op_mul(s, h);
+}
+static Tensor *add_rmsnorm_norm_only(Tensor **in) {
+    Tensor *s;
+    return op_add_rmsnorm(in[0], in[1], in[2], 1e-5f, &s);
+}
+static Tensor *add_rmsnorm_reread(Tensor **in) {
+    Tensor *s, *h = op_add_rmsnorm(in[0], in[1], in[2], 1e-5f, &s);
+    return op_mul(op_add(h, in[1]), s);
+}
+
 static Tensor *softmax(Tensor **in) { return op_softmax(in[0], NULL); }
 
 /* A causal mask [T, T]: key j > query i is removed. */
@@ -115,5 +154,13 @@ const GradCase op_cases[] = {
     {"embedding", 1, {N(2, CASE_VOCAB, 3)}, embedding},
     {"cross_entropy", 1, {N(2, 6, 5)}, cross_entropy},
     {"mlp_block", 4, {N(3, 2, 3, 4), N(2, 8, 4), N(2, 4, 8), POS(1, 4)}, mlp_block},
+    {"add_layernorm", 4, {N(3, 2, 3, 6), N(3, 2, 3, 6), N(1, 6), N(1, 6)}, add_layernorm},
+    {"add_layernorm_norm_only", 4, {N(2, 4, 5), N(2, 4, 5), N(1, 5), N(1, 5)}, add_layernorm_norm_only},
+    {"add_layernorm_sum_only", 4, {N(2, 4, 5), N(2, 4, 5), N(1, 5), N(1, 5)}, add_layernorm_sum_only},
+    {"add_layernorm_twice", 3, {N(3, 2, 3, 6), N(1, 6), N(1, 6)}, add_layernorm_twice},
+    {"add_layernorm_reread", 4, {N(2, 4, 6), N(2, 4, 6), N(1, 6), N(1, 6)}, add_layernorm_reread},
+    {"add_rmsnorm", 3, {N(3, 2, 3, 6), N(3, 2, 3, 6), N(1, 6)}, add_rmsnorm},
+    {"add_rmsnorm_norm_only", 3, {N(2, 3, 5), N(2, 3, 5), N(1, 5)}, add_rmsnorm_norm_only},
+    {"add_rmsnorm_reread", 3, {N(2, 4, 6), N(2, 4, 6), N(1, 6)}, add_rmsnorm_reread},
 };
 const int n_op_cases = (int)(sizeof op_cases / sizeof op_cases[0]);

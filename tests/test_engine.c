@@ -1,5 +1,5 @@
-/* test_engine.c: the RNG, the arena, parameter slabs, a training step (of
- * primitive ops, and the model's) that calls malloc zero times once the arena
+/* test_engine.c: the RNG, the arena, parameter slabs, training steps (of
+ * primitive ops, and the model's) that call malloc zero times once the arena
  * has its size, and running out of memory (an error line and exit 1). */
 #include <check.h>
 #include <math.h>
@@ -181,7 +181,8 @@ START_TEST(test_param_used_twice_accumulates) {
 END_TEST
 
 /* A small model's training step, repeated: after the first step (which sizes
- * the arena) forward, backward and the optimizer step call malloc zero times.
+ * the arena) forward, backward and the optimizer step call malloc zero times,
+ * a norm made again in backward and the fused residual add + norm included.
  * The gradients are zeroed once; adamw_step zeroes them after that. */
 START_TEST(test_step_makes_no_mallocs) {
     ParamSet p;
@@ -216,9 +217,10 @@ START_TEST(test_step_makes_no_mallocs) {
         tape_reset();
         Tensor *x = op_embedding(emb, ids, 2, (int[]){2, 5});
         Tensor *h = op_layernorm(x, ln_w, ln_b, 1e-5f);
-        h = op_gelu(op_add(op_matmul(h, fc, false, true), fc_b));
-        x = op_add(x, op_matmul(h, proj, false, true));
-        Tensor *logits = op_matmul(x, emb, false, true); /* tied head */
+        Tensor *g = op_gelu(op_add(op_matmul(h, fc, false, true), fc_b));
+        tensor_release_recomputable(h); /* made again in backward */
+        h = op_add_layernorm(x, op_matmul(g, proj, false, true), ln_w, ln_b, 1e-5f, &x); /* residual + final norm */
+        Tensor *logits = op_matmul(h, emb, false, true); /* tied head */
         Tensor *loss = op_cross_entropy(logits, targets, -1);
         backward(loss);
         finite &= isfinite(loss->data[0]) != 0;
@@ -234,47 +236,57 @@ START_TEST(test_step_makes_no_mallocs) {
 END_TEST
 
 /* The same for the model's own step: model_loss (the fused LM head and
- * loss), backward, clipping and AdamW, as the training loop runs them. */
+ * loss), backward, clipping and AdamW, as the training loop runs them; for
+ * both norms (each residual add fused with the norm after it), with
+ * activation checkpointing off and on (norms made again and blocks run
+ * again in backward). */
 START_TEST(test_model_step_makes_no_mallocs) {
     enum { B = 2, T = 16 };
-    ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8,
-                       .mlp_ratio = 2, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                       .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
-    Model m;
-    model_init(&m, &cfg);
-    Rng rng;
-    rng_seed(&rng, 2);
-    model_init_weights(&m, &rng);
-    int ids[B * T], targets[B * T];
-    for (int i = 0; i < B * T; i++) {
-        ids[i] = (int)rng_below(&rng, 256);
-        targets[i] = i % 5 ? (int)rng_below(&rng, 256) : -1;
-    }
-    AdamWConfig opt = adamw_default();
-    params_zero_grad(&m.params); /* once: each adamw_step zeroes them after */
-    Arena a;
-    arena_init(&a, 0);
-    engine_set_arena(&a);
-    bool was = grad_set(true);
-    long after_first = 0;
+    long extra[4];
     bool finite = true;
-    for (int step = 0; step < 4; step++) { /* no ck_assert inside: Check's bookkeeping allocates */
-        arena_reset(&a);
-        if (step == 1) after_first = mallocs;
+    for (int k = 0; k < 4; k++) {
+        ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8,
+                           .mlp_ratio = 2, .context = T, .norm = k & 1 ? NORM_RMSNORM : NORM_LAYERNORM,
+                           .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
+                           .objective = OBJECTIVE_CLM};
+        Model m;
+        model_init(&m, &cfg);
+        m.checkpoint = k & 2;
+        Rng rng;
+        rng_seed(&rng, 2);
+        model_init_weights(&m, &rng);
+        int ids[B * T], targets[B * T];
+        for (int i = 0; i < B * T; i++) {
+            ids[i] = (int)rng_below(&rng, 256);
+            targets[i] = i % 5 ? (int)rng_below(&rng, 256) : -1;
+        }
+        AdamWConfig opt = adamw_default();
+        params_zero_grad(&m.params); /* once: each adamw_step zeroes them after */
+        Arena a;
+        arena_init(&a, 0);
+        engine_set_arena(&a);
+        bool was = grad_set(true);
+        long after_first = 0;
+        for (int step = 0; step < 4; step++) { /* no ck_assert inside: Check's bookkeeping allocates */
+            arena_reset(&a);
+            if (step == 1) after_first = mallocs;
+            tape_reset();
+            Tensor *loss = model_loss(&m, ids, targets, B, T);
+            backward(loss);
+            finite &= isfinite(loss->data[0]) != 0;
+            adamw_step(&m.params, &opt, 1e-3f, step + 1, clip_scale(grad_norm(&m.params), 1.0f));
+        }
+        extra[k] = mallocs - after_first;
+        grad_set(was);
         tape_reset();
-        Tensor *loss = model_loss(&m, ids, targets, B, T);
-        backward(loss);
-        finite &= isfinite(loss->data[0]) != 0;
-        adamw_step(&m.params, &opt, 1e-3f, step + 1, clip_scale(grad_norm(&m.params), 1.0f));
+        engine_set_arena(NULL);
+        arena_free(&a);
+        model_free(&m);
     }
-    long extra = mallocs - after_first;
-    grad_set(was);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&a);
-    model_free(&m);
     ck_assert(finite);
-    ck_assert_int_eq(extra, 0);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(extra[k] == 0, "%s, checkpointing %s: %ld mallocs after the first step",
+                      k & 1 ? "rmsnorm" : "layernorm", k & 2 ? "on" : "off", extra[k]);
 }
 END_TEST
 
@@ -417,8 +429,12 @@ static void big_step(ParamSet *p, const int *ids, const int *targets, float *los
     h = op_merge_heads(op_matmul(att, q, false, false));
     h = op_gelu(op_matmul(h, fc, false, true));
     h = op_elu(op_leakyrelu(h, 0.1f), 1.0f, 1.0f);
-    x = op_add(x, op_rmsnorm(op_matmul(h, proj, false, true), ln_w, 1e-5f));
-    Tensor *loss = op_cross_entropy(op_matmul(x, emb, false, true), targets, -1);
+    Tensor *y = op_matmul(h, proj, false, true), *s;
+    x = op_add(x, op_rmsnorm(y, ln_w, 1e-5f));
+    /* residual adds fused with the norm after them; the second sum is read by its norm alone */
+    h = op_add_layernorm(x, y, ln_w, ln_b, 1e-5f, &s);
+    h = op_add_rmsnorm(s, h, ln_w, 1e-5f, &s);
+    Tensor *loss = op_cross_entropy(op_matmul(h, emb, false, true), targets, -1);
     backward(loss);
     *loss_out = loss->data[0];
 }

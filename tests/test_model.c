@@ -412,7 +412,8 @@ END_TEST
 
 /* A 10%-scaled or missing backward in the attention kernel must break the
  * gradients (and only them: logits and loss still match): plain attention's
- * op in the reference config, Talking-Heads attention's in cfg3. */
+ * op in the reference config, Talking-Heads attention's in cfg3; then the
+ * fused MLP's and the fused residual add + norm's. */
 START_TEST(test_golden_catches_broken_kernel_backward) {
     StFile sf = fixture_open("gpt.safetensors");
     const struct {
@@ -453,6 +454,19 @@ START_TEST(test_golden_catches_broken_kernel_backward) {
             kernel_mutation_remove(&lm_cross_entropy_op);
             ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for lm_cross_entropy: golden cfg%d stopped at the %s (%s)",
                           mutation_name((Mutation)mu), k, stage_names[s], msg);
+        }
+    /* the residual adds fused with the norms after them: layernorm (cfg0), rmsnorm (cfg2) */
+    const struct {
+        int config, op;
+    } fused[] = {{0, OP_ADD_LAYERNORM}, {2, OP_ADD_RMSNORM}};
+    for (size_t f = 0; f < sizeof fused / sizeof fused[0]; f++)
+        for (int mu = 0; mu < MUTATION_COUNT; mu++) {
+            char msg[512] = "";
+            mutation_install(fused[f].op, (Mutation)mu);
+            GoldenStage s = golden_run(&sf, fused[f].config, NULL, msg, sizeof msg);
+            mutation_remove(fused[f].op);
+            ck_assert_msg(s == GOLDEN_GRADS, "a %s backward for %s: golden cfg%d stopped at the %s (%s)",
+                          mutation_name((Mutation)mu), op_defs[fused[f].op].name, fused[f].config, stage_names[s], msg);
         }
     st_close(&sf);
 }

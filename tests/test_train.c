@@ -304,13 +304,15 @@ static void check_resume_exact(const Config *cfg, const char *tag) {
 /* Activation checkpointing (--recompute on: each block's forward run again
  * in backward) gives the same bits as keeping the activations in every
  * tensor of the checkpoint (parameters and moments), for a 2-layer model of
- * each kind of attention; validation, a row at a time then, agrees to float
- * rounding. */
+ * each kind of attention, and with rmsnorm (each residual add is fused with
+ * the norm after it, a span ending at the add); validation, a row at a time
+ * then, agrees to float rounding. */
 START_TEST(test_recompute_same_bits) {
     static const char *const kinds[][4] = {{"softmax", "pos", "rope", NULL},
                                            {"softmax", "talking_heads", "both", NULL},
                                            {"cosformer", NULL, NULL, NULL},
-                                           {"linformer", "objective", "mlm", NULL}};
+                                           {"linformer", "objective", "mlm", NULL},
+                                           {"softmax", "norm", "rmsnorm", NULL}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         TrainResult r[2];
         char path[2][1024];

@@ -14,11 +14,13 @@
 
 static void (*real_backward[OP_COUNT])(Node *);
 
+/* (The backward may have handed the output's gradient on as an input's, as
+ * op_add_layernorm's does: then there is nothing to scale back.) */
 static void scaled_backward(Node *n) {
     Tensor *out = n->out;
     for (long i = 0; i < out->n; i++) out->grad[i] *= 1.1f;
     real_backward[op_id(n)](n);
-    for (long i = 0; i < out->n; i++) out->grad[i] /= 1.1f;
+    for (long i = 0; out->grad && i < out->n; i++) out->grad[i] /= 1.1f;
 }
 
 static void dropped_backward(Node *n) { (void)n; }

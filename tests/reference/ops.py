@@ -37,6 +37,26 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
+def add_layernorm(x, y, w, b):
+    """s = x + y and h = layernorm(s), as op_add_layernorm returns them."""
+    s = x + y
+    return s, F.layer_norm(s, (s.shape[-1],), w, b, 1e-5)
+
+
+def add_rmsnorm(x, y, w):
+    s = x + y
+    return s, rmsnorm(s, w, 1e-5)
+
+
+def mul_pair(pair):
+    return pair[0] * pair[1]
+
+
+def add_rmsnorm_reread(x, y, w):
+    s, h = add_rmsnorm(x, y, w)
+    return (h + y) * s
+
+
 def elu(x, alpha, shift):
     return torch.where(x > 0, x, alpha * torch.expm1(x)) + shift
 
@@ -123,6 +143,19 @@ CASES = [
     ("embedding", [(N, (VOCAB, 3))], lambda w: F.embedding(torch.tensor(EMBED_IDS).reshape(2, 4), w)),
     ("cross_entropy", [(N, (6, 5))], cross_entropy),
     ("mlp_block", [(N, (2, 3, 4)), (N, (8, 4)), (N, (4, 8)), (POS, (4,))], mlp_block),
+    ("add_layernorm", [(N, (2, 3, 6)), (N, (2, 3, 6)), (N, (6,)), (N, (6,))],
+     lambda x, y, w, b: mul_pair(add_layernorm(x, y, w, b))),
+    ("add_layernorm_norm_only", [(N, (4, 5)), (N, (4, 5)), (N, (5,)), (N, (5,))],
+     lambda x, y, w, b: add_layernorm(x, y, w, b)[1]),
+    ("add_layernorm_sum_only", [(N, (4, 5)), (N, (4, 5)), (N, (5,)), (N, (5,))],
+     lambda x, y, w, b: add_layernorm(x, y, w, b)[0]),
+    ("add_layernorm_twice", [(N, (2, 3, 6)), (N, (6,)), (N, (6,))],
+     lambda x, w, b: mul_pair(add_layernorm(x, x, w, b))),
+    ("add_layernorm_reread", [(N, (4, 6)), (N, (4, 6)), (N, (6,)), (N, (6,))],
+     lambda x, y, w, b: (add_layernorm(x, y, w, b)[1] + x) * y),
+    ("add_rmsnorm", [(N, (2, 3, 6)), (N, (2, 3, 6)), (N, (6,))], lambda x, y, w: mul_pair(add_rmsnorm(x, y, w))),
+    ("add_rmsnorm_norm_only", [(N, (3, 5)), (N, (3, 5)), (N, (5,))], lambda x, y, w: add_rmsnorm(x, y, w)[1]),
+    ("add_rmsnorm_reread", [(N, (4, 6)), (N, (4, 6)), (N, (6,))], add_rmsnorm_reread),
 ]
 
 
@@ -149,8 +182,8 @@ def main():
             tensors[f"{name}/in{k}"] = x
         tensors[f"{name}/R"] = r
         tensors[f"{name}/out"] = out.detach()
-        for k, x in enumerate(xs):
-            tensors[f"{name}/grad{k}"] = x.grad
+        for k, x in enumerate(xs):  # 0 for an input out does not depend on (w and b in add_layernorm_sum_only)
+            tensors[f"{name}/grad{k}"] = x.grad if x.grad is not None else torch.zeros_like(x)
     safetensors_io.save(out_path, tensors, {"format": "attnlab-fixture", "made_by": "tests/reference/ops.py",
                                             "torch": torch.__version__})
     print(f"wrote {out_path}: {len(CASES)} cases, {len(tensors)} tensors")
