@@ -404,7 +404,12 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         else printf(" %8.1f %8.1f | %9.2f\n", r->kernel_gflop, cost, r->layer.step_s * 1e3 / cost);
     }
 
-    if (o->vs_torch && bench_scaling_vs_torch(o, &kernels[0], threads, rows, n_rows) != 0) return 1;
+    /* PyTorch runs the causal reference layer: kernels[1] when --attn named
+     * none (kernels[0] is the default kernel), the one named otherwise */
+    const ModelConfig *reference = NULL;
+    for (int k = 0; k < n_kernels; k++)
+        if (kernels[k].attn == attn_find(attn_scaling_reference)) reference = &kernels[k];
+    if (o->vs_torch && reference && bench_scaling_vs_torch(o, reference, threads, rows, n_rows) != 0) return 1;
 
     /* bench-scaling.csv */
     size_t cap_text = 360 + (size_t)n_rows * 300, len = 0;

@@ -366,6 +366,16 @@ PY
     else
         fail "bench --scaling --vs-torch reads PyTorch's rows" "exit, table or csv wrong"
     fi
+    # without --attn: the default kernel (softmax) first, then cosformer, which
+    # PyTorch runs
+    if (cd "$T/scaling" && PYTHON="$T/fakepy" "$BENCH_ABS" --scaling \
+        --vs-torch --lengths 32,64 --reps 1 --threads 1 >"$T/out" 2>"$T/err") &&
+        grep -q "^cosformer causal,64,.*,8.0000,7.0000,20.50$" "$T/scaling/bench-scaling.csv" &&
+        grep -q "^softmax causal,64,.*,,,$" "$T/scaling/bench-scaling.csv" && [ ! -s "$T/err" ]; then
+        pass "bench --scaling --vs-torch with the default kernels"
+    else
+        fail "bench --scaling --vs-torch with the default kernels" "exit, table or csv wrong: $(tail -n 1 "$T/err")"
+    fi
     if PYTHON="$T/fakepy" "$BENCH" --vs-torch $BTINY --threads 2 --rounds 3 >"$T/out" 2>"$T/err" &&
         grep -Eq "^  fastest: 2 threads, OMP_WAIT_POLICY=PASSIVE( \(as attnlab\))?$" "$T/out" &&
         [ "$(grep -c "^round [123]: attnlab [0-9]* tok/s, PyTorch 2500 tok/s, ratio [0-9.]*x$" "$T/out")" -eq 3 ] &&
