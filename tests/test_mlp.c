@@ -43,12 +43,15 @@ START_TEST(test_mlp_gradcheck_catches_broken_backward) {
 }
 END_TEST
 
-/* The same leaves through both: outputs and every gradient agree to float
- * rounding (the same products in the same order, so closely), and the fused
- * op keeps one [tokens, hidden] tensor less until backward. */
-START_TEST(test_mlp_matches_composition) {
+/* Two ways of computing the block on the same random leaves (seed), each
+ * seeded with sum(y^2): fn[w] runs way w, with mlp_scratch_floats set to
+ * scratch[w] (0: as it is). Asserts that outputs agree to 1e-5 and every
+ * gradient to 1e-4 (relative to 1 + |value|); *kept gets the arena bytes
+ * each way keeps from forward to backward. */
+static void compare_ways(Tensor *(*const fn[2])(Tensor **), const long scratch[2], uint64_t seed, size_t kept[2]) {
+    long saved = mlp_scratch_floats;
     Rng rng;
-    rng_seed(&rng, 11);
+    rng_seed(&rng, seed);
     Tensor *leaf[2][5];
     const GcInput *in = mlp_case.in;
     Arena a;
@@ -60,9 +63,9 @@ START_TEST(test_mlp_matches_composition) {
         vals[k] = t->data;
         rng_fill_normal(&rng, t->data, t->n, 0.0f, 1.0f);
     }
-    size_t kept[2];
     float *out[2], *grads[2][5];
     for (int w = 0; w < 2; w++) {
+        mlp_scratch_floats = scratch[w] ? scratch[w] : saved;
         for (int k = 0; k < 5; k++) {
             leaf[w][k] = tensor_new(in[k].ndim, in[k].shape);
             memcpy(leaf[w][k]->data, vals[k], (size_t)leaf[w][k]->n * sizeof(float));
@@ -71,12 +74,13 @@ START_TEST(test_mlp_matches_composition) {
         tape_reset();
         grad_set(true);
         size_t before = arena_in_use(&a);
-        Tensor *y = (w ? composed : fused)(leaf[w]);
+        Tensor *y = fn[w](leaf[w]);
         kept[w] = arena_in_use(&a) - before;
         out[w] = y->data;
         backward(op_sum(op_mul(y, y)));
         for (int k = 0; k < 5; k++) grads[w][k] = leaf[w][k]->grad;
     }
+    mlp_scratch_floats = saved;
     for (long i = 0; i < (long)B * T * D; i++)
         ck_assert_msg(fabsf(out[0][i] - out[1][i]) <= 1e-5f * (1 + fabsf(out[1][i])), "out[%ld]: %g vs %g", i, out[0][i],
                       out[1][i]);
@@ -84,12 +88,21 @@ START_TEST(test_mlp_matches_composition) {
         for (long i = 0; i < leaf[0][k]->n; i++)
             ck_assert_msg(fabsf(grads[0][k][i] - grads[1][k][i]) <= 1e-4f * (1 + fabsf(grads[1][k][i])),
                           "grad of input %d [%ld]: %g vs %g", k, i, grads[0][k][i], grads[1][k][i]);
-    /* the composition keeps h and gelu(h); the fused op h alone */
-    ck_assert_msg(kept[1] >= kept[0] + (size_t)B * T * HID * sizeof(float), "fused %zu bytes, composed %zu", kept[0],
-                  kept[1]);
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&a);
+}
+
+/* The same leaves through both: outputs and every gradient agree to float
+ * rounding (the same products in the same order, so closely), and the fused
+ * op keeps one [tokens, hidden] tensor less until backward. */
+START_TEST(test_mlp_matches_composition) {
+    Tensor *(*const ways[2])(Tensor **) = {fused, composed};
+    size_t kept[2];
+    compare_ways(ways, (const long[2]){0, 0}, 11, kept);
+    /* the composition keeps h and gelu(h); the fused op h alone */
+    ck_assert_msg(kept[1] >= kept[0] + (size_t)B * T * HID * sizeof(float), "fused %zu bytes, composed %zu", kept[0],
+                  kept[1]);
 }
 END_TEST
 
@@ -103,46 +116,12 @@ START_TEST(test_mlp_passes) {
         mlp_scratch_floats = (long)rows * HID;
         GcResult r;
         bool ok = gradcheck(&mlp_case, 7, NULL, &r);
+        mlp_scratch_floats = saved;
         ck_assert_msg(ok, "%d rows a pass: %s", rows, r.why);
     }
-    Rng rng;
-    rng_seed(&rng, 5);
-    Arena a;
-    arena_init(&a, 0);
-    engine_set_arena(&a);
-    const GcInput *in = mlp_case.in;
-    float *vals[5], *out[2], *grads[2][5];
-    for (int k = 0; k < 5; k++) {
-        Tensor *t = tensor_new(in[k].ndim, in[k].shape);
-        vals[k] = t->data;
-        rng_fill_normal(&rng, t->data, t->n, 0.0f, 1.0f);
-    }
-    Tensor *leaf[2][5];
-    for (int w = 0; w < 2; w++) {
-        mlp_scratch_floats = w ? 4L * HID : saved; /* 6 rows: one pass, then 4 + 2 */
-        for (int k = 0; k < 5; k++) {
-            leaf[w][k] = tensor_new(in[k].ndim, in[k].shape);
-            memcpy(leaf[w][k]->data, vals[k], (size_t)leaf[w][k]->n * sizeof(float));
-            leaf[w][k]->requires_grad = true;
-        }
-        tape_reset();
-        grad_set(true);
-        Tensor *y = fused(leaf[w]);
-        out[w] = y->data;
-        backward(op_sum(op_mul(y, y)));
-        for (int k = 0; k < 5; k++) grads[w][k] = leaf[w][k]->grad;
-    }
-    mlp_scratch_floats = saved;
-    for (long i = 0; i < (long)B * T * D; i++)
-        ck_assert_msg(fabsf(out[0][i] - out[1][i]) <= 1e-5f * (1 + fabsf(out[0][i])), "out[%ld]: %g vs %g", i, out[1][i],
-                      out[0][i]);
-    for (int k = 0; k < 5; k++)
-        for (long i = 0; i < leaf[0][k]->n; i++)
-            ck_assert_msg(fabsf(grads[0][k][i] - grads[1][k][i]) <= 1e-4f * (1 + fabsf(grads[0][k][i])),
-                          "grad of input %d [%ld]: %g vs %g", k, i, grads[1][k][i], grads[0][k][i]);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&a);
+    Tensor *(*const ways[2])(Tensor **) = {fused, fused};
+    size_t kept[2];
+    compare_ways(ways, (const long[2]){0, 4L * HID}, 5, kept); /* 6 rows: one pass, then 4 + 2 */
 }
 END_TEST
 
