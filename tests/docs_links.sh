@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/docs_links.sh: every relative link and image in README.md and
-# docs/*.md points at a file that exists, and every #anchor at a heading of
+# tests/docs_links.sh: every relative link and image in README.md,
+# EXPERIMENTS.md and docs/*.md points at a file that exists, and every #anchor at a heading of
 # the page it names. Links to other sites (http:, https:, mailto:) are not
 # followed. Run from the repository root; exits 1 and lists what is broken.
 set -eu
@@ -14,7 +14,7 @@ anchors() {
 
 bad=0
 checked=0
-for page in README.md docs/*.md; do
+for page in README.md EXPERIMENTS.md docs/*.md; do
     dir=$(dirname "$page")
     # the targets of ](target) and ](target "title"), one per line, outside code spans
     links=$(sed 's/`[^`]*`//g' "$page" | grep -o '](\([^)]*\))' | sed 's/^](//; s/)$//; s/ .*//') || true
