@@ -209,6 +209,11 @@ static double time_projections(const BenchOptions *o, const Attention *a, int T,
     return m;
 }
 
+/* What all of a row's products would take at the rate sgemm reached on its
+ * projections, in ms: the projections' work and the kernel's counted work
+ * (NAN when the kernel does not count it). */
+static double cost_ms(const ScalingRow *r) { return (r->sgemm_gflop + r->kernel_gflop) / r->sgemm_gflop * r->sgemm_ms; }
+
 /* Times forward + backward of one attention layer at length T, then of its
  * kernel alone, then the projections' sgemm calls alone. */
 static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, int T) {
@@ -397,7 +402,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
            "GFLOP/s", "kern GF", "cost ms", "layer/cost");
     for (int i = 0; i < n_rows; i++) {
         const ScalingRow *r = &rows[i];
-        double rate = r->sgemm_gflop / r->sgemm_ms * 1e3, cost = (r->sgemm_gflop + r->kernel_gflop) / rate * 1e3;
+        double rate = r->sgemm_gflop / r->sgemm_ms * 1e3, cost = cost_ms(r);
         printf("  %-32s %6d | %8.1f %8.1f %8.2f | %8.0f", bench_kernel_label(&kernels[r->kernel_i], label, sizeof label),
                r->T, r->layer.step_s * 1e3, r->sgemm_ms, r->layer.step_s * 1e3 / r->sgemm_ms, rate);
         if (isnan(r->kernel_gflop)) printf(" %8s %8s | %9s\n", "-", "-", "-");
@@ -425,8 +430,7 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
             snprintf(torch, sizeof torch, "%.4f,%.4f,%.2f", r->torch_ms, r->torch_best_ms, r->torch_growth_mib);
         char counted[64] = ","; /* kernel_gflop and cost_ms, empty when the kernel does not count */
         if (!isnan(r->kernel_gflop))
-            snprintf(counted, sizeof counted, "%.6f,%.4f", r->kernel_gflop,
-                     (r->sgemm_gflop + r->kernel_gflop) / r->sgemm_gflop * r->sgemm_ms);
+            snprintf(counted, sizeof counted, "%.6f,%.4f", r->kernel_gflop, cost_ms(r));
         len += (size_t)snprintf(csv + len, cap_text - len, "%s,%d,%.4f,%.4f,%.5f,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%s,%.2f,%s\n",
                                 bench_kernel_label(&kernels[r->kernel_i], label, sizeof label), r->T, r->layer.step_s * 1e3, r->layer.best_s * 1e3,
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,

@@ -49,7 +49,6 @@
 #include <math.h>
 
 #include "attention.h"
-#include "fastmath.h"
 #include "op_kernel.h"
 #include "util.h"
 
@@ -261,20 +260,7 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
 /* P for one head: [T, kp] = softmax(scale q k'^T) from q [T, dk], k' [kp, dk]. */
 static void head_probs(const float *q, const float *kp_, float *P, int T, int kp, int dk, float scale) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, kp, dk, scale, q, dk, kp_, dk, 0.0f, P, kp);
-    for (int i = 0; i < T; i++) {
-        float *restrict row = P + (long)i * kp;
-        float mx = -INFINITY, sum = 0.0f;
-        #pragma omp simd reduction(max : mx)
-        for (int j = 0; j < kp; j++) mx = row[j] > mx ? row[j] : mx; /* not fmaxf: a libm call per element */
-        #pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < kp; j++) {
-            row[j] = fm_expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        #pragma omp simd
-        for (int j = 0; j < kp; j++) row[j] *= inv;
-    }
+    for (int i = 0; i < T; i++) softmax_inplace(P + (long)i * kp, kp);
 }
 
 /* node: in = q [B, H, T, dk], k' [B, H, kp, dk], v' [B, H, kp, dv];
