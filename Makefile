@@ -193,19 +193,23 @@ lowrank-demo: deps
 talking-heads-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
+# Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
+# learned positions stay on the byte plateau (val ~4.07 bpb, softmax as well as
+# Linformer), with RoPE the softmax baseline reaches ~1.9 (EXPERIMENTS.md §6).
+LINFORMER_OPTS ?= --attn linformer --objective mlm --pos rope
 linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
-	./ablate linformer_k=16/32/64 context=128/256 --attn linformer --objective mlm $(REPRO_OPTS) \
+	./ablate linformer_k=16/32/64 context=128/256 $(LINFORMER_OPTS) $(REPRO_OPTS) \
 	    --out results/linformer-k data/brown.txt
 # Linformer at k = 32, context 128: the sharing modes, the projections, and a
 # non-uniform k (per layer, the last value repeating) against uniform ones.
 linformer-demo: deps
 	@$(MAKE) --no-print-directory build-all data
-	./ablate linformer_share=none/headwise/kv/layerwise --attn linformer --linformer_k 32 --objective mlm \
+	./ablate linformer_share=none/headwise/kv/layerwise --linformer_k 32 $(LINFORMER_OPTS) \
 	    $(REPRO_OPTS) --out results/linformer-share data/brown.txt
-	./ablate linformer_proj=linear/mean/max/conv --attn linformer --linformer_k 32 --objective mlm --no-baseline \
+	./ablate linformer_proj=linear/mean/max/conv --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
 	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
-	./ablate linformer_k=64/16/64,16/16,64 --attn linformer --objective mlm --no-baseline $(REPRO_OPTS) \
+	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
 	    --out results/linformer-layers data/brown.txt
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
