@@ -195,7 +195,7 @@ talking-heads-demo: deps
 	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
 # Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
 # learned positions stay on the byte plateau (val ~4.07 bpb, softmax as well as
-# Linformer), with RoPE the softmax baseline reaches ~1.9 (EXPERIMENTS.md §6).
+# Linformer), with RoPE the softmax baseline reaches 1.82 (EXPERIMENTS.md §6).
 LINFORMER_OPTS ?= --attn linformer --objective mlm --pos rope
 linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
