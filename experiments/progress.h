@@ -15,7 +15,7 @@
 
 typedef struct {
     FILE *out;          /* NULL: print nothing */
-    char label[64];
+    char label[400];    /* ablate's "run i/n NAME (all runs: eta T)" whole */
     long total;         /* <= 0: unknown (no percentage, bar or ETA) */
     long done;
     int tty;            /* redraw in place */

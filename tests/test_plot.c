@@ -411,6 +411,25 @@ START_TEST(test_progress_plain_lines) {
 }
 END_TEST
 
+/* A long label (ablate's "run i/n NAME (all runs: eta T)") shows whole on a
+ * plain line: it was once cut at 63 characters, eta and all. */
+START_TEST(test_progress_long_label_whole) {
+    const char *label = "run 12/12 linformer_share=layerwise,linformer_k=64,16,seed=1339 (all runs: eta 2m10s)";
+    FILE *f = tmpfile();
+    ck_assert(f != NULL);
+    Progress p;
+    progress_init(&p, label, 10, f);
+    progress_update(&p, 10, NULL);
+    progress_finish(&p, "loss 1.000");
+    char buf[1024];
+    slurp(f, buf, sizeof buf);
+    fclose(f);
+    char want[256];
+    snprintf(want, sizeof want, "%s: step 10/10 (100%%) loss 1.000 elapsed ", label);
+    ck_assert_msg(strncmp(buf, want, strlen(want)) == 0, "%s", buf);
+}
+END_TEST
+
 START_TEST(test_progress_not_flooded) {
     FILE *f = tmpfile();
     ck_assert(f != NULL);
@@ -527,6 +546,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_progress_plain_lines);
     tcase_add_test(tc, test_progress_fields_at_80_columns);
     tcase_add_test(tc, test_progress_not_flooded);
+    tcase_add_test(tc, test_progress_long_label_whole);
     tcase_add_test(tc, test_progress_terminal);
     suite_add_tcase(s, tc);
     return s;
