@@ -372,14 +372,50 @@ static void draw_axes(const PlotSpec *spec, double x0, double x1, double y0, dou
 
 /* ---- line plots ---------------------------------------------------------------------- */
 
-enum { CORNER_TR, CORNER_TL, CORNER_BR, CORNER_BL, N_CORNERS };
-
 static int in_corner(int c, double u, double v, double w, double h) {
-    int right = c == CORNER_TR || c == CORNER_BR;
-    int top = c == CORNER_TR || c == CORNER_TL;
+    int right = c == PLOT_CORNER_TR || c == PLOT_CORNER_BR;
+    int top = c == PLOT_CORNER_TR || c == PLOT_CORNER_TL;
     int in_x = right ? u >= 1 - w : u <= w;
     int in_y = top ? v >= 1 - h : v <= h;
     return in_x && in_y;
+}
+
+/* How many of the curves' points (each segment sampled 8 times) a w x h box in each corner
+ * hides, with the axes spanning [xmin, xmax] x [ymin, ymax]. */
+static void corner_hits(const double *x, const double *y, const int *n, int n_series, double xmin, double xmax,
+                        double ymin, double ymax, double w, double h, long hits[PLOT_N_CORNERS]) {
+    for (int c = 0; c < PLOT_N_CORNERS; c++) hits[c] = 0;
+    size_t off = 0;
+    for (int i = 0; i < n_series; i++) {
+        int m = n[i] > 0 ? n[i] : 0;
+        const double *xs = x + off, *ys = y + off;
+        off += (size_t)m;
+        for (int j = 0; j < m; j++) {
+            if (isnan(xs[j])) continue;
+            int seg = j + 1 < m && !isnan(xs[j + 1]);
+            for (int t = 0; t < (seg ? 8 : 1); t++) {
+                double f = t / 8.0;
+                double xx = seg ? xs[j] + f * (xs[j + 1] - xs[j]) : xs[j];
+                double yy = seg ? ys[j] + f * (ys[j + 1] - ys[j]) : ys[j];
+                double u = (xx - xmin) / (xmax - xmin), v = (yy - ymin) / (ymax - ymin);
+                for (int c = 0; c < PLOT_N_CORNERS; c++) hits[c] += in_corner(c, u, v, w, h);
+            }
+        }
+    }
+}
+
+int plot_legend_place(const double *x, const double *y, const int *n, int n_series, double xmin, double xmax,
+                      double ymin, double ymax, double w, double h, double *ymax_out) {
+    long hits[PLOT_N_CORNERS];
+    corner_hits(x, y, n, n_series, xmin, xmax, ymin, ymax, w, h, hits);
+    int best = 0;
+    for (int c = 1; c < PLOT_N_CORNERS; c++)
+        if (hits[c] < hits[best]) best = c;
+    *ymax_out = ymax;
+    if (hits[best] == 0 || !(h > 0 && h < 0.6)) return best;
+    /* every corner hides data: raise the top so the curves end below the box */
+    *ymax_out = ymin + (ymax - ymin) / (1.0 - h - 0.03);
+    return PLOT_CORNER_TR;
 }
 
 int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
@@ -455,6 +491,34 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
     }
     else
         plvsta();
+
+    /* The legend: one entry per labelled, non-faint series, in the corner where it hides
+     * the least data (estimating its size from the text), or right of the plot. */
+    int nleg = 0;
+    size_t maxlen = 0;
+    for (int i = 0; i < n_series; i++)
+        if (!s[i].faint && s[i].label && s[i].label[0]) {
+            nleg++;
+            size_t l = utf8_chars(s[i].label);
+            if (l > maxlen) maxlen = l;
+        }
+    int ncol = nleg > 12 && !spec->legend_right ? 2 : 1;
+    int nrow = (nleg + ncol - 1) / ncol;
+    double line_len = 0.06;
+    int corner = PLOT_CORNER_TR;
+    if (nleg > 0 && !spec->legend_right) {
+        PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
+        plgchr(&def_ht, &ch_ht);
+        plgspa(&sx0, &sx1, &sy0, &sy1);
+        plgvpd(&vx0, &vx1, &vy0, &vy1);
+        double vw_mm = (vx1 - vx0) * (sx1 - sx0), vh_mm = (vy1 - vy0) * (sy1 - sy0);
+        double lw = 0.04 + ncol * (line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
+        double lh = 0.05 + (2.0 * nrow + 1.0) * ch_ht / vh_mm;
+        int *counts = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *counts);
+        for (int i = 0; i < n_series; i++) counts[i] = s[i].n;
+        corner = plot_legend_place(px, py, counts, n_series, xmin, xmax, ymin, ymax, lw, lh, &ymax);
+        free(counts);
+    }
     plwind(xmin, xmax, ymin, ymax);
     plwidth(1.0);
     draw_axes(spec, xmin, xmax, ymin, ymax, 1);
@@ -513,15 +577,6 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
     pllab(pl_text(spec->xlabel, buf[0], sizeof buf[0]), pl_text(spec->ylabel, buf[1], sizeof buf[1]),
           pl_text(spec->title, buf[2], sizeof buf[2]));
 
-    /* The legend: one entry per labelled, non-faint series. */
-    int nleg = 0;
-    size_t maxlen = 0;
-    for (int i = 0; i < n_series; i++)
-        if (!s[i].faint && s[i].label && s[i].label[0]) {
-            nleg++;
-            size_t l = utf8_chars(s[i].label);
-            if (l > maxlen) maxlen = l;
-        }
     if (nleg > 0) {
         PLINT *opts = xmalloc((size_t)nleg * sizeof *opts);
         PLINT *tcol = xmalloc((size_t)nleg * sizeof *tcol);
@@ -542,44 +597,12 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
             pl_text(s[i].label, text[k], l);
             k++;
         }
-        int ncol = nleg > 12 && !spec->legend_right ? 2 : 1;
-        int nrow = (nleg + ncol - 1) / ncol;
-        double line_len = 0.06;
-        /* Where does it hide the least data? Estimate its size from the text. */
-        PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
-        plgchr(&def_ht, &ch_ht);
-        plgspa(&sx0, &sx1, &sy0, &sy1);
-        plgvpd(&vx0, &vx1, &vy0, &vy1);
-        double vw_mm = (vx1 - vx0) * (sx1 - sx0), vh_mm = (vy1 - vy0) * (sy1 - sy0);
-        double lw = 0.04 + ncol * (line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
-        double lh = 0.05 + (2.0 * nrow + 1.0) * ch_ht / vh_mm;
-        long hits[N_CORNERS] = {0};
-        off = 0;
-        for (int i = 0; i < n_series; i++) {
-            int n = s[i].n > 0 ? s[i].n : 0;
-            const PLFLT *x = px + off, *y = py + off;
-            off += (size_t)n;
-            for (int j = 0; j < n; j++) {
-                if (isnan(x[j])) continue;
-                int seg = j + 1 < n && !isnan(x[j + 1]);
-                for (int t = 0; t < (seg ? 8 : 1); t++) {
-                    double f = t / 8.0;
-                    double xx = seg ? x[j] + f * (x[j + 1] - x[j]) : x[j];
-                    double yy = seg ? y[j] + f * (y[j + 1] - y[j]) : y[j];
-                    double u = (xx - xmin) / (xmax - xmin), v = (yy - ymin) / (ymax - ymin);
-                    for (int c = 0; c < N_CORNERS; c++) hits[c] += in_corner(c, u, v, lw, lh);
-                }
-            }
-        }
-        int best = 0;
-        for (int c = 1; c < N_CORNERS; c++)
-            if (hits[c] < hits[best]) best = c;
-        static const PLINT where[N_CORNERS] = {
+        static const PLINT where[PLOT_N_CORNERS] = {
             PL_POSITION_TOP | PL_POSITION_RIGHT, PL_POSITION_TOP | PL_POSITION_LEFT,
             PL_POSITION_BOTTOM | PL_POSITION_RIGHT, PL_POSITION_BOTTOM | PL_POSITION_LEFT};
         PLFLT got_w, got_h;
         PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
-                                            : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[best];
+                                            : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[corner];
         pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, line_len,
                  COL_BG, COL_FRAME, 1, nrow, ncol, nleg, opts, 1.0, text_scale(&fig), 2.0, 0.0, tcol,
                  (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL,

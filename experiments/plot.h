@@ -29,10 +29,21 @@ typedef struct {
 /* Line plot, several series, legend, labelled axes, the Okabe-Ito colour-blind-safe palette
  * (colours repeat with dashed styles after 8 series), white background. Non-finite points are
  * skipped and break the line (a diverged run's NaN tail); an isolated point is drawn as a dot.
- * The legend goes in the corner of the plot with the least data under it.
+ * The legend goes in the corner of the plot with no data under it, or, when every corner has
+ * some, top right with the y axis raised to make room (plot_legend_place).
  * Writes to "<path>.tmp" and renames over path; on failure returns -1 with e set and no file left
  * (e.g. "nothing to plot" when no series has a finite point). */
 int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e);
+
+/* Where plot_lines puts its legend. The curves are n_series runs of points, n[i] each, laid
+ * end to end in x and y (NaN breaks a line), on axes spanning [xmin, xmax] x [ymin, ymax];
+ * the legend is a box of w x h (fractions of the plot's width and height). Returns the
+ * corner whose box hides the fewest points of the curves (each segment sampled 8 times), and
+ * *ymax_out = ymax. When every corner hides some, it returns PLOT_CORNER_TR and raises the
+ * top, *ymax_out > ymax, so that the curves end below the box. */
+enum { PLOT_CORNER_TR, PLOT_CORNER_TL, PLOT_CORNER_BR, PLOT_CORNER_BL, PLOT_N_CORNERS };
+int plot_legend_place(const double *x, const double *y, const int *n, int n_series, double xmin, double xmax,
+                      double ymin, double ymax, double w, double h, double *ymax_out);
 
 /* A heatmap of rows x cols values (row-major), row 0 at the bottom, with a colour bar (viridis),
  * axis labels from spec (xlabel runs along the columns, ylabel along the rows), and integer tick

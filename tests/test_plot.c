@@ -294,6 +294,42 @@ START_TEST(test_heatmap_degenerate) {
 }
 END_TEST
 
+/* The legend's place: the empty corner when there is one; when the curves reach every
+ * corner, top right with the top raised just enough that no point is under the box. */
+START_TEST(test_legend_place) {
+    /* a falling curve: it passes the top left and bottom right; the first free corner wins */
+    double x[] = {0, 1, 2, 3, 4}, y[] = {4, 3, 2, 1, 0};
+    int n[] = {5};
+    double top;
+    int c = plot_legend_place(x, y, n, 1, 0, 4, 0, 4, 0.3, 0.3, &top);
+    ck_assert_msg(c == PLOT_CORNER_TR && top == 4, "corner %d top %g", c, top);
+    /* a rising curve and a falling one: every corner has data */
+    double x2[] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, y2[] = {0, 1, 2, 3, 4, 4, 3, 2, 1, 0};
+    int n2[] = {5, 5};
+    c = plot_legend_place(x2, y2, n2, 2, 0, 4, 0, 4, 0.3, 0.3, &top);
+    ck_assert_int_eq(c, PLOT_CORNER_TR);
+    /* with the new top, the box over the top (v >= 1 - h) holds no point, and little room is lost */
+    ck_assert_msg(4.0 / top < 1.0 - 0.3, "highest point at %g of the height", 4.0 / top);
+    ck_assert_msg(4.0 / top > 1.0 - 0.3 - 0.1, "room wasted: highest point at %g", 4.0 / top);
+    /* A line round the left, top and right that ends at (2, 0), and a point at (4, 2): only the
+     * bottom right is free, unless the two series are wrongly joined through it. */
+    double x3[] = {0, 0, 4, 2, 4}, y3[] = {0, 4, 4, 0, 2};
+    int n3[] = {4, 1};
+    c = plot_legend_place(x3, y3, n3, 2, 0, 4, 0, 4, 0.3, 0.3, &top);
+    ck_assert_msg(c == PLOT_CORNER_BR && top == 4, "series joined? corner %d top %g", c, top);
+    /* the same with NaN breaking one series: no segment is counted across it */
+    double x4[] = {0, 0, 4, 2, NAN, 4}, y4[] = {0, 4, 4, 0, NAN, 2};
+    int n4[] = {6};
+    c = plot_legend_place(x4, y4, n4, 1, 0, 4, 0, 4, 0.3, 0.3, &top);
+    ck_assert_msg(c == PLOT_CORNER_BR && top == 4, "NaN joined? corner %d top %g", c, top);
+    /* joined, the last segment does cross the bottom right: all four are taken */
+    double x5[] = {0, 0, 4, 2, 4}, y5[] = {0, 4, 4, 0, 2};
+    int n5[] = {5};
+    c = plot_legend_place(x5, y5, n5, 1, 0, 4, 0, 4, 0.3, 0.3, &top);
+    ck_assert_msg(c == PLOT_CORNER_TR && top > 4, "corner %d top %g", c, top);
+}
+END_TEST
+
 /* ---- progress ------------------------------------------------------------------------ */
 
 START_TEST(test_format_duration) {
@@ -547,6 +583,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_progress_fields_at_80_columns);
     tcase_add_test(tc, test_progress_not_flooded);
     tcase_add_test(tc, test_progress_long_label_whole);
+    tcase_add_test(tc, test_legend_place);
     tcase_add_test(tc, test_progress_terminal);
     suite_add_tcase(s, tc);
     return s;
