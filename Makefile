@@ -36,7 +36,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo linformer-long-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -213,6 +213,13 @@ linformer-demo: deps
 	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
 	    --out results/linformer-layers data/brown.txt
+
+# Linformer's per-layer k at twice the steps: does the 2,500-step verdict hold
+# once every run is well past the plateau? (REPRO_OPTS with --steps 5000)
+linformer-long-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
+	    $(subst --steps 2500,--steps 5000,$(REPRO_OPTS)) --out results/linformer-layers-5k data/brown.txt
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
 # seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
