@@ -36,7 +36,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo linformer-long-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
 	fuzz fuzz-run
 
 all: deps
@@ -220,6 +220,13 @@ linformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
 	    $(subst --steps 2500,--steps 5000,$(REPRO_OPTS)) --out results/linformer-layers-5k data/brown.txt
+
+# "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the
+# same k at both (256:32).
+linformer-nk-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
+	    $(subst --steps 2500,--steps 5000,$(REPRO_OPTS)) --out results/linformer-nk-5k data/brown.txt
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
 # seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
