@@ -138,7 +138,8 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         char ckpt[1100];
         snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
         TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                        .resume = state[i] == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true};
+                        .resume = state[i] == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true,
+                        .plain_progress = ranks > 1};
         double t0 = now_seconds();
         if (train_run(&job, &r->result, &e) != 0) {
             /* recorded, not fatal: the table says why, and running the command again retries it */

@@ -409,6 +409,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
 
     Progress prog;
     progress_init(&prog, run->job->label ? run->job->label : "train", tc->steps, stdout);
+    if (run->job->plain_progress) prog.tty = 0; /* redraws of two ranks would overwrite each other */
     /* A metrics line every log_every steps, at every evaluation and at the end. */
     double *rates = xmalloc((size_t)(tc->steps / tc->log_every + tc->steps / tc->eval_every + 2) * sizeof(double));
     int n_rates = 0, rc = 0;

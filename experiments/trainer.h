@@ -13,6 +13,7 @@ typedef struct {
     const char *label;   /* progress label, e.g. "train" */
     bool quiet;          /* no sample print at the end (ablate) */
     bool data_parallel;  /* every MPI rank trains this run together (trainer.c); rank 0 writes it */
+    bool plain_progress; /* progress as plain lines even on a terminal: ablate's ranks share one */
 } TrainJob;
 
 typedef enum { TRAIN_DONE, TRAIN_INTERRUPTED, TRAIN_DIVERGED, TRAIN_FAILED } TrainStatus;

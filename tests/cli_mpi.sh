@@ -162,6 +162,12 @@ if [ $rc = 0 ] && [ "$(grep -c '^| [a-z]' "$T/abl2/results.md")" = 5 ] &&
 else
     fail "mpirun -np 2 ./ablate: the serial run's results.md rows" "exit $rc or rows differ"
 fi
+# mpirun gives the ranks a terminal, which they share: plain lines, no redraws
+if ! grep -q "$(printf '\r')" "$T/out" && grep -q "step 30/30 (100%) done" "$T/out"; then
+    pass "mpirun -np 2 ./ablate: progress as plain lines"
+else
+    fail "mpirun -np 2 ./ablate: progress as plain lines" "carriage returns or no 100% line in its output"
+fi
 if $MPI ./ablate phi=relu/identity/elu $SMALL --out "$T/abl2" "$T/c.txt" >"$T/out" 2>"$T/err" &&
     [ "$(grep -c 'finished before' "$T/out")" = 4 ] && [ "$(rows "$T/abl1/results.md")" = "$(rows "$T/abl2/results.md")" ]; then
     pass "mpirun -np 2 ./ablate again: every run finished before, the same rows"
