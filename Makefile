@@ -214,19 +214,21 @@ linformer-demo: deps
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
 	    --out results/linformer-layers data/brown.txt
 
+# The reproductions' options at twice the steps, for the Linformer checks below.
+REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
 # Linformer's per-layer k at twice the steps: does the 2,500-step verdict hold
-# once every run is well past the plateau? (REPRO_OPTS with --steps 5000)
+# once every run is well past the plateau?
 linformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
-	    $(subst --steps 2500,--steps 5000,$(REPRO_OPTS)) --out results/linformer-layers-5k data/brown.txt
+	    $(REPRO_LONG_OPTS) --out results/linformer-layers-5k data/brown.txt
 
 # "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the
 # same k at both (256:32).
 linformer-nk-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
-	    $(subst --steps 2500,--steps 5000,$(REPRO_OPTS)) --out results/linformer-nk-5k data/brown.txt
+	    $(REPRO_LONG_OPTS) --out results/linformer-nk-5k data/brown.txt
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
 # seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
