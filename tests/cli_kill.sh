@@ -52,18 +52,24 @@ rand() { awk -v s="$SEED" -v i="$i" -v n="$1" 'BEGIN { srand(s + i); print int(n
 last_step() { tail -n 1 "$T/run/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p'; }
 
 # Three kinds of moment, in turn: a random time from the start (0 to 150 ms:
-# start-up, loading, the first steps), a random number of steps further
-# (1 to 30: any phase of a step), and the moment a checkpoint write begins.
-# Each kill moves the run at most ~30 steps, so it is still running at the
-# last one.
+# start-up, loading, the first steps; cut short once the run is 30 steps
+# further, since a fast CPU trains this model at a step a millisecond), a
+# random number of steps further (1 to 30: any phase of a step), and the
+# moment a checkpoint write begins. Each kill moves the run at most ~30 steps
+# (plus a poll's few), so it is still running at the last one.
 kills=0 in_write=0 i=0 bad=""
 while [ $kills -lt "$KILLS" ] && [ $i -lt $((KILLS * 3)) ]; do
     i=$((i + 1))
-    target=$(($(last_step || echo 0) + 1 + $(rand 30)))
+    last=$(last_step || echo 0)
+    target=$((${last:-0} + 1 + $(rand 30)))
     start
     n=0
     case $((i % 3)) in
-    1) sleep "$(awk -v ms="$(rand 150)" 'BEGIN { printf "%.3f", ms / 1000 }')" ;;
+    1) ticks=$(($(rand 150) / 5)) cap=$((${last:-0} + 30))
+       while [ $n -lt $ticks ] && ! grep -q "^{\"step\": $cap," "$T/run/metrics.jsonl" 2>/dev/null; do
+           n=$((n + 1))
+           sleep 0.005
+       done ;;
     2) while ! grep -q "^{\"step\": $target," "$T/run/metrics.jsonl" 2>/dev/null && [ $n -lt 2000 ]; do
            n=$((n + 1))
            sleep 0.005
