@@ -8,7 +8,9 @@
 #      resumed under mpirun -np 2 ends with the same bits as one never stopped;
 #  (c) a resume on another rank count is refused, both ways;
 #  (d) mpirun -np 2 ./ablate writes the same results.md rows as ./ablate
-#      (but for the tok/s column, a speed);
+#      (but for the tok/s column, a speed), and with --seeds 2 the same
+#      summary.csv (means, intervals, differences from the baseline), bit
+#      for bit, and the same results.csv;
 #  (e) ./train run plainly: no MPI in its output, checkpoint or config.json,
 #      and the same bits as under mpirun -np 1;
 #  (f) ranks that disagree (an MPMD launch with another --lr on rank 1)
@@ -173,6 +175,25 @@ if $MPI ./ablate phi=relu/identity/elu $SMALL --out "$T/abl2" "$T/c.txt" >"$T/ou
     pass "mpirun -np 2 ./ablate again: every run finished before, the same rows"
 else
     fail "mpirun -np 2 ./ablate again" "did not skip, or rows differ"
+fi
+
+# --seeds 2: the runs spread over the ranks differently (seeds of one point on
+# both), yet every run trains on one thread as it would serially, so the
+# summary's means and intervals are the same numbers.
+./ablate phi=relu/elu --seeds 2 $SMALL --steps 20 --out "$T/sd1" "$T/c.txt" >"$T/out" 2>"$T/err"
+rc1=$?
+$MPI ./ablate phi=relu/elu --seeds 2 $SMALL --steps 20 --out "$T/sd2" "$T/c.txt" >"$T/out" 2>"$T/err"
+rc=$?
+# results.csv without its tok_s column (the one before status and params)
+runs_csv() { awk -F, '{ $(NF-2) = ""; print }' "$1"; }
+if [ $rc1 = 0 ] && [ $rc = 0 ] && [ "$(wc -l <"$T/sd2/summary.csv")" = 4 ] &&
+    grep -q '^phi=relu,relu,2,[0-9.]*,[0-9.]*,[0-9.]*,[0-9.]*,[-0-9.]*,' "$T/sd2/summary.csv" &&
+    cmp -s "$T/sd1/summary.csv" "$T/sd2/summary.csv" &&
+    [ "$(runs_csv "$T/sd1/results.csv")" = "$(runs_csv "$T/sd2/results.csv")" ]; then
+    pass "mpirun -np 2 ./ablate --seeds 2: the serial run's summary.csv, bit for bit"
+else
+    fail "mpirun -np 2 ./ablate --seeds 2: the serial run's summary.csv" \
+        "exit $rc1/$rc; $(diff "$T/sd1/summary.csv" "$T/sd2/summary.csv" 2>&1 | head -n 4)"
 fi
 
 # ------------------------------------------------ (e) plain ./train unchanged
