@@ -49,7 +49,10 @@ start() {
 # rand N: an integer in [0, N) from the seed and the attempt.
 rand() { awk -v s="$SEED" -v i="$i" -v n="$1" 'BEGIN { srand(s + i); print int(n * rand()) }'; }
 # The step of the last metrics line (0 when there is none).
-last_step() { tail -n 1 "$T/run/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p'; }
+last_step() {
+    s=$(tail -n 1 "$T/run/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step": \([0-9]*\),.*/\1/p')
+    echo "${s:-0}"
+}
 
 # Three kinds of moment, in turn: a random time from the start (0 to 150 ms:
 # start-up, loading, the first steps; cut short once the run is 30 steps
@@ -60,12 +63,12 @@ last_step() { tail -n 1 "$T/run/metrics.jsonl" 2>/dev/null | sed -n 's/^{"step":
 kills=0 in_write=0 i=0 bad=""
 while [ $kills -lt "$KILLS" ] && [ $i -lt $((KILLS * 3)) ]; do
     i=$((i + 1))
-    last=$(last_step || echo 0)
-    target=$((${last:-0} + 1 + $(rand 30)))
+    last=$(last_step)
+    target=$((last + 1 + $(rand 30)))
     start
     n=0
     case $((i % 3)) in
-    1) ticks=$(($(rand 150) / 5)) cap=$((${last:-0} + 30))
+    1) ticks=$(($(rand 150) / 5)) cap=$((last + 30))
        while [ $n -lt $ticks ] && ! grep -q "^{\"step\": $cap," "$T/run/metrics.jsonl" 2>/dev/null; do
            n=$((n + 1))
            sleep 0.005
