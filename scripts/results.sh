@@ -1,0 +1,175 @@
+#!/bin/sh
+# A grid's runs in one archive: results/GRID/runs.tar.xz holds every run's record
+# (config.json, metrics.jsonl, result.json, and ./spectrum's per-run outputs), so
+# the repository keeps a handful of files per grid instead of three per run.
+#
+# usage: sh scripts/results.sh pack GRID...    fold GRID's finished runs into GRID/runs.tar.xz
+#        sh scripts/results.sh unpack GRID...  restore them as GRID/<run>/ folders
+#
+# pack: the archive's runs plus every finished run folder of GRID (one with a
+#   result.json; a folder's copy replaces the archive's), written as a
+#   deterministic tar (names sorted, mtime 0, owner 0, mode 0644) compressed
+#   with single-threaded xz, so packing the same runs again gives the same
+#   bytes. Then each packed run folder that holds nothing but its record is
+#   removed; one that also holds a checkpoint (model.safetensors, loss.png) stays
+#   whole, usable, and ignored by git. Unfinished runs (no result.json) are left
+#   as they are: ./ablate resumes them from their checkpoints.
+# unpack: every archived run back as GRID/<run>/, so `./ablate ... --out GRID`
+#   skips the finished runs and rewrites the tables, and ./spectrum or a re-plot
+#   can read them. A file already in place is kept if it is the archive's copy;
+#   if it differs (a newer run) nothing is written: pack first, or remove it.
+#
+# Every write goes to a temporary file renamed into place, so an interrupted
+# command leaves either the old archive or the new one. Errors are one line,
+# `error: <what>: <why>`, and a non-zero exit.
+set -eu
+
+ARCHIVE=runs.tar.xz
+# A run's record: what pack archives. Anything else in a run folder stays there.
+RECORD="config.json metrics.jsonl result.json spectrum.csv spectrum.png singular-values.png heatmap.png"
+
+die() {
+    echo "error: $1" >&2
+    [ -z "${2:-}" ] || echo "hint: $2" >&2
+    exit 1
+}
+
+usage() {
+    echo "usage: sh scripts/results.sh pack|unpack results/GRID..." >&2
+    echo "  pack    fold the grid's finished run folders into results/GRID/$ARCHIVE" >&2
+    echo "  unpack  restore them as results/GRID/<run>/ (to resume, re-plot or re-analyse)" >&2
+    exit 2
+}
+
+work=
+part=
+cleanup() {
+    [ -z "$work" ] || rm -rf "$work"
+    [ -z "$part" ] || rm -f "$part"
+}
+trap cleanup EXIT
+trap 'cleanup; exit 1' HUP INT TERM
+
+# The run folders directly under $1 (those with a config.json), one name a line, sorted.
+run_folders() {
+    for d in "$1"/*/; do
+        [ -f "$d/config.json" ] && basename "$d"
+    done | LC_ALL=C sort
+}
+
+finished() { [ -f "$1/result.json" ] && grep -q '"status"' "$1/result.json"; }
+
+# Whether the run folder $1 holds nothing but record files.
+only_record() {
+    for f in "$1"/* "$1"/.[!.]*; do
+        [ -e "$f" ] || continue
+        case " $RECORD " in *" $(basename "$f") "*) ;; *) return 1 ;; esac
+    done
+}
+
+# Extracts $1's archive into the folder $2 (made empty).
+extract() {
+    mkdir -p "$2"
+    xz -dc "$1/$ARCHIVE" 2>/dev/null | tar -x -C "$2" -f - 2>/dev/null ||
+        die "$1/$ARCHIVE: cannot be read (not an xz-compressed tar, or cut short)" \
+            "restore it with git checkout -- $1/$ARCHIVE"
+}
+
+pack() {
+    grid=${1%/}
+    [ -d "$grid" ] || die "$grid: no such grid folder"
+    work=$(mktemp -d)
+    mkdir "$work/runs"
+    had=0
+    if [ -e "$grid/$ARCHIVE" ]; then
+        extract "$grid" "$work/runs"
+        had=$(ls "$work/runs" | wc -l)
+    fi
+    packed=0 left=
+    for run in $(run_folders "$grid"); do
+        if ! finished "$grid/$run"; then
+            left="$left $run"
+            continue
+        fi
+        rm -rf "${work:?}/runs/$run"
+        mkdir "$work/runs/$run"
+        for f in $RECORD; do
+            [ ! -f "$grid/$run/$f" ] || cp "$grid/$run/$f" "$work/runs/$run/$f"
+        done
+        packed=$((packed + 1))
+    done
+    total=$(ls "$work/runs" | wc -l)
+    [ "$total" -gt 0 ] || die "$grid: no finished runs to pack (no run folder has a result.json, and no $ARCHIVE)"
+
+    part="$grid/.$ARCHIVE.$$.tmp"
+    (cd "$work/runs" && find . -type f | sed 's|^\./||' | LC_ALL=C sort >../list)
+    (cd "$work/runs" && tar -c -f ../runs.tar --format=gnu --no-recursion --mtime='1970-01-01 00:00:00 UTC' \
+        --owner=0 --group=0 --numeric-owner --mode=0644 -T ../list) &&
+        xz -6 -T1 -c "$work/runs.tar" >"$part" || die "$grid/$ARCHIVE: cannot be written" "is the disk full?"
+    if [ -e "$grid/$ARCHIVE" ] && cmp -s "$part" "$grid/$ARCHIVE"; then
+        rm -f "$part"
+        state="unchanged"
+    else
+        mv "$part" "$grid/$ARCHIVE"
+        state="written"
+    fi
+    part=
+
+    # The archive holds them now: remove each packed folder that held nothing else. One
+    # that also holds a checkpoint (or loss.png, samples) stays whole, so that its model
+    # can still be used and ./ablate still sees a finished run; git ignores it.
+    kept=0
+    for run in $(run_folders "$grid"); do
+        finished "$grid/$run" || continue
+        if only_record "$grid/$run"; then
+            for f in $RECORD; do rm -f "$grid/$run/$f"; done
+            rmdir "$grid/$run"
+        else
+            kept=$((kept + 1))
+        fi
+    done
+    echo "$grid/$ARCHIVE: $state, $total runs ($packed from run folders, $had were archived)"
+    [ "$kept" -eq 0 ] || echo "  kept $kept run folders that also hold checkpoints or other files (ignored by git;" \
+        "rm -r them when their models are no longer needed)"
+    [ -z "$left" ] || echo "  left unfinished runs in place:$left"
+    rm -rf "$work"
+    work=
+}
+
+unpack() {
+    grid=${1%/}
+    [ -d "$grid" ] || die "$grid: no such grid folder"
+    [ -f "$grid/$ARCHIVE" ] || die "$grid/$ARCHIVE: no such archive" "sh scripts/results.sh pack $grid makes one"
+    work=$(mktemp -d)
+    extract "$grid" "$work/runs"
+    (cd "$work/runs" && find . -type f | sed 's|^\./||' | LC_ALL=C sort >../list)
+    # First every conflict, so that nothing is written when there is one.
+    clash=
+    while IFS= read -r f; do
+        if [ -e "$grid/$f" ] && ! cmp -s "$grid/$f" "$work/runs/$f"; then clash="$clash $grid/$f"; fi
+    done <"$work/list"
+    [ -z "$clash" ] || die "$grid: these files differ from the archive's copies:$clash" \
+        "pack them first (sh scripts/results.sh pack $grid), or remove them to take the archive's"
+    n=0
+    while IFS= read -r f; do
+        [ -e "$grid/$f" ] && continue
+        mkdir -p "$grid/$(dirname "$f")"
+        part="$grid/$f.$$.tmp"
+        cp "$work/runs/$f" "$part" && mv "$part" "$grid/$f"
+        part=
+        n=$((n + 1))
+    done <"$work/list"
+    echo "$grid: unpacked $(ls "$work/runs" | wc -l) runs ($n files written, the others were in place)"
+    rm -rf "$work"
+    work=
+}
+
+[ $# -ge 2 ] || usage
+verb=$1
+shift
+case "$verb" in
+    pack | unpack) ;;
+    *) echo "error: $verb: not a verb of scripts/results.sh (pack or unpack)" >&2; usage ;;
+esac
+command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
+for grid in "$@"; do "$verb" "$grid"; done

@@ -1,0 +1,177 @@
+#!/bin/sh
+# tests/results_layout.sh: every grid folder results/<grid>/ keeps at most 10 files (what
+# EXPERIMENTS.md cites and what checks it), among them runs.tar.xz, the grid's run records
+# (scripts/results.sh); and the archive reproduces the grid's tables:
+#  - results.csv: each run's final_val_bpb is the last val_bpb of its archived metrics.jsonl;
+#  - summary.csv: each point's runs, mean and sd are those of its archived finished runs
+#    (the folders <point>_seed-<n>, result.json status "done"), to the printed precision.
+# Then it shows that it can fail: on a copy of one grid it removes the archive, changes a
+# mean, a run's number, drops a run from the archive and adds files, and expects each to
+# be caught; and that unpack then pack gives back the same archive, byte for byte.
+# Run from the repository root; exits 1 and lists what is wrong.
+set -eu
+cd "$(dirname "$0")/.."
+
+MAX_FILES=10
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; exit 1' HUP INT TERM
+
+# The files of $1 that a commit would hold (tracked, or new and not ignored); outside a
+# git work tree, every file under it.
+grid_files() {
+    if git -C "$1" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -co --exclude-standard -- "$1"
+    else
+        find "$1" -type f
+    fi
+}
+
+# One line per archived run in the folder $1: "folder status last_val_bpb".
+run_table() {
+    for d in "$1"/*/; do
+        run=$(basename "$d")
+        st=$(sed -n 's/.*"status":[[:space:]]*"\([a-z]*\)".*/\1/p' "$d/result.json" 2>/dev/null | head -1)
+        bpb=$(grep '"val_bpb": [0-9]' "$d/metrics.jsonl" 2>/dev/null | tail -1 |
+            sed 's/.*"val_bpb": \([0-9.eE+-]*\).*/\1/')
+        echo "$run ${st:-none} ${bpb:-none}"
+    done
+}
+
+# Checks the grid folder $1; prints what is wrong, returns 1 if anything is.
+check_grid() {
+    g=${1%/}
+    bad=0
+    n=$(grid_files "$g" | wc -l)
+    if [ "$n" -gt "$MAX_FILES" ]; then
+        echo "results_layout: $g: $n files, more than $MAX_FILES (pack its runs: sh scripts/results.sh pack $g)"
+        bad=1
+    fi
+    if [ ! -f "$g/runs.tar.xz" ]; then
+        echo "results_layout: $g: no runs.tar.xz (sh scripts/results.sh pack $g makes it)"
+        return 1
+    fi
+    x="$tmp/x"
+    rm -rf "$x"
+    mkdir "$x"
+    if ! xz -dc "$g/runs.tar.xz" | tar -x -C "$x" -f -; then
+        echo "results_layout: $g/runs.tar.xz: cannot be read"
+        return 1
+    fi
+    run_table "$x" >"$tmp/runs"
+    [ -f "$g/results.csv" ] || { echo "results_layout: $g: no results.csv"; return 1; }
+    summary="$g/summary.csv"
+    [ -f "$summary" ] || summary=/dev/null
+    awk -v grid="$g" -v summary="$summary" '
+        # A CSV line into f[1..n] (a field holding commas is quoted); head = f[1]; returns n.
+        function parse(line, f,    n, q) {
+            n = 0
+            while (line != "") {
+                if (substr(line, 1, 1) == "\"") {
+                    q = index(substr(line, 2), "\"")
+                    f[++n] = substr(line, 2, q - 1)
+                    line = substr(line, q + 3)
+                } else if ((q = index(line, ",")) > 0) {
+                    f[++n] = substr(line, 1, q - 1)
+                    line = substr(line, q + 1)
+                } else {
+                    f[++n] = line
+                    line = ""
+                }
+            }
+            head = f[1]
+            return n
+        }
+        # grid.c folder_name: the run or point name as a folder
+        function folder(name) {
+            gsub(/=/, "-", name); gsub(/[, ]/, "_", name); gsub(/\//, "-", name); gsub(/:/, "+", name)
+            return name
+        }
+        function abs(v) { return v < 0 ? -v : v }
+        function fail(msg) { print "results_layout: " grid ": " msg; bad = 1 }
+        FILENAME == "-" { status[$1] = $2; bpb[$1] = $3; next }
+        FNR == 1 { n = parse($0, col); delete at; for (i = 1; i <= n; i++) at[col[i]] = i; next }
+        FILENAME ~ /results\.csv$/ {
+            parse($0, f)
+            run = folder(head)
+            if (!(run in status)) { fail("results.csv: " head ": not in runs.tar.xz"); next }
+            if (f[at["status"]] != "done") next
+            if (bpb[run] == "none" || abs(bpb[run] - f[at["final_val_bpb"]]) > 5e-7)
+                fail("results.csv: " head ": final_val_bpb " f[at["final_val_bpb"]] \
+                     ", the archived metrics.jsonl ends at " bpb[run])
+            next
+        }
+        {   # summary.csv: a point, its runs <point>_seed-<n>
+            parse($0, f)
+            prefix = folder(head) "_seed-"
+            k = 0; s = 0; ss = 0
+            for (run in status)
+                if (index(run, prefix) == 1 && substr(run, length(prefix) + 1) ~ /^[0-9]+$/ &&
+                    status[run] == "done" && bpb[run] != "none") {
+                    k++; s += bpb[run]; v[k] = bpb[run]
+                }
+            if (k != f[at["runs"]] + 0) { fail("summary.csv: " head ": " f[at["runs"]] " runs, the archive has " k); next }
+            mean = s / k
+            for (i = 1; i <= k; i++) ss += (v[i] - mean) ^ 2
+            sd = k > 1 ? sqrt(ss / (k - 1)) : 0
+            # metrics.jsonl and summary.csv print 6 decimals, each rounding at most 5e-7: the
+            # mean is off by at most 1e-6, the sd by at most 5e-7 * sqrt(k / (k - 1)) + 5e-7
+            if (abs(mean - f[at["mean"]]) > 1.01e-6)
+                fail(sprintf("summary.csv: %s: mean %s, the archived runs give %.6f", head, f[at["mean"]], mean))
+            if (k > 1 && f[at["sd"]] != "" && abs(sd - f[at["sd"]]) > 1.25e-6)
+                fail(sprintf("summary.csv: %s: sd %s, the archived runs give %.6f", head, f[at["sd"]], sd))
+            points++
+        }
+        END { exit bad }
+    ' - "$g/results.csv" "$summary" <"$tmp/runs" || bad=1
+    return $bad
+}
+
+status=0
+grids=0
+for g in results/*/; do
+    grids=$((grids + 1))
+    check_grid "$g" || status=1
+done
+[ "$grids" -gt 0 ] || { echo "results_layout: no grid folders under results/"; exit 1; }
+[ "$status" -eq 0 ] || { echo "results_layout: FAILED"; exit 1; }
+echo "results_layout: $grids grids, each at most $MAX_FILES files, its archive reproducing its tables"
+
+# The checks above must be able to fail: each broken copy of one grid has to be caught.
+grid=results/lowrank-equal
+expect_caught() { # $1: what was broken, in the copy $tmp/g
+    if check_grid "$tmp/g" >"$tmp/out"; then
+        echo "results_layout: not caught: $1"
+        exit 1
+    fi
+}
+fresh() { rm -rf "$tmp/g"; cp -r "$grid" "$tmp/g"; }
+
+fresh
+check_grid "$tmp/g" >/dev/null || { echo "results_layout: a plain copy of $grid fails"; exit 1; }
+rm "$tmp/g/runs.tar.xz"
+expect_caught "the archive removed"
+fresh
+awk -F, 'NR == 2 { $4 = sprintf("%.6f", $4 + 0.0001) } 1' OFS=, "$grid/summary.csv" >"$tmp/s" && mv "$tmp/s" "$tmp/g/summary.csv"
+expect_caught "a mean in summary.csv changed by 0.0001"
+fresh
+awk -F, 'NR == 3 { $5 = sprintf("%.6f", $5 + 0.000002) } 1' OFS=, "$grid/summary.csv" >"$tmp/s" && mv "$tmp/s" "$tmp/g/summary.csv"
+expect_caught "an sd in summary.csv changed by 2e-6"
+fresh
+sed '2s/,2\.\([0-9]\)/,3.\1/' "$grid/results.csv" >"$tmp/g/results.csv"
+expect_caught "a run's final_val_bpb in results.csv changed"
+fresh
+for i in 1 2 3 4 5 6; do echo x >"$tmp/g/extra$i.txt"; done
+expect_caught "$((6 + $(ls "$grid" | wc -l))) files in a grid folder"
+
+# unpack, then pack: the same bytes; drop a run and pack anew: caught
+fresh
+sh scripts/results.sh unpack "$tmp/g" >/dev/null
+sh scripts/results.sh pack "$tmp/g" >/dev/null
+cmp -s "$grid/runs.tar.xz" "$tmp/g/runs.tar.xz" || { echo "results_layout: unpack then pack changed $grid's archive"; exit 1; }
+sh scripts/results.sh unpack "$tmp/g" >/dev/null
+rm "$tmp/g/runs.tar.xz"
+rm -r "$(ls -d "$tmp"/g/*_seed-* | head -1)"
+sh scripts/results.sh pack "$tmp/g" >/dev/null
+expect_caught "a run left out of the archive"
+echo "results_layout: a removed archive, changed numbers, a missing run and extra files are each caught"
