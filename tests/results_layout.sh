@@ -175,3 +175,43 @@ rm -r "$(ls -d "$tmp"/g/*_seed-* | head -1)"
 sh scripts/results.sh pack "$tmp/g" >/dev/null
 expect_caught "a run left out of the archive"
 echo "results_layout: a removed archive, changed numbers, a missing run and extra files are each caught"
+
+# paired, on hand-worked runs: seeds 1-3 of points a and b (final val bpb below), and a
+# point c whose seed 3 never leaves the causal plateau (3.3 bpb).
+mk() { # point seed final [earlier]: a run folder with two evaluations
+    d="$tmp/h/$1_seed-$2"
+    mkdir -p "$d"
+    printf '{\n\t"objective":\t"clm",\n\t"steps":\t100\n}' >"$d/config.json"
+    printf '{"step": 50, "loss": 1, "val_loss": 1, "val_bpb": %s, "lr": 0}\n' "${4:-3.0}" >"$d/metrics.jsonl"
+    printf '{"step": 100, "loss": 1, "val_loss": 1, "val_bpb": %s, "lr": 0}\n' "$3" >>"$d/metrics.jsonl"
+}
+expect_paired() { # a b X expected-line...
+    a=$1 b=$2 x=$3
+    shift 3
+    out=$(sh scripts/results.sh paired "$tmp/h/$a" "$tmp/h/$b" "$x")
+    for line in "$@"; do
+        printf '%s\n' "$out" | grep -qxF -- "$line" ||
+            { printf 'results_layout: paired %s %s: no line "%s" in:\n%s\n' "$a" "$b" "$line" "$out"; exit 1; }
+    done
+}
+rm -rf "$tmp/h"
+mk a 1 2.0; mk a 2 2.1; mk a 3 2.2
+mk b 1 2.03; mk b 2 2.12; mk b 3 2.24       # b - a: 0.03 0.02 0.04
+mk c 1 2.001; mk c 2 2.102; mk c 3 3.5 3.6  # c - a: 0.001 0.002, and seed 3 apart
+mk e 1 2.01; mk e 2 2.09; mk e 3 2.23       # e - a: 0.01 -0.01 0.03
+mk f 1 2.001; mk f 2 2.102; mk f 3 2.203    # f - a: 0.001 0.002 0.003
+mk g 1 2.001; mk g 2 2.102; mk g 3 3.2 3.6  # seed 3 below 3.3 only at its last step: apart
+# mean 0.03, sd 0.01, t(0.975, 2) = 4.3027: 0.03 -+ 4.3027 * 0.01 / sqrt(3) = [0.0052, 0.0548]
+expect_paired a b 0.02 "paired: n 3, mean +0.0300, sd 0.0100, 95% interval [+0.0052, +0.0548]" \
+    "verdict: excludes 0, B > A"
+# mean 0.002, sd 0.001: [-0.0005, +0.0045], inside X = 0.02; at X = 0.004 it is not
+expect_paired a f 0.02 "paired: n 3, mean +0.0020, sd 0.0010, 95% interval [-0.0005, +0.0045]" \
+    "verdict: no effect larger than 0.0045 bpb (X = 0.02)"
+# mean 0.01, sd 0.02: 34 pairs, the smallest n with t(0.975, n-1) + t(0.8, n-1) <= sqrt(n) * 0.01 / 0.02
+expect_paired a e 0.02 "paired: n 3, mean +0.0100, sd 0.0200, 95% interval [-0.0397, +0.0597]" \
+    "verdict: inconclusive; 34 seed pairs would resolve +0.0100 (95%, 80% power)"
+expect_paired a c 0.02 "  seed 3: A 2.2000  B 3.5000  B - A +1.3000  apart: B never below the plateau level" \
+    "paired: n 2, mean +0.0015, sd 0.0007, 95% interval [-0.0049, +0.0079]"
+expect_paired a g 0.02 "  seed 3: A 2.2000  B 3.2000  B - A +1.0000  apart: B below the plateau level only from step 100 of 100" \
+    "paired: n 2, mean +0.0015, sd 0.0007, 95% interval [-0.0049, +0.0079]"
+echo "results_layout: paired gives the hand-worked intervals, verdicts and seeds needed"
