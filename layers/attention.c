@@ -1,7 +1,6 @@
 /* attention.c: the multi-head attention module around a kernel. */
 #include "attention.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "ops.h"

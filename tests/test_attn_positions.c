@@ -1,5 +1,5 @@
 /* test_attn_positions.c: positions inside the plain softmax kernel
- * (layers/attention/softmax.c, layers/attention/bias.c): windows, bca, log-n
+ * (layers/attention/softmax_op.c, layers/attention/bias.c): windows, bca, log-n
  * scaling and the ALiBi, KERPLE and Sandwich score biases.
  *
  * fixture: tests/fixtures/attn_positions.safetensors (tests/reference/

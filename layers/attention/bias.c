@@ -1,5 +1,5 @@
 /* bias.c: score biases by distance, added to the softmax kernel's logits
- * (layers/attention/softmax.c) after the scale and after log-n scaling:
+ * (layers/attention/softmax_op.c) after the scale and after log-n scaling:
  *   z_ij = lambda_i s q_i . k_j + b_h(delta),
  * delta = i - j (causal) or |i - j| (bidirectional). Each depends on delta
  * only, so a call makes one table b_h[delta], delta = 0 .. T-1, per head h

@@ -104,29 +104,28 @@ typedef struct {
      * features after phi); otherwise the module rotates q and k before the
      * kernel. */
     bool rope_inside;
+
+    /* ---- Planning and the command line: what the rest of the program asks
+     * of a kernel, so that nothing outside this folder names one. ---- */
+    /* How errors name it: "linear attention", "attn=softmax". */
+    const char *title;
     /* Its options: the option-table rows only this kernel reads, declared in
      * its file (ended by a row with a NULL name; NULL: none): --help lists
      * them, and giving one with another kernel is refused. The values live in
      * a struct of the kernel's own, options_size bytes, declared ATTN_OPTS,
      * which the registry places in ModelConfig.kernel_options; a row's offset
      * is into that struct (offsetof(MyOpts, power)). A call finds it in
-     * AttnCall.opts; declare, init and the planning hooks below with
+     * AttnCall.opts; declare, init and the hooks here with
      * attn_options(c, &my_kernel). */
     const OptDef *option_rows;
     size_t options_size;
-
-    /* ---- Planning and the command line: what the rest of the program asks
-     * of a kernel, so that nothing outside this folder names one. Each gets
-     * the config with the preset applied (attn_effective) unless it says
-     * otherwise. ---- */
-    /* How errors name it: "linear attention", "attn=softmax". */
-    const char *title;
     /* Its presets, each another value of the attn option (NULL-terminated
      * by a NULL name; NULL: none). */
     const AttnPreset *presets;
     /* Refuses this kernel's combinations that cannot work, with the reason:
-     * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set
-     * away from its default. NULL: every combination works. */
+     * 0, or -1 with e set; m has its preset applied (attn_effective).
+     * `changed(name, ctx)` says whether an option was set away from its
+     * default. NULL: every combination works. */
     int (*validate)(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                     Err *e);
     /* The kernel's options in a few words, for labels (" phi=relu"); NULL:
@@ -138,8 +137,8 @@ typedef struct {
     /* The floating-point operations (2 per multiply-add) of the kernel's
      * products, forward and backward, at B 1 over length T, as its algorithm
      * needs them: ./bench --scaling sets the layer's time against what they
-     * and the projections would take at sgemm's rate. NULL, or NAN for some
-     * options: not counted. */
+     * and the projections would take at sgemm's rate; m has its preset
+     * applied (attn_effective). NULL, or NAN for some options: not counted. */
     double (*flops)(const ModelConfig *m, int T);
     /* Bytes of the kernel's memory that grow faster than T at B 1, for a
      * length cap (./bench --scaling); NULL: none. */
