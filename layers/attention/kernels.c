@@ -1,6 +1,8 @@
-/* kernels.c: the attention kernels. A new kernel is one file beside this one
- * and its line in attn_kernels (or an attn_register call); its presets and
- * options come with it. */
+/* kernels.c: the registry of attention kernels: the list (a new kernel is
+ * one file beside this one and its line in attn_kernels, or an attn_register
+ * call; its presets and options come with it), the attn values, where each
+ * kernel's options live in a ModelConfig, the call a layer makes of its
+ * kernel (attn_call), and the counters kernels add to (attn_stats). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
