@@ -115,10 +115,7 @@ static void scaling_step(const ScalingStep *st) {
         return;
     }
     /* the kernel's call, as attention_forward makes it */
-    AttnCall c = a->call;
-    c.B = 1;
-    c.T = st->T;
-    for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
+    AttnCall c = attention_call(a, 1, st->T);
     Tensor q, k, v; /* in the layout the module gives the kernel */
     if (a->kernel->forward_qkv) {
         tensor_wrap(&q, st->q, 3, (int[]){1, st->T, a->heads * (2 * a->key_size + a->head_size)});

@@ -1,15 +1,10 @@
 /* attention.c: the multi-head attention module around a kernel. */
 #include "attention.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "ops.h"
 #include "util.h"
-
-AttnStats attn_stats;
-
-void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
 
 void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, const ModelConfig *c) {
     char buf[128];
@@ -23,39 +18,31 @@ void attention_declare(Attention *a, ParamSet *p, const char *name, int layer, c
         DIE("attention kernel %s: forward_qkv needs rope_inside (the module rotates split heads only)", a->kernel->name);
     if (a->causal && a->kernel->bidirectional_only)
         DIE("attention kernel %s has no causal form (config_validate refuses it with objective=clm)", a->kernel->name);
-    a->call = (AttnCall){
-        .H = a->heads,
-        .key_size = a->key_size,
-        .head_size = a->head_size,
-        .causal = a->causal,
-        .layer = layer,
-        .scale = 1.0f / sqrtf((float)a->key_size),
-        .m = attn_effective(c),
-    };
+    a->cfg = attn_effective(c);
+    a->call = attn_call(a->kernel, &a->cfg, layer);
     /* q, k, v in this order (the order initialisation draws in), each stored
      * after the one before, so that they also run as one product */
     linear_declare(&a->q, p, param_name(buf, name, "q"), c->d_model, a->heads * a->key_size, true);
     linear_declare_after(&a->k, &a->q, p, param_name(buf, name, "k"), c->d_model, a->heads * a->key_size, true);
     linear_declare_after(&a->v, &a->k, p, param_name(buf, name, "v"), c->d_model, a->heads * a->head_size, true);
     linear_declare(&a->o, p, param_name(buf, name, "o"), a->heads * a->head_size, c->d_model, true);
-    if (a->kernel->declare) a->kernel->declare(a, p, name, layer, c);
+    if (a->kernel->declare) a->kernel->declare(p, name, layer, &a->cfg, a->call.params);
 }
 
 void attention_init(Attention *a, int layer, Rng *rng) {
-    if (a->kernel->init) a->kernel->init(a, layer, rng);
+    if (a->kernel->init) a->kernel->init(a->call.params, layer, &a->cfg, rng);
 }
 
-static AttnCall call_for(const Attention *a, const Tensor *x) {
+AttnCall attention_call(const Attention *a, int B, int T) {
     AttnCall c = a->call;
-    c.B = x->shape[0];
-    c.T = x->shape[1];
-    for (int i = 0; i < ATTN_MAX_PARAMS; i++) c.params[i] = a->params[i];
+    c.B = B;
+    c.T = T;
     return c;
 }
 
 /* q or k with pos = rope | xpos applied, unless the kernel applies it itself. */
 static Tensor *rotated(const Attention *a, const AttnCall *c, Tensor *x, bool key) {
-    bool rotary = pos_scheme(c->m.pos)->rotary;
+    bool rotary = pos_scheme(c->cfg->pos)->rotary;
     return rotary && !a->kernel->rope_inside ? attn_rope(c, x, key) : x;
 }
 
@@ -69,7 +56,7 @@ static Tensor *split(const Attention *a, Tensor *projected) {
 }
 
 Tensor *attention_forward(const Attention *a, Tensor *x) {
-    AttnCall c = call_for(a, x);
+    AttnCall c = attention_call(a, x->shape[0], x->shape[1]);
     if (a->kernel->forward_qkv) { /* one product for q, k, v; [B, T, H d] in and out, no split or merge */
         const Linear *qkv[3] = {&a->q, &a->k, &a->v};
         return linear_forward(&a->o, a->kernel->forward_qkv(&c, linear_fused(qkv, 3, x)));
@@ -83,7 +70,7 @@ Tensor *attention_forward(const Attention *a, Tensor *x) {
 
 Tensor *attention_probs(const Attention *a, Tensor *x) {
     bool was = grad_set(false);
-    AttnCall c = call_for(a, x);
+    AttnCall c = attention_call(a, x->shape[0], x->shape[1]);
     Tensor *q = rotated(a, &c, op_split_heads(linear_forward(&a->q, x), a->heads), false);
     Tensor *k = rotated(a, &c, op_split_heads(linear_forward(&a->k, x), a->heads), true);
     Tensor *p = a->kernel->probs(&c, q, k);

@@ -7,10 +7,15 @@
 #include "ops.h"
 #include "util.h"
 
-AttnCall linear_call(bool causal, int phi, int reweight) {
-    AttnCall c = kernel_case_call(causal);
-    linear_opts(&c.m)->phi = phi;
-    linear_opts(&c.m)->reweight = reweight;
+/* The linear kernel's options of the cases: chunk small, so that T = 5 spans
+ * chunks and a partial one. */
+static void case_options(ModelConfig *m, int phi, int reweight) {
+    *linear_opts(m) = (LinearOpts){.phi = phi, .leaky_slope = 0.01f, .reweight = reweight, .chunk = 2};
+}
+
+AttnCall linear_call(ModelConfig *m, bool causal, int phi, int reweight) {
+    AttnCall c = kernel_case_call(m, &attn_kernel_linear, causal);
+    case_options(m, phi, reweight);
     return c;
 }
 
@@ -43,7 +48,8 @@ typedef enum { PREP_NONE, PREP_SIGNS, PREP_CLAMP } Prep;
 
 /* in = {q, k, v}, prepared, through the linear kernel. */
 static Tensor *run_case(int phi, int reweight, bool causal, Prep prep, Tensor **in) {
-    AttnCall c = linear_call(causal, phi, reweight);
+    ModelConfig m;
+    AttnCall c = linear_call(&m, causal, phi, reweight);
     Tensor *q = in[0], *k = in[1];
     if (prep == PREP_SIGNS) {
         q = linear_signs(q, false);
@@ -72,16 +78,23 @@ CASE_FN(clamp_cos, PHI_IDENTITY, REWEIGHT_COS, PREP_CLAMP)
 
 /* ---- references ------------------------------------------------------------------ */
 
-void linear_setup_elu(AttnCall *c) { linear_opts(&c->m)->phi = PHI_ELU; linear_opts(&c->m)->reweight = REWEIGHT_NONE; }
-void linear_setup_elu_cos(AttnCall *c) { linear_opts(&c->m)->phi = PHI_ELU; linear_opts(&c->m)->reweight = REWEIGHT_COS; }
+void linear_setup_elu(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    case_options(m, PHI_ELU, REWEIGHT_NONE);
+}
+void linear_setup_elu_cos(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    case_options(m, PHI_ELU, REWEIGHT_COS);
+}
 
 static Tensor *phi_op(const AttnCall *c, Tensor *x) {
-    switch (linear_opts(&c->m)->phi) {
+    const LinearOpts *o = c->opts;
+    switch (o->phi) {
         case PHI_IDENTITY: return op_identity(x);
         case PHI_RELU: return op_relu(x);
-        case PHI_LEAKYRELU: return op_leakyrelu(x, linear_opts(&c->m)->leaky_slope);
+        case PHI_LEAKYRELU: return op_leakyrelu(x, o->leaky_slope);
         case PHI_ELU: return op_elu(x, 1.0f, 1.0f);
-        default: DIE("linear_compose: unknown phi %d", linear_opts(&c->m)->phi);
+        default: DIE("linear_compose: unknown phi %d", o->phi);
     }
 }
 
@@ -93,15 +106,16 @@ static Tensor *filled(int ndim, const int *shape, float value) {
 
 Tensor *linear_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
     int T = q->shape[2];
+    bool cos_reweight = ((const LinearOpts *)c->opts)->reweight == REWEIGHT_COS;
     Tensor *A = op_matmul(phi_op(c, q), phi_op(c, k), false, true); /* [B, H, T, T] */
-    if (c->causal || linear_opts(&c->m)->reweight == REWEIGHT_COS) {
+    if (c->causal || cos_reweight) {
         /* W_ij = [j <= i when causal] cos(pi (i - j) / 2T): q~_i . k~_j = phi(q_i) . phi(k_j) W_ij */
         Tensor *W = tensor_2d(T, T);
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++)
                 W->data[i * T + j] = c->causal && j > i ? 0.0f
-                                     : linear_opts(&c->m)->reweight == REWEIGHT_COS ? (float)cos(M_PI * (i - j) / (2.0 * T))
-                                                                   : 1.0f;
+                                     : cos_reweight ? (float)cos(M_PI * (i - j) / (2.0 * T))
+                                                    : 1.0f;
         A = op_mul(A, W);
     }
     Tensor *den = op_matmul(A, filled(2, (int[]){T, 1}, 1.0f), false, false); /* [B, H, T, 1] */

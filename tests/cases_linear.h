@@ -16,7 +16,8 @@
  *    (linear_clamp_rows): those rows have den < 0 and are clamped, the others
  *    are not, so the backward is checked on both sides of the clamp. The tiny
  *    factor keeps the clamped rows' outputs (num / 1e-6) of order 1.
- * kernel_case_call's chunk = 2 makes T = 5 three chunks, one of them partial. */
+ * The cases' chunk = 2 (linear_call, and the references' setups) makes T = 5
+ * three chunks, one of them partial. */
 #ifndef ATTNLAB_CASES_LINEAR_H
 #define ATTNLAB_CASES_LINEAR_H
 
@@ -34,8 +35,9 @@
 Tensor *linear_signs(Tensor *x, bool is_key);
 Tensor *linear_clamp_rows(Tensor *q);
 
-/* The call for one variant: kernel_case_call with phi and reweight set. */
-AttnCall linear_call(bool causal, int phi, int reweight);
+/* The call for one variant, its config in *m: kernel_case_call on the linear
+ * kernel with phi and reweight set, and chunk 2. */
+AttnCall linear_call(ModelConfig *m, bool causal, int phi, int reweight);
 
 /* The same attention from primitive ops, the O(T^2) way: A = phi(q) phi(k)^T
  * times the causal mask and the cos re-weighting, den = A 1 clamped, P = A /
@@ -63,8 +65,8 @@ Tensor *linear_case_clamp_bidirectional(Tensor **in);
 Tensor *linear_case_clamp_cos_causal(Tensor **in);
 Tensor *linear_case_clamp_cos_bidirectional(Tensor **in);
 
-void linear_setup_elu(AttnCall *c);
-void linear_setup_elu_cos(AttnCall *c);
+void linear_setup_elu(AttnCall *c, ModelConfig *m);
+void linear_setup_elu_cos(AttnCall *c, ModelConfig *m);
 
 #define LINEAR_QK(init) {4, {KC_B, KC_H, KC_T, KC_DK}, init}
 #define LINEAR_V {4, {KC_B, KC_H, KC_T, KC_DV}, GC_NORMAL}

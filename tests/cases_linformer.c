@@ -5,14 +5,6 @@
 #include "ops.h"
 #include "util.h"
 
-static AttnCall lf_call(int proj, int share, int n, int k) {
-    AttnCall c = kernel_case_call(false);
-    linformer_opts(&c.m)->linformer_proj = proj;
-    linformer_opts(&c.m)->linformer_share = share;
-    c.m.context = n;
-    linformer_opts(&c.m)->linformer_k[0] = k;
-    return c;
-}
 
 /* max pooling: d_c((2t + c) mod 5 - 2) for row t, channel c. Neighbours in
  * time differ by at least 2 d, far more than the N(0, s^2) leaves can undo. */
@@ -24,9 +16,20 @@ static Tensor *spread(Tensor *x, float s, float d) {
     return op_add(op_scale(x, s), pattern);
 }
 
+/* The options of a variant: context n, projected length k. */
+static void setup(AttnCall *c, ModelConfig *m, int proj, int share, int n, int k) {
+    (void)c;
+    linformer_opts(m)->linformer_proj = proj;
+    linformer_opts(m)->linformer_share = share;
+    m->context = n;
+    linformer_opts(m)->linformer_k[0] = k;
+}
+
 /* in = {q, k, v, then E and F as the share mode has them}. */
 static Tensor *run_case(int proj, int share, Tensor **in) {
-    AttnCall c = lf_call(proj, share, LF_N, LF_K);
+    ModelConfig m;
+    AttnCall c = kernel_case_call(&m, &attn_kernel_linformer, false);
+    setup(&c, &m, proj, share, LF_N, LF_K);
     Tensor *k = in[1], *v = in[2];
     if (proj == LF_PROJ_MAX) {
         k = spread(k, 0.5f, 1.5f);
@@ -52,33 +55,28 @@ LF_CASE_FNS(conv, CONV)
 LF_CASE_FNS(mean, MEAN)
 LF_CASE_FNS(max, MAX)
 
-static void setup(AttnCall *c, int proj, int share, int n, int k) {
-    linformer_opts(&c->m)->linformer_proj = proj;
-    linformer_opts(&c->m)->linformer_share = share;
-    c->m.context = n;
-    linformer_opts(&c->m)->linformer_k[0] = k;
-}
 
-void lf_setup_linear_none(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_NONE, LF_N, LF_K); }
-void lf_setup_linear_headwise(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_HEADWISE, LF_N, LF_K); }
-void lf_setup_linear_kv(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_KV, LF_N, LF_K); }
-void lf_setup_linear_layerwise(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_LAYERWISE, LF_N, LF_K); }
-void lf_setup_linear_none_full(AttnCall *c) { setup(c, LF_PROJ_LINEAR, LF_SHARE_NONE, KC_T, LF_K); }
-void lf_setup_conv_none(AttnCall *c) { setup(c, LF_PROJ_CONV, LF_SHARE_NONE, LF_N, LF_K); }
-void lf_setup_conv_headwise(AttnCall *c) { setup(c, LF_PROJ_CONV, LF_SHARE_HEADWISE, LF_N, LF_K); }
-void lf_setup_conv_kv(AttnCall *c) { setup(c, LF_PROJ_CONV, LF_SHARE_KV, LF_N, LF_K); }
-void lf_setup_conv_layerwise(AttnCall *c) { setup(c, LF_PROJ_CONV, LF_SHARE_LAYERWISE, LF_N, LF_K); }
-void lf_setup_conv_n8_k2(AttnCall *c) { setup(c, LF_PROJ_CONV, LF_SHARE_KV, 8, 2); }
-void lf_setup_mean(AttnCall *c) { setup(c, LF_PROJ_MEAN, LF_SHARE_NONE, LF_N, LF_K); }
-void lf_setup_mean_n10_k2(AttnCall *c) { setup(c, LF_PROJ_MEAN, LF_SHARE_NONE, 10, 2); }
+void lf_setup_linear_none(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_LINEAR, LF_SHARE_NONE, LF_N, LF_K); }
+void lf_setup_linear_headwise(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_LINEAR, LF_SHARE_HEADWISE, LF_N, LF_K); }
+void lf_setup_linear_kv(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_LINEAR, LF_SHARE_KV, LF_N, LF_K); }
+void lf_setup_linear_layerwise(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_LINEAR, LF_SHARE_LAYERWISE, LF_N, LF_K); }
+void lf_setup_linear_none_full(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_LINEAR, LF_SHARE_NONE, KC_T, LF_K); }
+void lf_setup_conv_none(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_CONV, LF_SHARE_NONE, LF_N, LF_K); }
+void lf_setup_conv_headwise(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_CONV, LF_SHARE_HEADWISE, LF_N, LF_K); }
+void lf_setup_conv_kv(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_CONV, LF_SHARE_KV, LF_N, LF_K); }
+void lf_setup_conv_layerwise(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_CONV, LF_SHARE_LAYERWISE, LF_N, LF_K); }
+void lf_setup_conv_n8_k2(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_CONV, LF_SHARE_KV, 8, 2); }
+void lf_setup_mean(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_MEAN, LF_SHARE_NONE, LF_N, LF_K); }
+void lf_setup_mean_n10_k2(AttnCall *c, ModelConfig *m) { setup(c, m, LF_PROJ_MEAN, LF_SHARE_NONE, 10, 2); }
 
 /* A constant (no gradient) of this shape, zeroed. */
 static Tensor *constant(int ndim, const int *shape) { return tensor_zeros(ndim, shape); }
 
 Tensor *lf_compose_projection(const AttnCall *c, Tensor *w, int B, int T) {
-    const int H = c->H, proj = linformer_opts(&c->m)->linformer_proj;
+    const LinformerOpts *o = c->opts;
+    const int H = c->H, proj = o->linformer_proj;
     if (proj == LF_PROJ_MAX) DIE("lf_compose_projection: max pooling is no matrix");
-    int s = c->m.context / lf_k(linformer_opts(&c->m), c->layer);
+    int s = c->cfg->context / lf_k(o, c->layer);
     int kp = proj == LF_PROJ_LINEAR ? w->shape[w->ndim - 2] : (T + s - 1) / s;
     Tensor *zeros = constant(4, (int[]){B, H, kp, T});
     if (proj == LF_PROJ_MEAN) { /* row j: 1 / |window j| on the window */

@@ -45,18 +45,18 @@ Tensor *lf_case_max_layerwise(Tensor **in);
 
 /* Reference setups: the share mode and projection, n and k (n = LF_N, k =
  * LF_K unless the name says otherwise). */
-void lf_setup_linear_none(AttnCall *c);
-void lf_setup_linear_headwise(AttnCall *c);
-void lf_setup_linear_kv(AttnCall *c);
-void lf_setup_linear_layerwise(AttnCall *c);
-void lf_setup_linear_none_full(AttnCall *c); /* n = KC_T: every column of E */
-void lf_setup_conv_none(AttnCall *c);
-void lf_setup_conv_headwise(AttnCall *c);
-void lf_setup_conv_kv(AttnCall *c);
-void lf_setup_conv_layerwise(AttnCall *c);
-void lf_setup_conv_n8_k2(AttnCall *c);   /* stride 4: windows [0, 4) and [4, 5) */
-void lf_setup_mean(AttnCall *c);
-void lf_setup_mean_n10_k2(AttnCall *c);  /* stride 5 = T: one full window */
+void lf_setup_linear_none(AttnCall *c, ModelConfig *m);
+void lf_setup_linear_headwise(AttnCall *c, ModelConfig *m);
+void lf_setup_linear_kv(AttnCall *c, ModelConfig *m);
+void lf_setup_linear_layerwise(AttnCall *c, ModelConfig *m);
+void lf_setup_linear_none_full(AttnCall *c, ModelConfig *m); /* n = KC_T: every column of E */
+void lf_setup_conv_none(AttnCall *c, ModelConfig *m);
+void lf_setup_conv_headwise(AttnCall *c, ModelConfig *m);
+void lf_setup_conv_kv(AttnCall *c, ModelConfig *m);
+void lf_setup_conv_layerwise(AttnCall *c, ModelConfig *m);
+void lf_setup_conv_n8_k2(AttnCall *c, ModelConfig *m);   /* stride 4: windows [0, 4) and [4, 5) */
+void lf_setup_mean(AttnCall *c, ModelConfig *m);
+void lf_setup_mean_n10_k2(AttnCall *c, ModelConfig *m);  /* stride 5 = T: one full window */
 
 /* The kernel from primitive ops (not for max pooling). */
 Tensor *lf_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs);

@@ -8,14 +8,22 @@
 #include "ops.h"
 #include "util.h"
 
-AttnCall positions_call(bool causal, int pos, int window, bool bca, bool logn) {
-    AttnCall c = kernel_case_call(causal);
-    c.m.context = POS_CONTEXT;
-    c.m.pos = pos;
-    c.m.window = window;
-    c.m.bca = bca;
-    c.m.logn = logn;
-    c.m.sandwich_lambda = 0.7f;
+int positions_query_block;
+
+/* The position options of a variant in m. */
+static void set(ModelConfig *m, int pos, int window, bool bca, bool logn) {
+    m->context = POS_CONTEXT;
+    m->pos = pos;
+    m->window = window;
+    m->bca = bca;
+    m->logn = logn;
+    m->sandwich_lambda = 0.7f;
+    softmax_opts(m)->query_block = positions_query_block;
+}
+
+AttnCall positions_call(ModelConfig *m, bool causal, int pos, int window, bool bca, bool logn) {
+    AttnCall c = kernel_case_call(m, &attn_kernel_softmax, causal);
+    set(m, pos, window, bca, logn);
     return c;
 }
 
@@ -36,7 +44,7 @@ static void slopes(int n, double *m) {
 }
 
 static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h, int delta) {
-    switch (c->m.pos) {
+    switch (c->cfg->pos) {
         case POS_ALIBI: {
             double m[c->H];
             slopes(c->H, m);
@@ -51,7 +59,7 @@ static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h
             int d = c->H * c->key_size;
             double dot = 0.0;
             for (int k = 0; k < d / 2; k++) dot += cos(delta * pow(10000.0, -2.0 * k / d));
-            return c->m.sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
+            return c->cfg->sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
         }
         default: return 0.0;
     }
@@ -59,17 +67,17 @@ static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h
 
 void positions_reference(const AttnCall *c, const float *p0, const float *p1, float *mask, float *lambda, float *bias) {
     int T = c->T;
-    int blen = c->m.context / 2 > 1 ? c->m.context / 2 : 1;
+    int blen = c->cfg->context / 2 > 1 ? c->cfg->context / 2 : 1;
     for (int i = 0; i < T; i++) {
         int seen = 0;
         for (int j = 0; j < T; j++) {
             bool ok = !c->causal || j <= i;
-            if (c->m.window > 0) ok = ok && abs(i - j) < c->m.window; /* both sides when bidirectional */
-            if (c->causal && c->m.bca) ok = ok && j / blen >= i / blen - 1;
+            if (c->cfg->window > 0) ok = ok && abs(i - j) < c->cfg->window; /* both sides when bidirectional */
+            if (c->causal && c->cfg->bca) ok = ok && j / blen >= i / blen - 1;
             mask[i * T + j] = ok ? 0.0f : -INFINITY;
             seen += ok;
         }
-        double l = c->m.logn ? log((double)seen) / log((double)c->m.context) : 1.0;
+        double l = c->cfg->logn ? log((double)seen) / log((double)c->cfg->context) : 1.0;
         lambda[i] = (float)(l > 1.0 ? l : 1.0);
         for (int h = 0; h < c->H; h++)
             for (int j = 0; j < T; j++)
@@ -87,14 +95,14 @@ Tensor *positions_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Te
     cc.key_size = q->shape[3];
     Tensor *mask = tensor_2d(T, T), *L = tensor_2d(T, T), *bias = tensor_new(3, (int[]){H, T, T});
     float lambda[T];
-    bool has_p = pos_bias_n_params(c->m.pos) > 0;
+    bool has_p = pos_bias_n_params(c->cfg->pos) > 0;
     positions_reference(&cc, has_p ? c->params[0]->data : NULL, has_p ? c->params[1]->data : NULL, mask->data, lambda,
                         bias->data);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) L->data[i * T + j] = lambda[i];
     Tensor *s = op_scale(op_matmul(q, k, false, true), c->scale);
-    if (c->m.logn) s = op_mul(s, L);
-    if (pos_has_bias(c->m.pos)) s = op_add(s, bias);
+    if (c->cfg->logn) s = op_mul(s, L);
+    if (pos_has_bias(c->cfg->pos)) s = op_add(s, bias);
     Tensor *p = op_softmax(s, mask);
     *probs = p;
     return op_matmul(p, v, false, false);
@@ -103,7 +111,8 @@ Tensor *positions_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Te
 /* ---- gradient-check builds --------------------------------------------------- */
 
 static Tensor *run(Tensor **in, bool causal, int pos, int window, bool bca, bool logn) {
-    AttnCall c = positions_call(causal, pos, window, bca, logn);
+    ModelConfig m;
+    AttnCall c = positions_call(&m, causal, pos, window, bca, logn);
     if (pos_bias_n_params(pos)) {
         c.params[0] = in[3];
         c.params[1] = in[4];
@@ -152,10 +161,6 @@ Tensor *pos_kerple_bca(Tensor **in) { return run(in, true, POS_KERPLE_POWER, 0, 
 
 /* ---- reference setups --------------------------------------------------------- */
 
-static void set(AttnCall *c, int pos, int window, bool bca, bool logn) {
-    *c = positions_call(c->causal, pos, window, bca, logn);
-}
-
 /* Fixed [H] parameters: head 0 inside the clamps, head 1 outside. */
 static void kerple_params(AttnCall *c, float a0, float a1, float b0, float b1) {
     for (int i = 0; i < 2; i++) {
@@ -166,21 +171,39 @@ static void kerple_params(AttnCall *c, float a0, float a1, float b0, float b1) {
     }
 }
 
-void pos_setup_alibi(AttnCall *c) { set(c, POS_ALIBI, 0, false, false); }
-void pos_setup_kerple_power(AttnCall *c) {
-    set(c, POS_KERPLE_POWER, 0, false, false);
+void pos_setup_alibi(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_ALIBI, 0, false, false);
+}
+void pos_setup_kerple_power(AttnCall *c, ModelConfig *m) {
+    set(m, POS_KERPLE_POWER, 0, false, false);
     kerple_params(c, 0.6f, -0.3f, 0.8f, 2.7f);
 }
-void pos_setup_kerple_log(AttnCall *c) {
-    set(c, POS_KERPLE_LOG, 0, false, false);
+void pos_setup_kerple_log(AttnCall *c, ModelConfig *m) {
+    set(m, POS_KERPLE_LOG, 0, false, false);
     kerple_params(c, 1.3f, 0.002f, 0.4f, -0.5f);
 }
-void pos_setup_sandwich(AttnCall *c) { set(c, POS_SANDWICH, 0, false, false); }
-void pos_setup_window2(AttnCall *c) { set(c, POS_NONE, 2, false, false); }
-void pos_setup_bca(AttnCall *c) { set(c, POS_NONE, 0, true, false); }
-void pos_setup_logn(AttnCall *c) { set(c, POS_NONE, 0, false, true); }
-void pos_setup_alibi_window_logn(AttnCall *c) { set(c, POS_ALIBI, 2, false, true); }
-void pos_setup_kerple_bca(AttnCall *c) {
-    set(c, POS_KERPLE_POWER, 0, true, false);
+void pos_setup_sandwich(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_SANDWICH, 0, false, false);
+}
+void pos_setup_window2(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_NONE, 2, false, false);
+}
+void pos_setup_bca(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_NONE, 0, true, false);
+}
+void pos_setup_logn(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_NONE, 0, false, true);
+}
+void pos_setup_alibi_window_logn(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    set(m, POS_ALIBI, 2, false, true);
+}
+void pos_setup_kerple_bca(AttnCall *c, ModelConfig *m) {
+    set(m, POS_KERPLE_POWER, 0, true, false);
     kerple_params(c, 0.6f, 1.1f, 0.5f, 1.6f);
 }

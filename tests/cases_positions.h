@@ -9,7 +9,7 @@
  * head 0 stays inside the clamps and head 1 is outside (a, r1, r2 negative,
  * p above 2): the check then covers both sides. kernel_case_call's T = 5 is
  * one query block; tests/test_attn_positions.c runs the same cases with
- * blocks of 2 rows. context = 4: bca blocks of 2 keys, and log-n factors
+ * blocks of 2 rows (positions_query_block). context = 4: bca blocks of 2 keys, and log-n factors
  * above 1 for rows that see more than 4 keys. */
 #ifndef ATTNLAB_CASES_POSITIONS_H
 #define ATTNLAB_CASES_POSITIONS_H
@@ -18,8 +18,13 @@
 
 #define POS_CONTEXT 4
 
-/* The call of a variant: kernel_case_call with the position options. */
-AttnCall positions_call(bool causal, int pos, int window, bool bca, bool logn);
+/* The softmax kernel's query_block that the variants' calls get (0: the
+ * kernel's default); a test sets it to run the cases in several blocks. */
+extern int positions_query_block;
+
+/* The call of a variant, its config in *m: kernel_case_call on the softmax
+ * kernel with the position options. */
+AttnCall positions_call(ModelConfig *m, bool causal, int pos, int window, bool bca, bool logn);
 
 /* The mask, the log-n factors and the bias of a call, computed here the plain
  * way (in double, from the definitions), for the references and the tests:
@@ -54,15 +59,15 @@ Tensor *pos_logn_bidirectional(Tensor **in);
 Tensor *pos_alibi_window_logn(Tensor **in);
 Tensor *pos_kerple_bca(Tensor **in);
 
-void pos_setup_alibi(AttnCall *c);
-void pos_setup_kerple_power(AttnCall *c);
-void pos_setup_kerple_log(AttnCall *c);
-void pos_setup_sandwich(AttnCall *c);
-void pos_setup_window2(AttnCall *c);
-void pos_setup_bca(AttnCall *c);
-void pos_setup_logn(AttnCall *c);
-void pos_setup_alibi_window_logn(AttnCall *c);
-void pos_setup_kerple_bca(AttnCall *c);
+void pos_setup_alibi(AttnCall *c, ModelConfig *m);
+void pos_setup_kerple_power(AttnCall *c, ModelConfig *m);
+void pos_setup_kerple_log(AttnCall *c, ModelConfig *m);
+void pos_setup_sandwich(AttnCall *c, ModelConfig *m);
+void pos_setup_window2(AttnCall *c, ModelConfig *m);
+void pos_setup_bca(AttnCall *c, ModelConfig *m);
+void pos_setup_logn(AttnCall *c, ModelConfig *m);
+void pos_setup_alibi_window_logn(AttnCall *c, ModelConfig *m);
+void pos_setup_kerple_bca(AttnCall *c, ModelConfig *m);
 
 #define POS_Q {4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}
 #define POS_V {4, {KC_B, KC_H, KC_T, KC_DV}, GC_NORMAL}

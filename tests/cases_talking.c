@@ -10,8 +10,9 @@
 
 /* in = {q, k, v, then the mixing matrices}, through the softmax kernel. */
 static Tensor *run_talking(int talking, bool causal, Tensor **in) {
-    AttnCall c = kernel_case_call(causal);
-    softmax_opts(&c.m)->talking_heads = talking;
+    ModelConfig m;
+    AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, causal);
+    softmax_opts(&m)->talking_heads = talking;
     c.params[0] = in[3];
     if (talking == TALKING_BOTH) c.params[1] = in[4];
     return kernel_by_name("softmax")->forward(&c, in[0], in[1], in[2]);
@@ -24,9 +25,18 @@ Tensor *talking_post_bidirectional(Tensor **in) { return run_talking(TALKING_POS
 Tensor *talking_both_causal(Tensor **in) { return run_talking(TALKING_BOTH, true, in); }
 Tensor *talking_both_bidirectional(Tensor **in) { return run_talking(TALKING_BOTH, false, in); }
 
-void talking_setup_pre(AttnCall *c) { softmax_opts(&c->m)->talking_heads = TALKING_PRE; }
-void talking_setup_post(AttnCall *c) { softmax_opts(&c->m)->talking_heads = TALKING_POST; }
-void talking_setup_both(AttnCall *c) { softmax_opts(&c->m)->talking_heads = TALKING_BOTH; }
+void talking_setup_pre(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    softmax_opts(m)->talking_heads = TALKING_PRE;
+}
+void talking_setup_post(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    softmax_opts(m)->talking_heads = TALKING_POST;
+}
+void talking_setup_both(AttnCall *c, ModelConfig *m) {
+    (void)c;
+    softmax_opts(m)->talking_heads = TALKING_BOTH;
+}
 
 /* out[b, g] = sum_h W[g, h] x[b, h] for x [B, H, T, T']: x as [B, H, T T', 1]
  * merges to [B, T T', H], whose rows times W^T mix the heads; split_heads
@@ -39,8 +49,9 @@ static Tensor *mix_heads(Tensor *x, Tensor *w) {
 }
 
 Tensor *talking_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
-    bool pre = softmax_opts(&c->m)->talking_heads == TALKING_PRE || softmax_opts(&c->m)->talking_heads == TALKING_BOTH;
-    bool post = softmax_opts(&c->m)->talking_heads == TALKING_POST || softmax_opts(&c->m)->talking_heads == TALKING_BOTH;
+    int talking = ((const SoftmaxOpts *)c->opts)->talking_heads;
+    bool pre = talking == TALKING_PRE || talking == TALKING_BOTH;
+    bool post = talking == TALKING_POST || talking == TALKING_BOTH;
     Tensor *wpre = pre ? c->params[0] : NULL, *wpost = post ? c->params[pre] : NULL;
     if ((pre && !wpre) || (post && !wpost)) DIE("talking_compose: a mixing matrix is missing");
     Tensor *mask = NULL;

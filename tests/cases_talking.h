@@ -18,9 +18,9 @@ Tensor *talking_post_bidirectional(Tensor **in);
 Tensor *talking_both_causal(Tensor **in);
 Tensor *talking_both_bidirectional(Tensor **in);
 
-void talking_setup_pre(AttnCall *c);
-void talking_setup_post(AttnCall *c);
-void talking_setup_both(AttnCall *c);
+void talking_setup_pre(AttnCall *c, ModelConfig *m);
+void talking_setup_post(AttnCall *c, ModelConfig *m);
+void talking_setup_both(AttnCall *c, ModelConfig *m);
 
 /* The same attention from primitive ops: the mixes are row-times-matrix
  * products with the head axis moved last. */

@@ -8,6 +8,7 @@
 #include "cases_positions.h"
 #include "cases_talking.h"
 #include "ops.h"
+#include "options.h"
 #include "util.h"
 
 const AttnKernel *kernel_by_name(const char *name) {
@@ -16,20 +17,15 @@ const AttnKernel *kernel_by_name(const char *name) {
     return NULL;
 }
 
-AttnCall kernel_case_call(bool causal) {
-    AttnCall c = {
-        .B = KC_B,
-        .H = KC_H,
-        .T = KC_T,
-        .key_size = KC_DK,
-        .head_size = KC_DV,
-        .causal = causal,
-        .scale = 1.0f / sqrtf((float)KC_DK),
-    };
-    /* chunk small, so that T = 5 spans chunks and a partial one */
-    *linear_opts(&c.m) = (LinearOpts){.phi = PHI_RELU, .leaky_slope = 0.01f, .reweight = REWEIGHT_NONE, .chunk = 2};
-    *softmax_opts(&c.m) = (SoftmaxOpts){.talking_heads = TALKING_NONE};
-    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = {3}, .linformer_share = LF_SHARE_NONE, .linformer_proj = LF_PROJ_LINEAR};
+AttnCall kernel_case_call(ModelConfig *m, const AttnKernel *kern, bool causal) {
+    Config defaults;
+    config_defaults(&defaults);
+    *m = (ModelConfig){.heads = KC_H, .key_size = KC_DK, .head_size = KC_DV, .d_model = KC_H * KC_DK,
+                       .objective = causal ? OBJECTIVE_CLM : OBJECTIVE_MLM};
+    memcpy(m->kernel_options, defaults.model.kernel_options, sizeof m->kernel_options);
+    AttnCall c = attn_call(kern, m, 0);
+    c.B = KC_B;
+    c.T = KC_T;
     return c;
 }
 
@@ -37,7 +33,8 @@ AttnCall kernel_case_call(bool causal) {
 static Tensor *run_kernel(const char *name, bool causal, Tensor **in) {
     const AttnKernel *k = kernel_by_name(name);
     if (!k) DIE("no attention kernel named %s", name);
-    AttnCall c = kernel_case_call(causal);
+    ModelConfig m;
+    AttnCall c = kernel_case_call(&m, k, causal);
     return k->forward(&c, in[0], in[1], in[2]);
 }
 

@@ -14,6 +14,7 @@
 #define ATTNLAB_LAYER_CASES_H
 
 #include "attention.h"
+#include "attention/kernels.h"
 #include "gradcheck.h"
 
 /* The shapes of every kernel case: q, k [B, H, T, DK], v [B, H, T, DV]. */
@@ -36,8 +37,9 @@ typedef struct {
     const char *name;   /* the variant, e.g. "linear phi=elu causal" */
     const char *kernel;
     bool causal;
-    /* Sets the variant's options on the call (NULL: none). */
-    void (*setup)(AttnCall *c);
+    /* Sets the variant's options in m, the config c points to, and its
+     * parameters on c (NULL: none). */
+    void (*setup)(AttnCall *c, ModelConfig *m);
     /* The kernel's own parameters: random leaves of these shapes go to c->params. */
     int n_params;
     GcInput params[ATTN_MAX_PARAMS];
@@ -53,8 +55,11 @@ extern const int n_kernel_refs;
 
 /* The kernel of attn_kernels with this name, or NULL. */
 const AttnKernel *kernel_by_name(const char *name);
-/* The call the kernel cases use: the shapes above, scale 1 / sqrt(KC_DK),
- * kernel options at the option table's defaults. */
-AttnCall kernel_case_call(bool causal);
+/* The call the kernel cases use on kernel kern, its config in *m (which must
+ * outlive the call): the shapes above, scale 1 / sqrt(KC_DK), no positions or
+ * masks, and every kernel's options at the option table's defaults (the rows
+ * each kernel declares). A kernel's cases set what they need beyond that
+ * (e.g. linear's chunk, Linformer's k). */
+AttnCall kernel_case_call(ModelConfig *m, const AttnKernel *kern, bool causal);
 
 #endif

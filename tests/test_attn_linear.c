@@ -53,16 +53,17 @@ static const AttnKernel *linear_kernel(void) {
     return k;
 }
 
-/* A call for [B, H, T, dk] q, k and [B, H, T, dv] v. */
-static AttnCall call_for(int B, int H, int T, int dk, int dv, bool causal, int phi, int reweight, int chunk) {
-    AttnCall c = linear_call(causal, phi, reweight);
+/* A call for [B, H, T, dk] q, k and [B, H, T, dv] v, its config in *m. */
+static AttnCall call_for(ModelConfig *m, int B, int H, int T, int dk, int dv, bool causal, int phi, int reweight,
+                         int chunk) {
+    AttnCall c = linear_call(m, causal, phi, reweight);
     c.B = B;
     c.H = H;
     c.T = T;
     c.key_size = dk;
     c.head_size = dv;
     c.scale = 1.0f / sqrtf((float)dk);
-    linear_opts(&c.m)->chunk = chunk;
+    linear_opts(m)->chunk = chunk;
     return c;
 }
 
@@ -148,8 +149,9 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     bool was = grad_set(true);
     tape_reset();
     FxStage stage = FX_READ;
-    AttnCall c = call_for(FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
-    linear_opts(&c.m)->leaky_slope = fc->slope;
+    ModelConfig m;
+    AttnCall c = call_for(&m, FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
+    linear_opts(&m)->leaky_slope = fc->slope;
     const char *names[3] = {"q", "k", "v"};
     Tensor *in[3] = {tensor_4d(FX_B, FX_H, fc->T, FX_DK), tensor_4d(FX_B, FX_H, fc->T, FX_DK),
                      tensor_4d(FX_B, FX_H, fc->T, FX_DV)};
@@ -326,7 +328,8 @@ static bool against_composition(const AttnCall *c, InputKind kind, uint64_t seed
 /* At the kernel cases' shapes and chunk = 2 (T = 5: three chunks). */
 START_TEST(test_linear_matches_composition) {
     const Variant *var = &variants[_i];
-    AttnCall c = linear_call(var->causal, var->phi, var->reweight);
+    ModelConfig m;
+    AttnCall c = linear_call(&m, var->causal, var->phi, var->reweight);
     char msg[512] = "";
     ck_assert_msg(against_composition(&c, var->kind, 600 + (uint64_t)_i, msg, sizeof msg),
                   "linear %s against its composition: %s", var->name, msg);
@@ -350,7 +353,8 @@ START_TEST(test_linear_chunked_matches_naive) {
         {PHI_IDENTITY, REWEIGHT_NONE, true, IN_CLAMP},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        AttnCall c = call_for(2, 2, 37, 4, 5, cases[i].causal, cases[i].phi, cases[i].reweight, 8);
+        ModelConfig m;
+        AttnCall c = call_for(&m, 2, 2, 37, 4, 5, cases[i].causal, cases[i].phi, cases[i].reweight, 8);
         char msg[512] = "";
         ck_assert_msg(against_composition(&c, cases[i].kind, 70 + i, msg, sizeof msg),
                       "phi %s reweight %s %s, T 37, chunk 8: %s", phi_names[cases[i].phi],
@@ -403,10 +407,11 @@ START_TEST(test_linear_chunk_sizes_agree) {
                     ref[l] = xmalloc((size_t)n[l] * sizeof(float));
                     g[l] = xmalloc((size_t)n[l] * sizeof(float));
                 }
-                AttnCall c = call_for(B, H, T, dk, dv, causal, cases[k].phi, cases[k].reweight, T);
+                ModelConfig m;
+                AttnCall c = call_for(&m, B, H, T, dk, dv, causal, cases[k].phi, cases[k].reweight, T);
                 run_chunk(&c, cases[k].kind, 5 + k, ref_out, ref);
                 for (size_t ci = 0; ci + 1 < sizeof chunks / sizeof chunks[0]; ci++) {
-                    linear_opts(&c.m)->chunk = chunks[ci];
+                    linear_opts(&m)->chunk = chunks[ci];
                     run_chunk(&c, cases[k].kind, 5 + k, out, g);
                     char detail[256];
                     ck_assert_msg(rounded_close("output", out, ref_out, nv, detail, sizeof detail),
@@ -444,11 +449,12 @@ START_TEST(test_linear_flops_match_sgemm_calls) {
               {false, REWEIGHT_COS, POS_NONE, 10, 4}, {false, REWEIGHT_NONE, POS_ROPE, 10, 4}};
     const int H = 2, dk = 4, dv = 6;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        AttnCall c = call_for(1, H, cs[i].T, dk, dv, cs[i].causal, PHI_RELU, cs[i].reweight, cs[i].chunk);
-        c.m.pos = cs[i].pos;
-        c.m.rope_dims = cs[i].pos == POS_ROPE ? dk : 0;
-        c.m.heads = H, c.m.d_model = H * dk, c.m.key_size = dk, c.m.head_size = dv;
-        c.m.objective = cs[i].causal ? OBJECTIVE_CLM : OBJECTIVE_MLM;
+        ModelConfig m;
+        AttnCall c = call_for(&m, 1, H, cs[i].T, dk, dv, cs[i].causal, PHI_RELU, cs[i].reweight, cs[i].chunk);
+        m.pos = cs[i].pos;
+        m.rope_dims = cs[i].pos == POS_ROPE ? dk : 0;
+        m.heads = H, m.d_model = H * dk, m.key_size = dk, m.head_size = dv;
+        m.objective = cs[i].causal ? OBJECTIVE_CLM : OBJECTIVE_MLM;
         Arena a;
         arena_init(&a, 1 << 20);
         engine_set_arena(&a);
@@ -471,7 +477,7 @@ START_TEST(test_linear_flops_match_sgemm_calls) {
         grad_set(was);
         engine_set_arena(NULL);
         arena_free(&a);
-        double f = linear_kernel()->flops(&c.m, cs[i].T);
+        double f = linear_kernel()->flops(&m, cs[i].T);
         ck_assert_msg(f == counted, "case %zu: the kernel counts %g flops, its sgemm calls made %g", i, f, counted);
     }
 }
@@ -499,7 +505,8 @@ static size_t bytes_at(int T, int B, int H, int dk, int dv, bool causal) {
     for (long i = 0; i < (long)B * H * T * dv; i++) g[i] = 1.0f;
     tape_reset();
     size_t before = arena_in_use(&a);
-    AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_RELU, REWEIGHT_COS, 64);
+    ModelConfig m;
+    AttnCall c = call_for(&m, B, H, T, dk, dv, causal, PHI_RELU, REWEIGHT_COS, 64);
     Tensor *out = linear_kernel()->forward(&c, q, k, in[2]);
     backward_seeded(out, g);
     size_t used = arena_in_use(&a) - before;
@@ -558,7 +565,8 @@ START_TEST(test_linear_clamped_rows_no_den_gradient) {
     rng_fill_normal(&rng, g, (long)B * H * T * dv, 0.0f, 1.0f);
     tape_reset();
     attn_stats_reset();
-    AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_IDENTITY, REWEIGHT_NONE, 4);
+    ModelConfig m;
+    AttnCall c = call_for(&m, B, H, T, dk, dv, causal, PHI_IDENTITY, REWEIGHT_NONE, 4);
     Tensor *out = linear_kernel()->forward(&c, q, in[1], in[2]);
     ck_assert_int_eq(attn_stats.den_clamped, (long)B * H * 2);
     ck_assert_int_eq(attn_stats.den_rows, (long)B * H * T);
@@ -622,10 +630,12 @@ START_TEST(test_linear_cosformer_preset) {
         Attention at;
         attention_declare(&at, &p, "blocks.0.attn", 0, &cfg);
         ck_assert_str_eq(at.kernel->name, "linear");
-        ck_assert_int_eq(linear_opts(&at.call.m)->phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
-        ck_assert_int_eq(linear_opts(&at.call.m)->reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
-        ck_assert_int_eq(linear_opts(&at.call.m)->chunk, 64);
+        ck_assert_int_eq(((const LinearOpts *)at.call.opts)->phi, attn == ATTN_COSFORMER ? PHI_RELU : PHI_ELU);
+        ck_assert_int_eq(((const LinearOpts *)at.call.opts)->reweight, attn == ATTN_COSFORMER ? REWEIGHT_COS : REWEIGHT_NONE);
+        ck_assert_int_eq(((const LinearOpts *)at.call.opts)->chunk, 64);
         ck_assert(at.call.causal);
+        ck_assert_ptr_eq(at.call.cfg, &at.cfg); /* the layer's options, found once */
+        ck_assert_ptr_eq(at.call.opts, linear_opts(&at.cfg));
         params_free(&p);
     }
 }
@@ -641,7 +651,8 @@ START_TEST(test_linear_ignores_scale) {
     rng_seed(&rng, 8);
     Tensor *leaves[3], *in[3];
     prepared(&rng, KC_B, KC_H, KC_T, KC_DK, KC_DV, IN_NORMAL, leaves, in);
-    AttnCall c = linear_call(true, PHI_ELU, REWEIGHT_COS);
+    ModelConfig m;
+    AttnCall c = linear_call(&m, true, PHI_ELU, REWEIGHT_COS);
     Tensor *o1 = linear_kernel()->forward(&c, in[0], in[1], in[2]);
     c.scale = 0.1f;
     Tensor *o2 = linear_kernel()->forward(&c, in[0], in[1], in[2]);
@@ -764,7 +775,8 @@ END_TEST
  * (cosFormer, causal; B 2, 3 heads, T 37, dk 4, dv 5, chunk 8). */
 START_TEST(test_linear_packed_kernel_call) {
     const int B = 2, H = 3, T = 37, dk = 4, dv = 5;
-    AttnCall c = call_for(B, H, T, dk, dv, true, PHI_RELU, REWEIGHT_COS, 8);
+    ModelConfig m;
+    AttnCall c = call_for(&m, B, H, T, dk, dv, true, PHI_RELU, REWEIGHT_COS, 8);
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
@@ -854,8 +866,9 @@ START_TEST(test_linear_adds_to_a_set_gradient) {
     const int B = 1, H = 2, T = 21, dk = 4, dv = 3;
     for (int variant = 0; variant < 6; variant++) {
         bool causal = variant % 2;
-        AttnCall c = call_for(B, H, T, dk, dv, causal, PHI_ELU, variant / 2 == 1 ? REWEIGHT_COS : REWEIGHT_NONE, 8);
-        if (variant / 2 == 2) c.m.pos = POS_ROPE, c.m.rope_dims = dk;
+        ModelConfig m;
+        AttnCall c = call_for(&m, B, H, T, dk, dv, causal, PHI_ELU, variant / 2 == 1 ? REWEIGHT_COS : REWEIGHT_NONE, 8);
+        if (variant / 2 == 2) m.pos = POS_ROPE, m.rope_dims = dk;
         Arena a;
         arena_init(&a, 1 << 16);
         engine_set_arena(&a);

@@ -57,11 +57,12 @@ static int lf_param_shapes(int proj, int share, int H, int n, int k, int *ndim, 
     return count;
 }
 
-static AttnCall lf_call(int B, int H, int T, int dk, int dv, int proj, int share, int n, int k) {
-    AttnCall c = {.B = B, .H = H, .T = T, .key_size = dk, .head_size = dv, .scale = 1.0f / sqrtf((float)dk),
-                  .m.context = n};
-    *linformer_opts(&c.m) = (LinformerOpts){.linformer_k = {k}, .linformer_share = share, .linformer_proj = proj};
-    return c;
+/* The call, its config in *m. */
+static AttnCall lf_call(ModelConfig *m, int B, int H, int T, int dk, int dv, int proj, int share, int n, int k) {
+    *m = (ModelConfig){.context = n};
+    *linformer_opts(m) = (LinformerOpts){.linformer_k = {k}, .linformer_share = share, .linformer_proj = proj};
+    return (AttnCall){.B = B, .H = H, .T = T, .key_size = dk, .head_size = dv, .scale = 1.0f / sqrtf((float)dk),
+                      .cfg = m, .opts = linformer_opts(m)};
 }
 
 static const AttnKernel *linformer(void) {
@@ -138,7 +139,8 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     bool was = grad_set(true);
     tape_reset();
     FxStage stage = FX_READ;
-    AttnCall c = lf_call(FX_B, FX_H, fc.T, FX_DK, FX_DV, fc.proj, fc.share, fc.n, fc.k);
+    ModelConfig m;
+    AttnCall c = lf_call(&m, FX_B, FX_H, fc.T, FX_DK, FX_DV, fc.proj, fc.share, fc.n, fc.k);
     const char *names[5] = {"q", "k", "v", "E", "F"};
     Tensor *leaves[5];
     int n_leaves = 3, ndim[2], shape[2][3];
@@ -284,7 +286,8 @@ START_TEST(test_linformer_matches_loops) {
     bool was = grad_set(false);
     Rng rng;
     rng_seed(&rng, 31 + (uint64_t)_i);
-    AttnCall c = lf_call(B, H, T, dk, dv, proj, share, n, k);
+    ModelConfig m;
+    AttnCall c = lf_call(&m, B, H, T, dk, dv, proj, share, n, k);
     int ndim[2], shape[2][3];
     int n_params = lf_param_shapes(proj, share, H, n, k, ndim, shape);
     for (int p = 0; p < n_params; p++) {
@@ -364,7 +367,8 @@ START_TEST(test_linformer_max_routes_to_argmax) {
     tape_reset();
     Rng rng;
     rng_seed(&rng, 5);
-    AttnCall c = lf_call(B, H, T, dk, dv, LF_PROJ_MAX, LF_SHARE_NONE, n, k);
+    ModelConfig m;
+    AttnCall c = lf_call(&m, B, H, T, dk, dv, LF_PROJ_MAX, LF_SHARE_NONE, n, k);
     Tensor *q = tensor_4d(B, H, T, dk), *kk = tensor_4d(B, H, T, dk), *v = tensor_4d(B, H, T, dv);
     Tensor *in[3] = {q, kk, v};
     for (int i = 0; i < 3; i++) {
@@ -400,7 +404,8 @@ START_TEST(test_linformer_refuses_causal) {
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
-    AttnCall c = lf_call(1, 1, 4, 2, 2, LF_PROJ_MEAN, LF_SHARE_NONE, 4, 2);
+    ModelConfig m;
+    AttnCall c = lf_call(&m, 1, 1, 4, 2, 2, LF_PROJ_MEAN, LF_SHARE_NONE, 4, 2);
     c.causal = true;
     Tensor *q = tensor_zeros(4, (int[]){1, 1, 4, 2});
     linformer()->forward(&c, q, q, q); /* aborts */
@@ -411,7 +416,8 @@ START_TEST(test_linformer_linear_refuses_longer_input) {
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
-    AttnCall c = lf_call(1, 1, 5, 2, 2, LF_PROJ_LINEAR, LF_SHARE_KV, 4, 2);
+    ModelConfig m;
+    AttnCall c = lf_call(&m, 1, 1, 5, 2, 2, LF_PROJ_LINEAR, LF_SHARE_KV, 4, 2);
     c.params[0] = tensor_zeros(2, (int[]){2, 4});
     Tensor *q = tensor_zeros(4, (int[]){1, 1, 5, 2});
     linformer()->forward(&c, q, q, q); /* T = 5 > n = 4: aborts */
@@ -471,15 +477,15 @@ START_TEST(test_linformer_model_declares) {
         char name[64];
         for (int p = 0; p < 2; p++) {
             if (p >= per_layer) {
-                ck_assert_ptr_null(at->params[p]);
+                ck_assert_ptr_null(at->call.params[p]);
                 continue;
             }
             if (share == LF_SHARE_LAYERWISE) {
-                ck_assert_ptr_eq(at->params[p], params_find(&m.params, "linformer.E"));
+                ck_assert_ptr_eq(at->call.params[p], params_find(&m.params, "linformer.E"));
                 continue;
             }
             snprintf(name, sizeof name, "blocks.%d.attn.%c", l, p ? 'F' : 'E');
-            ck_assert_ptr_eq(at->params[p], params_find(&m.params, name));
+            ck_assert_ptr_eq(at->call.params[p], params_find(&m.params, name));
         }
     }
     model_free(&base);

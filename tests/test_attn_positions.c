@@ -1,5 +1,5 @@
 /* test_attn_positions.c: positions inside the plain softmax kernel
- * (layers/attention/softmax.c, layers/attention/bias.c): windows, bca, log-n
+ * (layers/attention/softmax_op.c, layers/attention/bias.c): windows, bca, log-n
  * scaling and the ALiBi, KERPLE and Sandwich score biases.
  *
  * fixture: tests/fixtures/attn_positions.safetensors (tests/reference/
@@ -164,10 +164,13 @@ typedef KernelFxStage Stage;
 #define STAGE_OK KERNEL_FX_OK
 #define stage_names kernel_fx_stage_names
 
-static AttnCall fixture_call(const Fixture *f, const Variant *v) {
+/* The call of variant v in blocks of query_block rows, its config in *m. */
+static AttnCall fixture_call(ModelConfig *m, const Fixture *f, const Variant *v, int query_block) {
+    *m = (ModelConfig){.context = f->context, .pos = v->pos, .sandwich_lambda = f->lambda, .window = v->window,
+                       .logn = v->logn, .bca = v->bca};
+    softmax_opts(m)->query_block = query_block;
     return (AttnCall){.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
-                      .scale = 1.0f / sqrtf((float)f->dk), .m.context = f->context, .m.pos = v->pos,
-                      .m.sandwich_lambda = f->lambda, .m.window = v->window, .m.logn = v->logn, .m.bca = v->bca};
+                      .scale = 1.0f / sqrtf((float)f->dk), .cfg = m, .opts = softmax_opts(m)};
 }
 
 static const char *kerple_name(int pos, int i) {
@@ -175,7 +178,7 @@ static const char *kerple_name(int pos, int i) {
     return i ? "kerple_r2" : "kerple_r1";
 }
 
-static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *msg, int size) {
+static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, int query_block, char *msg, int size) {
     Arena a;
     arena_init(&a, 1 << 20);
     engine_set_arena(&a);
@@ -187,7 +190,8 @@ static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, char *m
     Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs),
                        fixture_tensor(sf, v->name, "v", 4, vs), np ? fixture_tensor(sf, v->name, names[3], 1, hs) : NULL,
                        np ? fixture_tensor(sf, v->name, names[4], 1, hs) : NULL};
-    AttnCall c = fixture_call(f, v);
+    ModelConfig m;
+    AttnCall c = fixture_call(&m, f, v, query_block);
     if (np) c.params[0] = leaf[3], c.params[1] = leaf[4];
     Stage stage = kernel_fixture_run(sf, v->name, attn_kernel_for(ATTN_SOFTMAX), &c, leaf, names, KERNEL_ROUNDING_SLACK,
                                      msg, size);
@@ -207,15 +211,13 @@ START_TEST(test_positions_fixture) {
     ck_assert_int_eq(f.n, 21);
     ck_assert_int_lt(f.T, 64);
     for (int b = 0; b < 3; b++) {
-        attn_query_block = block_rows[b];
         for (int i = 0; i < f.n; i++) {
             char msg[300] = "";
-            Stage s = run_variant(&sf, &f, &f.v[i], msg, sizeof msg);
+            Stage s = run_variant(&sf, &f, &f.v[i], block_rows[b], msg, sizeof msg);
             ck_assert_msg(s == STAGE_OK, "%s (blocks of %d rows) differs from PyTorch at the %s: %s", f.v[i].name,
                           block_rows[b], stage_names[s], msg);
         }
     }
-    attn_query_block = 64;
     st_close(&sf);
 }
 END_TEST
@@ -226,7 +228,6 @@ END_TEST
 START_TEST(test_positions_fixture_catches_broken_backward) {
     StFile sf = fixture_open("attn_positions.safetensors");
     Fixture f = read_fixture(&sf);
-    attn_query_block = 16;
     const Break breaks[] = {BREAK_SCALE, BREAK_DROP, BREAK_BIAS_GRAD, BREAK_WINDOW};
     for (int bi = 0; bi < 4; bi++) {
         Break br = breaks[bi];
@@ -238,7 +239,7 @@ START_TEST(test_positions_fixture_catches_broken_backward) {
                             (br == BREAK_WINDOW && v->window > 0 && v->window < f.T);
             char msg[300] = "";
             break_install(br);
-            Stage s = run_variant(&sf, &f, v, msg, sizeof msg);
+            Stage s = run_variant(&sf, &f, v, 16, msg, sizeof msg);
             break_remove(br);
             if (affected) {
                 hit++;
@@ -251,7 +252,6 @@ START_TEST(test_positions_fixture_catches_broken_backward) {
         }
         ck_assert_int_gt(hit, 1);
     }
-    attn_query_block = 64;
     st_close(&sf);
 }
 END_TEST
@@ -268,7 +268,6 @@ START_TEST(test_positions_threads_same_bits) {
     /* Our kernel's bits, not OpenBLAS's (blas_stub.h). */
     bool stub_was = blas_stub_set(true);
     int before = engine_threads();
-    attn_query_block = 16;
     for (int run = 0; run < 2; run++) {
         engine_set_threads(run + 1);
         Arena a;
@@ -281,7 +280,8 @@ START_TEST(test_positions_threads_same_bits) {
                            fixture_tensor(&sf, v->name, "v", 4, vs), fixture_tensor(&sf, v->name, "kerple_r1", 1, hs),
                            fixture_tensor(&sf, v->name, "kerple_r2", 1, hs)};
         for (int i = 0; i < 5; i++) leaf[i]->requires_grad = true;
-        AttnCall c = fixture_call(&f, v);
+        ModelConfig m;
+        AttnCall c = fixture_call(&m, &f, v, 16);
         c.params[0] = leaf[3];
         c.params[1] = leaf[4];
         Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, leaf[0], leaf[1], leaf[2]);
@@ -296,7 +296,6 @@ START_TEST(test_positions_threads_same_bits) {
     }
     engine_set_threads(before);
     blas_stub_set(stub_was);
-    attn_query_block = 64;
     ck_assert_msg(memcmp(bits[0], bits[1], (size_t)(2 * f.H + 64) * sizeof(float)) == 0,
                   "attn_softmax with kerple_log: 1 and 2 threads give different bits");
     st_close(&sf);
@@ -309,7 +308,7 @@ static bool is_position_case(const KernelCase *kc) { return strncmp(kc->gc.name,
 
 START_TEST(test_positions_gradcheck_small_blocks) {
     int ran = 0;
-    attn_query_block = 2;
+    positions_query_block = 2;
     for (int c = 0; c < n_kernel_cases; c++) {
         const KernelCase *kc = &kernel_cases[c];
         if (!is_position_case(kc)) continue;
@@ -319,7 +318,7 @@ START_TEST(test_positions_gradcheck_small_blocks) {
                       r.worst_ratio);
         ran++;
     }
-    attn_query_block = 64;
+    positions_query_block = 0;
     ck_assert_int_ge(ran, 19);
 }
 END_TEST
@@ -338,7 +337,7 @@ START_TEST(test_positions_gradcheck_catches_broken_backward) {
                                   "attn_pos_alibi_window_logn", "attn_pos_window2_bidirectional",
                                   "attn_pos_alibi_window_logn_bidirectional"};
     for (int qb = 0; qb < 2; qb++) {
-        attn_query_block = qb ? 2 : 64;
+        positions_query_block = qb ? 2 : 0;
         for (int w = 0; w < 1 + qb; w++) {
             Break br = w ? BREAK_WINDOW : BREAK_BIAS_GRAD;
             int n = w ? 6 : 7;
@@ -353,11 +352,11 @@ START_TEST(test_positions_gradcheck_catches_broken_backward) {
                 bool ok = gradcheck(&kc->gc, 99, NULL, &r);
                 break_remove(br);
                 ck_assert_msg(!ok, "a %s backward passed the gradient check %s (blocks of %d)",
-                              w ? "window-ignoring" : "bias-gradient-scaling", name, attn_query_block);
+                              w ? "window-ignoring" : "bias-gradient-scaling", name, qb ? 2 : SOFTMAX_QUERY_BLOCK);
             }
         }
     }
-    attn_query_block = 64;
+    positions_query_block = 0;
 }
 END_TEST
 
@@ -380,8 +379,9 @@ static size_t op_bytes(int T, int window, bool grads) {
         x[i]->requires_grad = grads;
     }
     size_t start = arena_in_use(&a);
+    ModelConfig m = {.context = 64, .pos = POS_ALIBI, .window = window};
     AttnCall c = {.B = B, .H = H, .T = T, .key_size = d, .head_size = d, .causal = true,
-                  .scale = 1.0f / sqrtf((float)d), .m.context = 64, .m.pos = POS_ALIBI, .m.window = window};
+                  .scale = 1.0f / sqrtf((float)d), .cfg = &m, .opts = softmax_opts(&m)};
     Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
     if (grads) {
         float *seed = xmalloc((size_t)out->n * sizeof(float));
@@ -478,11 +478,12 @@ START_TEST(test_positions_probs_consistent) {
         }
         Tensor *pa = tensor_new(1, (int[]){PH}), *pp = tensor_new(1, (int[]){PH});
         for (int h = 0; h < PH; h++) pa->data[h] = 0.3f + 0.4f * h, pp->data[h] = 0.5f + 0.6f * h;
-        attn_query_block = 16;
         for (size_t t = 0; t < sizeof vs / sizeof vs[0]; t++) {
+            ModelConfig m = {.context = 16, .pos = vs[t].pos, .sandwich_lambda = 0.8f, .window = vs[t].window,
+                             .logn = vs[t].logn, .bca = vs[t].bca};
+            softmax_opts(&m)->query_block = 16;
             AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = vs[t].causal,
-                          .scale = 1.0f / sqrtf((float)PD), .m.context = 16, .m.pos = vs[t].pos, .m.sandwich_lambda = 0.8f,
-                          .m.window = vs[t].window, .m.logn = vs[t].logn, .m.bca = vs[t].bca, .params = {pa, pp}};
+                          .scale = 1.0f / sqrtf((float)PD), .params = {pa, pp}, .cfg = &m, .opts = softmax_opts(&m)};
             const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
             Tensor *out = kern->forward(&c, x[0], x[1], x[2]), *P = kern->probs(&c, x[0], x[1]);
             Tensor *pv = op_matmul(P, x[2], false, false);
@@ -507,7 +508,6 @@ START_TEST(test_positions_probs_consistent) {
             free(mask);
             free(bias);
         }
-        attn_query_block = 64;
         grad_set(was);
         engine_set_arena(NULL);
         arena_free(&a);
@@ -528,16 +528,15 @@ START_TEST(test_positions_no_grad_same_output) {
         rng_fill_normal(&rng, x[i]->data, x[i]->n, 0.0f, 1.0f);
         x[i]->requires_grad = true;
     }
-    attn_query_block = 16;
+    ModelConfig m = {.context = 16, .pos = POS_SANDWICH, .sandwich_lambda = 1.0f, .window = 11, .logn = true};
+    softmax_opts(&m)->query_block = 16;
     AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = true,
-                  .scale = 1.0f / sqrtf((float)PD), .m.context = 16, .m.pos = POS_SANDWICH, .m.sandwich_lambda = 1.0f,
-                  .m.window = 11, .m.logn = true};
+                  .scale = 1.0f / sqrtf((float)PD), .cfg = &m, .opts = softmax_opts(&m)};
     bool was = grad_set(true);
     Tensor *with = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
     grad_set(false);
     Tensor *without = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
     ck_assert(memcmp(with->data, without->data, (size_t)with->n * sizeof(float)) == 0);
-    attn_query_block = 64;
     tape_reset();
     grad_set(was);
     engine_set_arena(NULL);

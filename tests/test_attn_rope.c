@@ -82,23 +82,24 @@ static const LinCase lin_cases[] = {
 };
 #define N_LIN ((int)(sizeof lin_cases / sizeof lin_cases[0]))
 
-static AttnCall rope_call(const RopeCase *rc) {
-    AttnCall c = kernel_case_call(true);
+/* The calls of the cases, their config in *m. */
+static AttnCall rope_call(ModelConfig *m, const RopeCase *rc) {
+    AttnCall c = kernel_case_call(m, &attn_kernel_softmax, true);
     c.T = rc->T;
     c.key_size = rc->d;
-    c.m.pos = rc->pos;
-    c.m.rope_dims = rc->rope_dims;
+    m->pos = rc->pos;
+    m->rope_dims = rc->rope_dims;
     return c;
 }
 
-static AttnCall lin_call(const LinCase *lc, int B, int H) {
-    AttnCall c = linear_call(lc->causal, lc->phi, REWEIGHT_NONE);
+static AttnCall lin_call(ModelConfig *m, const LinCase *lc, int B, int H) {
+    AttnCall c = linear_call(m, lc->causal, lc->phi, REWEIGHT_NONE);
     c.B = B, c.H = H, c.T = lc->T;
     c.key_size = lc->dk, c.head_size = lc->dv;
     c.scale = 1.0f / sqrtf((float)lc->dk);
-    linear_opts(&c.m)->chunk = lc->chunk;
-    c.m.pos = POS_ROPE;
-    c.m.rope_dims = lc->rope_dims;
+    linear_opts(m)->chunk = lc->chunk;
+    m->pos = POS_ROPE;
+    m->rope_dims = lc->rope_dims;
     return c;
 }
 
@@ -117,14 +118,16 @@ static const RopeCase *gc_rope;
 static const LinCase *gc_lin;
 
 static Tensor *build_rope(Tensor **in) {
-    AttnCall c = rope_call(gc_rope);
+    ModelConfig m;
+    AttnCall c = rope_call(&m, gc_rope);
     return attn_rope(&c, in[0], gc_rope->key);
 }
 
 /* relu and leakyrelu get linear_signs (tests/cases_linear.h): column 0
  * positive keeps den clear of 0, the others use the negative branch. */
 static Tensor *build_linear(Tensor **in) {
-    AttnCall c = lin_call(gc_lin, FX_B, FX_H);
+    ModelConfig m;
+    AttnCall c = lin_call(&m, gc_lin, FX_B, FX_H);
     Tensor *q = in[0], *k = in[1];
     if (gc_lin->phi == PHI_RELU || gc_lin->phi == PHI_LEAKYRELU) {
         q = linear_signs(q, false);
@@ -221,9 +224,10 @@ START_TEST(test_rope_score_depends_on_offset_only) {
     rng_fill_normal(&rng, qrow, d, 0.0f, 1.0f);
     rng_fill_normal(&rng, krow, d, 0.0f, 1.0f);
     for (int di = 0; di < 2; di++) {
-        AttnCall c = kernel_case_call(true);
-        c.m.pos = POS_ROPE;
-        c.m.rope_dims = dims[di];
+        ModelConfig m;
+        AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, true);
+        m.pos = POS_ROPE;
+        m.rope_dims = dims[di];
         Tensor *q = attn_rope(&c, repeated(qrow, T, d), false), *k = attn_rope(&c, repeated(krow, T, d), true);
         double spread = 0;
         for (int i = 0; i < T; i++)
@@ -263,11 +267,12 @@ START_TEST(test_xpos_is_rope_times_decay) {
         Tensor *qx = tensor_4d(1, 1, T, d), *kx = tensor_4d(1, 1, T, d);
         rng_fill_normal(&rng, qx->data, qx->n, 0.0f, 1.0f);
         rng_fill_normal(&rng, kx->data, kx->n, 0.0f, 1.0f);
-        AttnCall c = kernel_case_call(true);
-        c.m.rope_dims = D;
-        c.m.pos = POS_ROPE;
+        ModelConfig m;
+        AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, true);
+        m.rope_dims = D;
+        m.pos = POS_ROPE;
         Tensor *rq = attn_rope(&c, qx, false), *rk = attn_rope(&c, kx, true);
-        c.m.pos = POS_XPOS;
+        m.pos = POS_XPOS;
         Tensor *xq = attn_rope(&c, qx, false), *xk = attn_rope(&c, kx, true);
         double widest = 0;
         for (int i = 0; i < T; i += 7)
@@ -293,10 +298,11 @@ END_TEST
 /* ---- against a composition of primitive ops ---------------------------------------- */
 
 static Tensor *phi_op(const AttnCall *c, Tensor *x) {
-    switch (linear_opts(&c->m)->phi) {
+    const LinearOpts *o = c->opts;
+    switch (o->phi) {
         case PHI_IDENTITY: return op_identity(x);
         case PHI_RELU: return op_relu(x);
-        case PHI_LEAKYRELU: return op_leakyrelu(x, linear_opts(&c->m)->leaky_slope);
+        case PHI_LEAKYRELU: return op_leakyrelu(x, o->leaky_slope);
         default: return op_elu(x, 1.0f, 1.0f);
     }
 }
@@ -332,7 +338,7 @@ static Tensor *rotate_compose(Tensor *x, int rope_dims) {
 static Tensor *linear_rope_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
     int T = q->shape[2];
     Tensor *fq = phi_op(c, q), *fk = phi_op(c, k);
-    Tensor *A = op_matmul(rotate_compose(fq, c->m.rope_dims), rotate_compose(fk, c->m.rope_dims), false, true);
+    Tensor *A = op_matmul(rotate_compose(fq, c->cfg->rope_dims), rotate_compose(fk, c->cfg->rope_dims), false, true);
     Tensor *A0 = op_matmul(fq, fk, false, true);
     if (c->causal) {
         Tensor *W = constant(T, T, 1.0f);
@@ -362,11 +368,11 @@ static void draw_inputs(Rng *rng, const AttnCall *c, const void *ctx, Tensor **l
     for (int l = 0; l < 3; l++) {
         leaves[l] = tensor_new(4, l < 2 ? shape_k : shape_v);
         for (long i = 0; i < leaves[l]->n; i++)
-            leaves[l]->data[i] = l == 2 || linear_opts(&c->m)->phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
+            leaves[l]->data[i] = l == 2 || ((const LinearOpts *)c->opts)->phi == PHI_ELU ? rng_normal(rng) : 0.5f + rng_uniform(rng);
         leaves[l]->requires_grad = true;
         in[l] = leaves[l];
     }
-    if (linear_opts(&c->m)->phi == PHI_RELU || linear_opts(&c->m)->phi == PHI_LEAKYRELU) {
+    if (((const LinearOpts *)c->opts)->phi == PHI_RELU || ((const LinearOpts *)c->opts)->phi == PHI_LEAKYRELU) {
         in[0] = linear_signs(leaves[0], false);
         in[1] = linear_signs(leaves[1], true);
     }
@@ -382,16 +388,17 @@ static bool against_composition(const AttnCall *c, uint64_t seed, char *msg, int
  * (the last one partial) and of 1, at B 1, H 3. */
 START_TEST(test_linear_rope_matches_composition) {
     char msg[512] = "";
-    AttnCall c = lin_call(&lin_cases[_i % N_LIN], FX_B, FX_H);
+    ModelConfig m;
+    AttnCall c = lin_call(&m, &lin_cases[_i % N_LIN], FX_B, FX_H);
     if (_i >= N_LIN) {
         int phi = (_i - N_LIN) / 2;
-        c = lin_call(&(LinCase){"long", phi, (_i - N_LIN) % 2 == 0, 50, 6, 5, phi == PHI_RELU ? 4 : 6, 8}, 1, 3);
+        c = lin_call(&m, &(LinCase){"long", phi, (_i - N_LIN) % 2 == 0, 50, 6, 5, phi == PHI_RELU ? 4 : 6, 8}, 1, 3);
     }
     ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg),
-                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[linear_opts(&c.m)->phi],
-                  c.causal ? "causal" : "bidirectional", c.T, c.m.rope_dims, linear_opts(&c.m)->chunk, msg);
+                  "linear phi=%s %s T %d rope_dims %d chunk %d against its composition: %s", phi_names[linear_opts(&m)->phi],
+                  c.causal ? "causal" : "bidirectional", c.T, m.rope_dims, linear_opts(&m)->chunk, msg);
     if (_i >= N_LIN && c.causal) {
-        linear_opts(&c.m)->chunk = 1;
+        linear_opts(&m)->chunk = 1;
         ck_assert_msg(against_composition(&c, 900 + (uint64_t)_i, msg, sizeof msg), "chunk 1: %s", msg);
     }
 }
@@ -424,16 +431,17 @@ static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
     const char *in_names[3] = {"q", "k", "v"};
     Tensor *in[3] = {NULL};
     int n_in;
+    ModelConfig m;
     AttnCall c;
     if (i < N_ROPE) {
         const RopeCase *rc = &rope_cases[i];
-        c = rope_call(rc);
+        c = rope_call(&m, rc);
         in_names[0] = "x";
         in[0] = tensor_4d(FX_B, FX_H, rc->T, rc->d);
         n_in = 1;
     } else {
         const LinCase *lc = &lin_cases[i - N_ROPE];
-        c = lin_call(lc, FX_B, FX_H);
+        c = lin_call(&m, lc, FX_B, FX_H);
         in[0] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
         in[1] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
         in[2] = tensor_4d(FX_B, FX_H, lc->T, lc->dv);

@@ -126,9 +126,11 @@ static TalkStage run_variant(StFile *sf, const Fixture *f, const Variant *v, cha
                        fixture_tensor(sf, v->name, "v", 4, vs),
                        has_pre(v->talking) ? fixture_tensor(sf, v->name, "talking_pre", 2, ws) : NULL,
                        has_post(v->talking) ? fixture_tensor(sf, v->name, "talking_post", 2, ws) : NULL};
+    ModelConfig m = {0};
+    softmax_opts(&m)->talking_heads = v->talking;
     AttnCall c = {.B = f->B, .H = f->H, .T = f->T, .key_size = f->dk, .head_size = f->dv, .causal = v->causal,
-                  .scale = 1.0f / sqrtf((float)f->dk)};
-    softmax_opts(&c.m)->talking_heads = v->talking;
+                  .scale = 1.0f / sqrtf((float)f->dk), .cfg = &m,
+                  .opts = softmax_opts(&m)};
     int np = 0;
     for (int i = 3; i < 5; i++)
         if (leaf[i]) c.params[np++] = leaf[i];
@@ -230,13 +232,15 @@ START_TEST(test_talking_mixing_reaches_output) {
         const AttnKernel *kern = attn_kernel_for(ATTN_SOFTMAX);
         Tensor *I = shift_matrix(0), *W = shift_matrix(1);
         for (int causal = 0; causal < 2; causal++) {
+            ModelConfig m = {0};
+            softmax_opts(&m)->talking_heads = TALKING_NONE;
             AttnCall c = {.B = MB, .H = MH, .T = MT, .key_size = MDK, .head_size = MDV, .causal = causal,
-                          .scale = 1.0f / sqrtf((float)MDK)};
-            softmax_opts(&c.m)->talking_heads = TALKING_NONE;
+                          .scale = 1.0f / sqrtf((float)MDK), .cfg = &m,
+                          .opts = softmax_opts(&m)};
             Tensor *plain = kern->forward(&c, q, k, v), *P = kern->probs(&c, q, k);
             for (int mode = TALKING_PRE; mode <= TALKING_BOTH; mode++) {
                 int n = mode == TALKING_BOTH ? 2 : 1;
-                softmax_opts(&c.m)->talking_heads = mode;
+                softmax_opts(&m)->talking_heads = mode;
                 c.params[0] = c.params[1] = I;
                 Tensor *same = kern->forward(&c, q, k, v), *Psame = kern->probs(&c, q, k);
                 ck_assert_msg(memcmp(same->data, plain->data, (size_t)plain->n * sizeof(float)) == 0,
@@ -300,9 +304,11 @@ START_TEST(test_talking_threads_same_bits) {
                            fixture_tensor(&sf, v->name, "v", 4, vs), fixture_tensor(&sf, v->name, "talking_pre", 2, ws),
                            fixture_tensor(&sf, v->name, "talking_post", 2, ws)};
         for (int i = 0; i < 5; i++) leaf[i]->requires_grad = true;
+        ModelConfig m = {0};
+        softmax_opts(&m)->talking_heads = TALKING_BOTH;
         AttnCall c = {.B = f.B, .H = f.H, .T = f.T, .key_size = f.dk, .head_size = f.dv, .causal = true,
-                      .scale = 1.0f / sqrtf((float)f.dk), .params = {leaf[3], leaf[4]}};
-        softmax_opts(&c.m)->talking_heads = TALKING_BOTH;
+                      .scale = 1.0f / sqrtf((float)f.dk), .params = {leaf[3], leaf[4]}, .cfg = &m,
+                      .opts = softmax_opts(&m)};
         Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, leaf[0], leaf[1], leaf[2]);
         backward_seeded(out, fixture_tensor(&sf, v->name, "dout", 4, vs)->data);
         n_bits = out->n;

@@ -12,6 +12,7 @@
 
 #include "blas_stub.h"
 #include "fastmath.h"
+#include "attention/kernels.h"
 #include "model.h"
 #include "ops.h"
 #include "optim/optim.h"

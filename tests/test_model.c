@@ -519,10 +519,11 @@ static float *copy_of(const float *x, long n) {
     return c;
 }
 
-/* The call of reference r, with random leaves for the kernel's parameters. */
-static AttnCall ref_call(const KernelRef *r, Rng *rng) {
-    AttnCall c = kernel_case_call(r->causal);
-    if (r->setup) r->setup(&c);
+/* The call of reference r on kernel kern, its config in *m, with random
+ * leaves for the kernel's parameters. */
+static AttnCall ref_call(const KernelRef *r, const AttnKernel *kern, ModelConfig *m, Rng *rng) {
+    AttnCall c = kernel_case_call(m, kern, r->causal);
+    if (r->setup) r->setup(&c, m);
     for (int i = 0; i < r->n_params; i++) {
         Tensor *p = tensor_new(r->params[i].ndim, r->params[i].shape);
         rng_fill_normal(rng, p->data, p->n, 0.0f, 0.5f);
@@ -546,7 +547,8 @@ START_TEST(test_kernel_matches_composition) {
         bool was = grad_set(true);
         Rng rng;
         rng_seed(&rng, 77 + (uint64_t)_i);
-        AttnCall c = ref_call(ref, &rng);
+        ModelConfig m;
+        AttnCall c = ref_call(ref, kern, &m, &rng);
         Tensor *in[3] = {random_leaf(&rng, KC_DK), random_leaf(&rng, KC_DK), random_leaf(&rng, KC_DV)};
         const long n_out = (long)KC_B * KC_H * KC_T * KC_DV;
         float *seed = arena_alloc(&a, (size_t)n_out * sizeof(float));
@@ -601,7 +603,8 @@ START_TEST(test_kernel_probs) {
         bool was = grad_set(false);
         Rng rng;
         rng_seed(&rng, 991 + (uint64_t)_i);
-        AttnCall c = ref_call(ref, &rng);
+        ModelConfig m;
+        AttnCall c = ref_call(ref, kern, &m, &rng);
         Tensor *q = random_leaf(&rng, KC_DK), *k = random_leaf(&rng, KC_DK), *v = random_leaf(&rng, KC_DV);
         Tensor *out = kern->forward(&c, q, k, v);
         Tensor *P = kern->probs(&c, q, k);

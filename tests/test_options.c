@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attention/kernel.h"
+#include "attention/kernels.h"
 #include "attention/positions.h"
 #include "options.h"
 

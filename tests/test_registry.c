@@ -40,7 +40,7 @@ static int relu2_power(const ModelConfig *m) { return ((const Relu2Opts *)attn_o
 
 static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale)), *p = s;
-    for (int i = 1; i < relu2_power(&c->m); i++) p = op_mul(p, s);
+    for (int i = 1; i < ((const Relu2Opts *)c->opts)->power; i++) p = op_mul(p, s);
     if (!c->causal) return p;
     Tensor *mask = tensor_2d(c->T, c->T);
     for (int i = 0; i < c->T; i++)
@@ -224,7 +224,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     /* the kernel reads its own option from the layer's config */
     Config c3 = c;
     ck_assert_msg(option_set(&c3, "relu2_power", "3", &e) == 0, "%s", e.msg);
-    at.call.m = c3.model;
+    at.cfg = attn_effective(&c3.model); /* what at.call points to */
     Tensor *y3 = attention_forward(&at, x);
     bool differs = false;
     for (long i = 0; i < y3->n; i++) differs |= y3->data[i] != y1->data[i];

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "attention.h"
+#include "attention/kernels.h"
 #include "ops.h"
 #include "rng.h"
 #include "safetensors.h"

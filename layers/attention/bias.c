@@ -1,5 +1,5 @@
 /* bias.c: score biases by distance, added to the softmax kernel's logits
- * (layers/attention/softmax.c) after the scale and after log-n scaling:
+ * (layers/attention/softmax_op.c) after the scale and after log-n scaling:
  *   z_ij = lambda_i s q_i . k_j + b_h(delta),
  * delta = i - j (causal) or |i - j| (bidirectional). Each depends on delta
  * only, so a call makes one table b_h[delta], delta = 0 .. T-1, per head h
@@ -38,7 +38,8 @@
  * ignores; we leave it out.) No parameters. */
 #include <math.h>
 
-#include "attention.h"
+#include "attention/positions.h"
+#include "layers.h"
 
 #define KERPLE_EPS 0.01f
 
@@ -126,4 +127,12 @@ void pos_bias_init(int pos, Tensor *p0, Tensor *p1, Rng *rng) {
         float x = s1 * rng_uniform(rng);
         p1->data[h] = pos == POS_KERPLE_POWER ? clamp_p(x) : clamp_lo(x);
     }
+}
+
+void pos_bias_declare(ParamSet *p, const char *prefix, int pos, int H, Tensor **params) {
+    if (!pos_bias_n_params(pos)) return;
+    char buf[128];
+    bool power = pos == POS_KERPLE_POWER;
+    params[0] = params_add(p, param_name(buf, prefix, power ? "kerple_a" : "kerple_r1"), 1, (int[]){H});
+    params[1] = params_add(p, param_name(buf, prefix, power ? "kerple_p" : "kerple_r2"), 1, (int[]){H});
 }

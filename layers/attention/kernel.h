@@ -1,51 +1,31 @@
 /* attention/kernel.h: what an attention kernel is, and the list of them.
  *
  * A kernel turns per-head q, k, v into per-head outputs (a kernel with
- * forward_qkv takes them as one fused projection gives them). The module that
- * owns the projections around it is layers/attention.h. Adding a kernel is
- * one file in layers/attention/ and one line in attn_kernels
- * (layers/attention/kernels.c). */
+ * forward_qkv takes them as one fused projection gives them). It sees the
+ * core (tensors, ops, parameter sets) and this contract; the module that owns
+ * the projections around it and calls it, layers/attention.h, stands above
+ * and is never included by a kernel. Adding a kernel is one file in
+ * layers/attention/ and one line in attn_kernels (layers/attention/kernels.c);
+ * the built-in kernels' own options are in their own headers (softmax.h,
+ * linear.h, linformer.h). */
 #ifndef ATTNLAB_ATTENTION_KERNEL_H
 #define ATTNLAB_ATTENTION_KERNEL_H
 
 #include "config.h"
 #include "option.h"
-#include "layers.h"
+#include "params.h"
+#include "rng.h"
 #include "tape.h"
 #include "util.h"
-
-/* The built-in kernels' own option values (their rows' choices, in order). */
-typedef enum { PHI_IDENTITY, PHI_RELU, PHI_LEAKYRELU, PHI_ELU } PhiKind;
-typedef enum { REWEIGHT_NONE, REWEIGHT_COS } ReweightKind;
-typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHeads;
-typedef enum { LF_SHARE_NONE, LF_SHARE_HEADWISE, LF_SHARE_KV, LF_SHARE_LAYERWISE } LinformerShare;
-typedef enum { LF_PROJ_LINEAR, LF_PROJ_MEAN, LF_PROJ_MAX, LF_PROJ_CONV } LinformerProj;
 
 /* A kernel's options struct lives inside ModelConfig.kernel_options, bytes
  * the registry hands out, so its type must be allowed to alias them: declare
  * it `typedef struct ATTN_OPTS { ... } MyOpts;`. */
 #define ATTN_OPTS __attribute__((may_alias))
 
-/* The built-in kernels' options structs (their option_rows' offsets are into
- * these), found in a ModelConfig with the accessors at the end of this file. */
-typedef struct ATTN_OPTS {
-    int phi;           /* PhiKind: the feature map */
-    float leaky_slope; /* phi = leakyrelu's slope */
-    int reweight;      /* ReweightKind */
-    int chunk;         /* causal linear attention's chunk length */
-} LinearOpts;
-typedef struct ATTN_OPTS {
-    int talking_heads; /* TalkingHeads */
-} SoftmaxOpts;
-#define LF_MAX_LAYERS 64
-typedef struct ATTN_OPTS {
-    int linformer_k[LF_MAX_LAYERS]; /* the projected length per layer (lf_k), 0 past the list */
-    int linformer_share; /* LinformerShare */
-    int linformer_proj;  /* LinformerProj */
-} LinformerOpts;
-
 /* Counters kernels may add to during forward, read by the trainer per step
- * (e.g. how many linear-attention denominators hit the clamp). */
+ * (e.g. how many linear-attention denominators hit the clamp); defined with
+ * the registry (layers/attention/kernels.c). */
 typedef struct {
     long den_clamped, den_rows;
 } AttnStats;
@@ -56,7 +36,8 @@ void attn_stats_reset(void);
 
 #define ATTN_MAX_PARAMS 4
 
-/* What a kernel is told about the call. */
+/* What a kernel is told about the call. The module makes it once per layer
+ * (attn_call) and fills in B, T and the kernel's parameters. */
 typedef struct {
     int B, H, T;
     int key_size, head_size;
@@ -65,14 +46,14 @@ typedef struct {
     float scale;  /* logits are scale * q.k; 1 / sqrt(key_size) */
     /* the kernel's parameters for this layer, as its declare() made them */
     Tensor *params[ATTN_MAX_PARAMS];
-    /* The layer's options, its attn value's preset applied (attn_effective):
-     * a kernel reads the options its rows declare from here (m.phi, or
-     * attn_option_int(&c->m, ...) for a row kept in a slot), and the position
-     * options (m.pos, m.window, ...) with layers/attention/positions.h. */
-    ModelConfig m;
+    /* The layer's config, its attn value's preset applied (attn_effective):
+     * the position options (cfg->pos, cfg->window, ...) with
+     * layers/attention/positions.h. */
+    const ModelConfig *cfg;
+    /* The kernel's own options struct inside *cfg (the struct its
+     * option_rows describe), found once when the layer is built. */
+    const void *opts;
 } AttnCall;
-
-typedef struct Attention Attention;
 
 /* A preset of a kernel: another value of the `attn` option that runs the
  * kernel with some of its options fixed (cosformer: linear attention with
@@ -85,31 +66,21 @@ typedef struct {
 
 typedef struct {
     const char *name;
+
+    /* ---- Running it: what the module calls. The hooks get a layer's place
+     * and config, never the module. ---- */
     /* Declares the kernel's own parameters of layer `layer` (NULL when it has
-     * none) into a->params, named under `prefix` (e.g. "blocks.0.attn") so
-     * that they match a PyTorch module's state_dict. */
-    void (*declare)(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c);
+     * none) into params[0 .. ATTN_MAX_PARAMS), named under `prefix` (e.g.
+     * "blocks.0.attn") so that they match a PyTorch module's state_dict; c has
+     * its preset applied (attn_effective). The module hands them to every call
+     * in AttnCall.params. */
+    void (*declare)(ParamSet *p, const char *prefix, int layer, const ModelConfig *c, Tensor **params);
+    /* Draws the kernel's own parameters of layer `layer` (params as declare
+     * made them; c as declare got it) after model_init_weights' generic rule
+     * has filled them (NULL: that rule stands). */
+    void (*init)(Tensor **params, int layer, const ModelConfig *c, Rng *rng);
     /* q, k [B, H, T, key_size], v [B, H, T, head_size] -> [B, H, T, head_size] */
     Tensor *(*forward)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
-    /* The attention matrix P [B, H, T, T] for the same q, k, with gradients
-     * off (for ./spectrum): the kernel's output is P v. Linformer's is
-     * [B, H, T, k'] and its output P (F v). */
-    Tensor *(*probs)(const AttnCall *c, Tensor *q, Tensor *k);
-    /* The kernel's fused ops, so the tests can find and check them
-     * (NULL-terminated; empty when the kernel is made of primitive ops). */
-    OpDef *ops[4];
-    /* Draws the kernel's own parameters of layer `layer` after
-     * model_init_weights' generic rule has filled them (NULL: that rule
-     * stands). */
-    void (*init)(Attention *a, int layer, Rng *rng);
-    /* The kernel has no causal form (Linformer mixes positions): the model
-     * refuses it under a causal objective and the tests ask for no causal
-     * case. */
-    bool bidirectional_only;
-    /* The kernel applies pos = rope itself (linear kernels rotate the
-     * features after phi); otherwise the module rotates q and k before the
-     * kernel. */
-    bool rope_inside;
     /* Optional: q, k, v as one fused projection makes them, side by side in
      * qkv [B, T, H key_size | H key_size | H head_size] (head h of q in
      * columns [h dk, (h + 1) dk), and so on), -> [B, T, H head_size], the
@@ -118,26 +89,43 @@ typedef struct {
      * merging the heads; such a kernel must be rope_inside. probs still gets
      * [B, H, T, d]. */
     Tensor *(*forward_qkv)(const AttnCall *c, Tensor *qkv);
+    /* The attention matrix P [B, H, T, T] for the same q, k, with gradients
+     * off (for ./spectrum): the kernel's output is P v. Linformer's is
+     * [B, H, T, k'] and its output P (F v). */
+    Tensor *(*probs)(const AttnCall *c, Tensor *q, Tensor *k);
+    /* The kernel's fused ops, so the tests can find and check them
+     * (NULL-terminated; empty when the kernel is made of primitive ops). */
+    OpDef *ops[4];
+    /* The kernel has no causal form (Linformer mixes positions): the model
+     * refuses it under a causal objective and the tests ask for no causal
+     * case. */
+    bool bidirectional_only;
+    /* The kernel applies pos = rope itself (linear kernels rotate the
+     * features after phi); otherwise the module rotates q and k before the
+     * kernel. */
+    bool rope_inside;
 
-    /* What the rest of the program asks of a kernel, so that nothing outside
-     * this folder names one. */
+    /* ---- Planning and the command line: what the rest of the program asks
+     * of a kernel, so that nothing outside this folder names one. ---- */
+    /* How errors name it: "linear attention", "attn=softmax". */
+    const char *title;
+    /* Its options: the option-table rows only this kernel reads, declared in
+     * its file (ended by a row with a NULL name; NULL: none): --help lists
+     * them, and giving one with another kernel is refused. The values live in
+     * a struct of the kernel's own, options_size bytes, declared ATTN_OPTS,
+     * which the registry places in ModelConfig.kernel_options; a row's offset
+     * is into that struct (offsetof(MyOpts, power)). A call finds it in
+     * AttnCall.opts; declare, init and the hooks here with
+     * attn_options(c, &my_kernel). */
+    const OptDef *option_rows;
+    size_t options_size;
     /* Its presets, each another value of the attn option (NULL-terminated
      * by a NULL name; NULL: none). */
     const AttnPreset *presets;
-    /* How errors name it: "linear attention", "attn=softmax". */
-    const char *title;
-    /* The option-table rows only this kernel reads, declared in its file
-     * (ended by a row with a NULL name; NULL: none): --help lists them, and
-     * giving one with another kernel is refused. The values live in a struct
-     * of the kernel's own, options_size bytes, which the registry places in
-     * ModelConfig.kernel_options; a row's offset is into that struct
-     * (offsetof(MyOpts, power)), and the kernel finds the struct with
-     * attn_options(&c->m, &my_kernel). The struct is declared ATTN_OPTS. */
-    const OptDef *option_rows;
-    size_t options_size;
     /* Refuses this kernel's combinations that cannot work, with the reason:
-     * 0, or -1 with e set. `changed(name, ctx)` says whether an option was set
-     * away from its default. NULL: every combination works. */
+     * 0, or -1 with e set; m has its preset applied (attn_effective).
+     * `changed(name, ctx)` says whether an option was set away from its
+     * default. NULL: every combination works. */
     int (*validate)(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                     Err *e);
     /* The kernel's options in a few words, for labels (" phi=relu"); NULL:
@@ -146,25 +134,21 @@ typedef struct {
     /* Whether a length T other than the training context works (Linformer's
      * pooling needs multiples of its stride): 0, or -1 with e set. NULL: any. */
     int (*check_length)(const ModelConfig *m, int T, Err *e);
-    /* Bytes of the kernel's memory that grow faster than T at B 1, for a
-     * length cap (./bench --scaling); NULL: none. */
-    double (*quadratic_bytes)(const ModelConfig *m, int T, int threads);
     /* The floating-point operations (2 per multiply-add) of the kernel's
      * products, forward and backward, at B 1 over length T, as its algorithm
      * needs them: ./bench --scaling sets the layer's time against what they
      * and the projections would take at sgemm's rate; m has its preset
      * applied (attn_effective). NULL, or NAN for some options: not counted. */
     double (*flops)(const ModelConfig *m, int T);
+    /* Bytes of the kernel's memory that grow faster than T at B 1, for a
+     * length cap (./bench --scaling); NULL: none. */
+    double (*quadratic_bytes)(const ModelConfig *m, int T, int threads);
     /* The kernel forms an explicit score matrix: score biases (pos = alibi,
      * kerple_*, sandwich, xpos) and the score masks (window, logn, bca) need it. */
     bool scores;
     /* probs is not T x T (Linformer's is T x k), so it has no eigenvalues. */
     bool projected_probs;
 } AttnKernel;
-
-/* Query rows per block of the softmax kernel (64): tests lower it so that a
- * short sequence spans several blocks. */
-extern int attn_query_block;
 
 /* Every kernel once (layers/attention/kernels.c: the built-in ones, then any
  * added with attn_register); the tests walk this list. */
@@ -193,8 +177,13 @@ typedef struct {
 const AttnKernel *attn_option_owner(const char *name);
 /* Kernel k's rows (attn_kernels[k]) with their offsets into ModelConfig. */
 const OptDef *attn_kernel_rows(int k);
-/* Kernel kern's options struct in m (inside m, so const only as m is). */
+/* Kernel kern's options struct in m (inside m, so const only as m is): a
+ * search of the registry, for building a layer and for the planning hooks. */
 void *attn_options(const ModelConfig *m, const AttnKernel *kern);
+/* The call of kernel kern on layer `layer` of config c (its preset applied,
+ * attn_effective; c must outlive the call): sizes, causality (objective),
+ * scale and c's options resolved once; B, T and params are the caller's. */
+AttnCall attn_call(const AttnKernel *kern, const ModelConfig *c, int layer);
 /* The value of kernel kern's option `name` in m (an OPT_INT or OPT_CHOICE
  * row, or an OPT_FLOAT one); aborts when kern declares no such row. */
 int attn_option_int(const ModelConfig *m, const AttnKernel *kern, const char *name);
@@ -213,25 +202,9 @@ const AttnKernel *attn_kernel_for(int attn);
 /* m with its attn value's preset applied. */
 ModelConfig attn_effective(const ModelConfig *m);
 
-/* The built-in values' indices, for this folder and the tests; a new kernel
- * needs none (it is found by name). A test holds them to attn_choices. */
-enum { ATTN_SOFTMAX, ATTN_LINEAR, ATTN_COSFORMER, ATTN_LINFORMER };
-
 /* The attn value that ./bench --scaling measures beside the default kernel,
  * and experiments/torch_scaling.py mirrors in PyTorch: causal, linear in time
  * and memory. */
 extern const char *const attn_scaling_reference;
-
-/* The built-in kernels, and their options in m. */
-extern const AttnKernel attn_kernel_softmax, attn_kernel_linear, attn_kernel_linformer;
-static inline LinearOpts *linear_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linear); }
-static inline SoftmaxOpts *softmax_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_softmax); }
-static inline LinformerOpts *linformer_opts(const ModelConfig *m) { return attn_options(m, &attn_kernel_linformer); }
-/* Linformer's k of layer `layer`: its entry of the list, or the list's last. */
-static inline int lf_k(const LinformerOpts *o, int layer) {
-    int k = o->linformer_k[0];
-    for (int i = 1; i <= layer && i < LF_MAX_LAYERS && o->linformer_k[i]; i++) k = o->linformer_k[i];
-    return k;
-}
 
 #endif

@@ -1,12 +1,19 @@
-/* kernels.c: the attention kernels. A new kernel is one file beside this one
- * and its line in attn_kernels (or an attn_register call); its presets and
- * options come with it. */
+/* kernels.c: the registry of attention kernels: the list (a new kernel is
+ * one file beside this one and its line in attn_kernels, or an attn_register
+ * call; its presets and options come with it), the attn values, where each
+ * kernel's options live in a ModelConfig, the call a layer makes of its
+ * kernel (attn_call), and the counters kernels add to (attn_stats). */
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "attention/kernel.h"
+#include "attention/kernels.h"
 #include "util.h"
+
+AttnStats attn_stats;
+
+void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
 
 /* Every kernel once, in the order --help lists them; the first is the
  * default. */
@@ -116,6 +123,20 @@ static int kernel_index(const AttnKernel *kern) {
 
 void *attn_options(const ModelConfig *m, const AttnKernel *kern) {
     return (unsigned char *)m->kernel_options + options_at[kernel_index(kern)];
+}
+
+AttnCall attn_call(const AttnKernel *kern, const ModelConfig *c, int layer) {
+    int key_size = model_key_size(c);
+    return (AttnCall){
+        .H = c->heads,
+        .key_size = key_size,
+        .head_size = model_head_size(c),
+        .causal = c->objective == OBJECTIVE_CLM,
+        .layer = layer,
+        .scale = 1.0f / sqrtf((float)key_size),
+        .cfg = c,
+        .opts = attn_options(c, kern),
+    };
 }
 
 static const OptDef *row_of(const AttnKernel *kern, const char *name) {

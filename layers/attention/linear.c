@@ -6,8 +6,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "attention.h"
+#include "attention/linear.h"
 #include "attention/linear_op.h"
+#include "attention/positions.h"
 #include "util.h"
 
 /* ---- what the rest of the program asks of this kernel ------------------------ */
@@ -21,17 +22,44 @@ static void cosformer_preset(ModelConfig *m) {
     linear_opts(m)->reweight = REWEIGHT_COS;
 }
 static const char *const cosformer_fixes[] = {"phi", "reweight", NULL};
-static const AttnPreset linear_presets[] = {{"cosformer", cosformer_preset, cosformer_fixes}, {NULL, NULL, NULL}};
+static const AttnPreset linear_presets[] = {
+    {.name = "cosformer", .apply = cosformer_preset, .fixes = cosformer_fixes},
+    {.name = NULL},
+};
 
 #define M(field) offsetof(LinearOpts, field)
 static const OptDef linear_options[] = {
-    {"phi", OPT_CHOICE, GROUP_MODEL, M(phi), "relu", 0, 0, phi_names, 0,
-     "linear attention's feature map (elu means elu + 1)", NULL},
-    {"leaky_slope", OPT_FLOAT, GROUP_MODEL, M(leaky_slope), "0.01", 0, 1, NULL, 0, "slope of phi = leakyrelu", NULL},
-    {"reweight", OPT_CHOICE, GROUP_MODEL, M(reweight), "none", 0, 0, reweight_names, 0,
-     "cosFormer's cos re-weighting of linear attention", NULL},
-    {"chunk", OPT_INT, GROUP_MODEL, M(chunk), "64", 1, 65536, NULL, 0, "chunk length of causal linear attention", NULL},
-    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+    {.name = "phi",
+     .type = OPT_CHOICE,
+     .group = GROUP_MODEL,
+     .offset = M(phi),
+     .def = "relu",
+     .choices = phi_names,
+     .help = "linear attention's feature map (elu means elu + 1)"},
+    {.name = "leaky_slope",
+     .type = OPT_FLOAT,
+     .group = GROUP_MODEL,
+     .offset = M(leaky_slope),
+     .def = "0.01",
+     .min = 0,
+     .max = 1,
+     .help = "slope of phi = leakyrelu"},
+    {.name = "reweight",
+     .type = OPT_CHOICE,
+     .group = GROUP_MODEL,
+     .offset = M(reweight),
+     .def = "none",
+     .choices = reweight_names,
+     .help = "cosFormer's cos re-weighting of linear attention"},
+    {.name = "chunk",
+     .type = OPT_INT,
+     .group = GROUP_MODEL,
+     .offset = M(chunk),
+     .def = "64",
+     .min = 1,
+     .max = 65536,
+     .help = "chunk length of causal linear attention"},
+    {.name = NULL},
 };
 #undef M
 
@@ -44,7 +72,7 @@ static int linear_validate(const ModelConfig *m, bool (*changed)(const char *nam
     if (m->objective == OBJECTIVE_MLM && changed("chunk", ctx))
         return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
                err_hint(e, "drop --chunk, or use --objective clm");
-    if (m->pos == POS_ROPE && m->attn == ATTN_COSFORMER)
+    if (m->pos == POS_ROPE && attn_choice(m->attn)->preset == cosformer_preset)
         return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
                err_hint(e, "use --attn linear --phi relu --pos rope");
     if (m->pos == POS_ROPE && o->reweight == REWEIGHT_COS)

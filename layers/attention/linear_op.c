@@ -90,8 +90,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention/linear.h"
 #include "attention/linear_op.h"
+#include "attention/positions.h"
 #include "attention/rope.h"
 #include "fastmath.h"
 #include "op_kernel.h"
@@ -837,14 +838,14 @@ static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const
 /* The op on n_in inputs (q, k, v, or the one fused tensor) of B, H, T, dk, with
  * its output out. */
 static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int H, int T, int dk, Tensor *out) {
-    const LinearOpts *o = linear_opts(&c->m);
+    const LinearOpts *o = c->opts;
     if (o->chunk < 1) DIE("linear attention: chunk %d < 1", o->chunk);
     if (o->phi < PHI_IDENTITY || o->phi > PHI_ELU) DIE("linear attention: unknown phi %d", o->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
-    if (c->m.pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
-    bool rope = c->m.pos == POS_ROPE;
+    if (c->cfg->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
+    bool rope = c->cfg->pos == POS_ROPE;
     if (rope && o->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
-    int rp = rope ? rope_pairs(c->m.rope_dims, dk) : 0;
+    int rp = rope ? rope_pairs(c->cfg->rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
@@ -884,7 +885,7 @@ Tensor *attn_linear_qkv(const AttnCall *c, Tensor *qkv) {
  * the unrotated features first (the row sums of phi(Q) phi(K)^T), then the
  * features rotate and P_ij = (R_i phi(q_i)) . (R_j phi(k_j)) / max(den_i, eps). */
 Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
-    const LinearOpts *o = linear_opts(&c->m);
+    const LinearOpts *o = c->opts;
     int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3];
     bool cos = o->reweight == REWEIGHT_COS;
     Lin L = {.T = T, .dk = dk, .ldq = dk, .F = cos ? 2 * dk : dk, .C = T, .phi = o->phi, .slope = o->leaky_slope};
@@ -895,7 +896,7 @@ Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         L.sn = table;
         L.cs = table + T;
     }
-    int rp = c->m.pos == POS_ROPE ? rope_pairs(c->m.rope_dims, dk) : 0;
+    int rp = c->cfg->pos == POS_ROPE ? rope_pairs(c->cfg->rope_dims, dk) : 0;
     float *rtab = rp ? arena_alloc(engine_arena(), 2 * (size_t)T * rp * sizeof(float)) : NULL;
     if (rp) rope_tables(T, rp, POS_ROPE, false, rtab, rtab + (long)T * rp);
     Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);

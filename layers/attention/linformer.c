@@ -48,8 +48,10 @@
 #include <cblas.h>
 #include <math.h>
 
-#include "attention.h"
+#include "attention/linformer.h"
+#include "layers.h"
 #include "op_kernel.h"
+#include "softmax_parts.h"
 #include "util.h"
 
 /* ---- linformer_project ------------------------------------------------------ */
@@ -221,7 +223,7 @@ static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_projec
 /* x' of x [B, H, T, d] under the call's projection; w is E or F (NULL for
  * mean and max). */
 static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
-    const LinformerOpts *o = linformer_opts(&c->m);
+    const LinformerOpts *o = c->opts;
     const char *name = lf_project_op.name;
     SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
     const int H = x->shape[1], T = x->shape[2], proj = o->linformer_proj;
@@ -234,8 +236,8 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
         SHAPE_CHECK(w->shape[w->ndim - 1] >= T, name, "the input is longer than E's n columns", x, w);
     } else {
         int k = lf_k(o, c->layer);
-        if (k <= 0 || c->m.context < k) DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->m.context, k);
-        s = c->m.context / k;
+        if (k <= 0 || c->cfg->context < k) DIE("%s: context %d and linformer_k %d give no pooling stride", name, c->cfg->context, k);
+        s = c->cfg->context / k;
         kp = (T + s - 1) / s;
         if (proj == LF_PROJ_CONV) {
             SHAPE_CHECK(w && (w->ndim == 1 || w->ndim == 2), name, "the conv kernel must be [n/k] or [H, n/k]", x, w);
@@ -348,11 +350,8 @@ static Tensor *lf_attend(Tensor *q, Tensor *k, Tensor *v, float scale) {
 /* ---- the kernel ------------------------------------------------------------------ */
 
 static void check_qkv(const AttnCall *c, const Tensor *q, const Tensor *k, const Tensor *v) {
-    const char *name = "linformer";
     if (c->causal) DIE("linformer: the kernel has no causal form (it mixes positions before the softmax)");
-    SHAPE_CHECK(q->ndim == 4 && k->ndim == 4 && v->ndim == 4, name, "q, k, v must be [B, H, T, d]", q, v);
-    SHAPE_CHECK(tensor_same_shape(q, k), name, "q and k differ", q, k);
-    for (int i = 0; i < 3; i++) SHAPE_CHECK(q->shape[i] == v->shape[i], name, "q and v differ in B, H or T", q, v);
+    attn_check_qkv("linformer", q, k, v);
 }
 
 /* E is params[0]; F is params[1], or E when the share mode makes them one. */
@@ -377,7 +376,7 @@ static Tensor *attn_linformer_probs(const AttnCall *c, Tensor *q, Tensor *k) {
 }
 
 /* The names and shapes of the header comment. */
-static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer, const ModelConfig *c) {
+static void lf_declare(ParamSet *p, const char *prefix, int layer, const ModelConfig *c, Tensor **params) {
     const LinformerOpts *o = linformer_opts(c);
     int proj = o->linformer_proj, share = o->linformer_share;
     if (proj == LF_PROJ_MEAN || proj == LF_PROJ_MAX) return;
@@ -390,20 +389,20 @@ static void lf_declare(Attention *a, ParamSet *p, const char *prefix, int layer,
         shape[nd++] = c->context / lf_k(o, layer);
     }
     if (share == LF_SHARE_LAYERWISE) {
-        a->params[0] = layer == 0 ? params_add(p, "linformer.E", nd, shape) : params_find(p, "linformer.E");
-        if (!a->params[0]) DIE("linformer: layer %d declared before layer 0's shared linformer.E", layer);
+        params[0] = layer == 0 ? params_add(p, "linformer.E", nd, shape) : params_find(p, "linformer.E");
+        if (!params[0]) DIE("linformer: layer %d declared before layer 0's shared linformer.E", layer);
         return;
     }
     char buf[128];
-    a->params[0] = params_add(p, param_name(buf, prefix, "E"), nd, shape);
-    if (share != LF_SHARE_KV) a->params[1] = params_add(p, param_name(buf, prefix, "F"), nd, shape);
+    params[0] = params_add(p, param_name(buf, prefix, "E"), nd, shape);
+    if (share != LF_SHARE_KV) params[1] = params_add(p, param_name(buf, prefix, "F"), nd, shape);
 }
 
 /* N(0, 1 / fan_in), fan_in = the last dimension: n for E, n / k for conv. */
-static void lf_init(Attention *a, int layer, Rng *rng) {
-    if (linformer_opts(&a->call.m)->linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
+static void lf_init(Tensor **params, int layer, const ModelConfig *c, Rng *rng) {
+    if (linformer_opts(c)->linformer_share == LF_SHARE_LAYERWISE && layer > 0) return; /* layer 0 drew it */
     for (int i = 0; i < 2; i++) {
-        Tensor *t = a->params[i];
+        Tensor *t = params[i];
         if (t) rng_fill_normal(rng, t->data, t->n, 0.0f, 1.0f / sqrtf((float)t->shape[t->ndim - 1]));
     }
 }
@@ -414,13 +413,30 @@ static const char *const lf_share_names[] = {"none", "headwise", "kv", "layerwis
 static const char *const lf_proj_names[] = {"linear", "mean", "max", "conv", NULL};
 #define M(field) offsetof(LinformerOpts, field)
 static const OptDef linformer_options[] = {
-    {"linformer_k", OPT_INTS, GROUP_MODEL, M(linformer_k), "64", 1, 65536, NULL, LF_MAX_LAYERS,
-     "Linformer's projected length; per layer as 64,32 (later layers take the last)", NULL},
-    {"linformer_share", OPT_CHOICE, GROUP_MODEL, M(linformer_share), "none", 0, 0, lf_share_names, 0,
-     "Linformer's E, F: per head, shared by heads, F = E, one E for all layers", NULL},
-    {"linformer_proj", OPT_CHOICE, GROUP_MODEL, M(linformer_proj), "linear", 0, 0, lf_proj_names, 0,
-     "Linformer's projection along the sequence", NULL},
-    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+    {.name = "linformer_k",
+     .type = OPT_INTS,
+     .group = GROUP_MODEL,
+     .offset = M(linformer_k),
+     .def = "64",
+     .min = 1,
+     .max = 65536,
+     .size = LF_MAX_LAYERS,
+     .help = "Linformer's projected length; per layer as 64,32 (later layers take the last)"},
+    {.name = "linformer_share",
+     .type = OPT_CHOICE,
+     .group = GROUP_MODEL,
+     .offset = M(linformer_share),
+     .def = "none",
+     .choices = lf_share_names,
+     .help = "Linformer's E, F: per head, shared by heads, F = E, one E for all layers"},
+    {.name = "linformer_proj",
+     .type = OPT_CHOICE,
+     .group = GROUP_MODEL,
+     .offset = M(linformer_proj),
+     .def = "linear",
+     .choices = lf_proj_names,
+     .help = "Linformer's projection along the sequence"},
+    {.name = NULL},
 };
 #undef M
 

@@ -10,14 +10,26 @@
 
 #define M(field) offsetof(ModelConfig, field)
 static const OptDef rotary_options[] = {
-    {"rope_dims", OPT_INT, GROUP_MODEL, M(rope_dims), "0", 0, 4096, NULL, 0,
-     "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all", NULL},
-    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+    {.name = "rope_dims",
+     .type = OPT_INT,
+     .group = GROUP_MODEL,
+     .offset = M(rope_dims),
+     .def = "0",
+     .min = 0,
+     .max = 4096,
+     .help = "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all"},
+    {.name = NULL},
 };
 static const OptDef sandwich_options[] = {
-    {"sandwich_lambda", OPT_FLOAT, GROUP_MODEL, M(sandwich_lambda), "1", 0, 1000, NULL, 0,
-     "pos=sandwich: scale of the p_i . p_j bias", NULL},
-    {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
+    {.name = "sandwich_lambda",
+     .type = OPT_FLOAT,
+     .group = GROUP_MODEL,
+     .offset = M(sandwich_lambda),
+     .def = "1",
+     .min = 0,
+     .max = 1000,
+     .help = "pos=sandwich: scale of the p_i . p_j bias"},
+    {.name = NULL},
 };
 #undef M
 

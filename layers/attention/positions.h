@@ -76,6 +76,10 @@ void pos_bias_table(int pos, int H, int T, int dk, float lambda, const float *p0
  * score gradients at each distance (either may be NULL). */
 void pos_bias_param_grads(int pos, int H, int T, const float *p0, const float *p1, const double *g, float *dp0,
                           float *dp1);
+/* Declares the scheme's [H] parameters under prefix into params[0],
+ * params[1], named as the reference model names them: kerple_a, kerple_p
+ * (kerple_power) or kerple_r1, kerple_r2 (kerple_log); none for the others. */
+void pos_bias_declare(ParamSet *p, const char *prefix, int pos, int H, Tensor **params);
 /* The KERPLE reference's initialisation of p0, p1 (kerple_*). */
 void pos_bias_init(int pos, Tensor *p0, Tensor *p1, Rng *rng);
 

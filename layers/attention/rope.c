@@ -31,7 +31,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention/positions.h"
 #include "op_kernel.h"
 #include "util.h"
 
@@ -113,16 +113,16 @@ OpDef attn_rope_op = {"attn_rope", attn_rope_forward, attn_rope_backward};
 Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     const char *name = attn_rope_op.name;
     SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
-    if (c->m.pos != POS_ROPE && c->m.pos != POS_XPOS) DIE("%s: pos %d is neither rope nor xpos", name, c->m.pos);
+    if (c->cfg->pos != POS_ROPE && c->cfg->pos != POS_XPOS) DIE("%s: pos %d is neither rope nor xpos", name, c->cfg->pos);
     int T = x->shape[2], d = x->shape[3];
     /* an odd key size (the default rope_dims = key_size) keeps its last dimension */
-    if (c->m.rope_dims < 0 || c->m.rope_dims > d || (c->m.rope_dims % 2 && c->m.rope_dims != d))
-        DIE("%s: rope_dims %d must be even and at most the key size %d", name, c->m.rope_dims, d);
-    int P = rope_pairs(c->m.rope_dims, d);
+    if (c->cfg->rope_dims < 0 || c->cfg->rope_dims > d || (c->cfg->rope_dims % 2 && c->cfg->rope_dims != d))
+        DIE("%s: rope_dims %d must be even and at most the key size %d", name, c->cfg->rope_dims, d);
+    int P = rope_pairs(c->cfg->rope_dims, d);
     Node *n = node_new(&attn_rope_op);
     n->n_in = 1;
     n->in[0] = x;
-    *NODE_ATTRS(n, RopeAttrs) = (RopeAttrs){.pairs = P, .pos = c->m.pos, .key = key};
+    *NODE_ATTRS(n, RopeAttrs) = (RopeAttrs){.pairs = P, .pos = c->cfg->pos, .key = key};
     n->saved = arena_alloc(engine_arena(), (2 * (size_t)T * P + 1) * sizeof(float));
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);

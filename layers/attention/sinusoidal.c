@@ -11,7 +11,7 @@
  * pos = sandwich (layers/attention/bias.c) uses the same frequencies. */
 #include <math.h>
 
-#include "attention.h"
+#include "attention/positions.h"
 #include "ops.h"
 
 float sinusoid_frequency(int i, int d) { return (float)pow(10000.0, -2.0 * i / d); }

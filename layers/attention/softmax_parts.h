@@ -1,5 +1,6 @@
-/* softmax_parts.h: what softmax.c (plain attention with positions) and
- * talking.c (Talking-Heads attention) share; private to layers/attention/. */
+/* softmax_parts.h: the pieces of the softmax kernel (softmax.c) shared by
+ * its plain op with positions (softmax_op.c) and Talking-Heads attention
+ * (talking.c); private to layers/attention/ and the tests. */
 #ifndef ATTNLAB_SOFTMAX_PARTS_H
 #define ATTNLAB_SOFTMAX_PARTS_H
 
@@ -14,8 +15,17 @@ void attn_softmax_rows_backward(const float *P, float *dP, long rows, int T);
 /* Aborts unless q, k [B, H, T, dk] and v [B, H, T, dv] agree (the op `name`). */
 void attn_check_qkv(const char *name, const Tensor *q, const Tensor *k, const Tensor *v);
 
-/* The plain op's attributes (softmax.c; here so that tests/test_attn_positions.c
- * can break the window). */
+/* The plain op with positions (softmax_op.c): the kernel's output and P
+ * [B, H, T, T] without talking heads, and its OpDef. */
+Tensor *attn_softmax_plain(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
+Tensor *attn_softmax_plain_probs(const AttnCall *c, Tensor *q, Tensor *k);
+extern OpDef attn_softmax_op;
+/* The keys [*lo, *hi] that query i of T sees under the call's masks (the rule
+ * in softmax_op.c); the kernel's flops hook counts them. */
+void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi);
+
+/* The plain op's attributes (softmax_op.c; here so that
+ * tests/test_attn_positions.c can break the window). */
 typedef struct {
     float scale;
     float sandwich_lambda;
@@ -27,14 +37,8 @@ typedef struct {
     int context; /* the training length, for log-n and BCA */
     int qb;      /* query rows per block, fixed when the node is made so that
                     backward cuts the blocks as forward did */
-    bool keep;   /* forward keeps P for backward */
+    bool keep;   /* forward keeps each row's max and 1 / sum for backward */
 } SoftmaxAttrs;
 NODE_ATTRS_DECLARE(SoftmaxAttrs);
-
-/* Talking-Heads attention (talking.c): the kernel's output and P' under
- * talking_heads = pre, post or both, and its fused op. */
-Tensor *attn_talking(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v);
-Tensor *attn_talking_probs(const AttnCall *c, Tensor *q, Tensor *k);
-extern OpDef attn_talking_op;
 
 #endif

@@ -1,11 +1,14 @@
 /* talking.c: Talking-Heads attention (Shazeer et al. 2020), the softmax
  * kernel under talking_heads = pre, post or both, as one fused op with its
- * hand-written backward. */
+ * hand-written backward, and its parameters. */
+#include "attention/talking.h"
+
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
 
-#include "attention.h"
+#include "attention/softmax.h"
+#include "layers.h"
 #include "op_kernel.h"
 #include "softmax_parts.h"
 #include "util.h"
@@ -191,7 +194,7 @@ OpDef attn_talking_op = {"attn_talking", attn_talking_forward, attn_talking_back
 /* The mixing matrices of a call: c->params holds them in declaration order,
  * talking_pre's (pre, both) then talking_post's (post, both). */
 static void talking_matrices(const AttnCall *c, const Tensor *q, Tensor **pre, Tensor **post) {
-    const SoftmaxOpts *o = softmax_opts(&c->m);
+    const SoftmaxOpts *o = c->opts;
     bool has_pre = o->talking_heads == TALKING_PRE || o->talking_heads == TALKING_BOTH;
     bool has_post = o->talking_heads == TALKING_POST || o->talking_heads == TALKING_BOTH;
     int i = 0;
@@ -251,3 +254,20 @@ Tensor *attn_talking_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return out;
 }
 
+/* ---- the parameters ---------------------------------------------------------- */
+
+void talking_declare(ParamSet *p, const char *prefix, int talking_heads, int H, Tensor **params) {
+    char buf[128];
+    int i = 0;
+    if (talking_heads == TALKING_PRE || talking_heads == TALKING_BOTH)
+        params[i++] = params_add(p, param_name(buf, prefix, "talking_pre.weight"), 2, (int[]){H, H});
+    if (talking_heads == TALKING_POST || talking_heads == TALKING_BOTH)
+        params[i++] = params_add(p, param_name(buf, prefix, "talking_post.weight"), 2, (int[]){H, H});
+}
+
+void talking_init(Tensor **params) {
+    for (int i = 0; i < ATTN_MAX_PARAMS && params[i]; i++) {
+        Tensor *w = params[i];
+        for (long e = 0; e < w->n; e++) w->data[e] = e / w->shape[1] == e % w->shape[1] ? 1.0f : 0.0f;
+    }
+}

@@ -1,0 +1,347 @@
+/* softmax_op.c: the softmax kernel's plain op, attn_softmax: scaled
+ * dot-product attention (Vaswani et al. 2017) with the positions that act on
+ * the scores (sliding windows, XPOS's blockwise causal attention, log-n
+ * scaling and the score biases of layers/attention/bias.c), as one fused op
+ * with a hand-written backward. The kernel (softmax.c) runs it unless
+ * talking_heads is set (talking.c).
+ *
+ * Per batch element and head, with s = 1 / sqrt(key_size):
+ *   S = s Q K^T,  P = softmax(S + mask),  O = P V
+ * where the causal mask removes keys j > i. Backward, from P:
+ *   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
+ *   dQ = s dS K,  dK = s dS^T Q.
+ * P itself is not kept: the op runs in blocks of query rows over each row's
+ * keys only, and backward computes each block's P again (below). Heads run in
+ * parallel on OpenMP threads; inside a parallel region OpenBLAS runs each
+ * sgemm on its calling thread, so there is one pool.
+ *
+ * Dimensions: q, k [B, H, T, dk], v and the output [B, H, T, dv]. */
+#include <cblas.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "attention/positions.h"
+#include "attention/softmax.h"
+#include "fastmath.h"
+#include "op_kernel.h"
+#include "softmax_parts.h"
+#include "util.h"
+
+/* ---- the rows' keys and the blocks ------------------------------------------
+ *
+ * Query i sees keys [lo_i, hi_i]: all of them (bidirectional), j <= i
+ * (causal); with window = W > 0 those at distance |i - j| < W (the last W
+ * keys when causal, up to W - 1 on each side when bidirectional); or under
+ * bca (XPOS's blockwise causal attention, causal) its block of
+ * b = max(1, context / 2) keys and the one before,
+ * lo_i = max(0, (i / b - 1) b), hi_i = i. Bca is a causal mask: a
+ * bidirectional call ignores it (config_validate refuses it with
+ * objective = mlm). With
+ * n_i = hi_i - lo_i + 1 keys seen, the logits are
+ *   z_ij = lambda_i s q_i . k_j + b_h(i - j),
+ * lambda_i = max(1, log n_i / log context) under logn (else 1): log-n scaling
+ * multiplies the dot-product logits only; the position bias b_h of
+ * layers/attention/bias.c (0 without one) is added unscaled after it.
+ *
+ * Queries run in blocks of SoftmaxOpts.query_block rows (64 unless a test
+ * sets it); a block [r0, r1) needs keys [lo_r0, hi_(r1-1)] (lo and hi never
+ * decrease along i), so it costs one score sgemm, the masked softmax of each
+ * row over its own range, and one P V sgemm. Nothing T x T is kept (as FlashAttention-2): forward keeps each
+ * row's max and 1 / sum, and backward computes each block's P again from
+ * them, with the same operations on the same scores, so the same bits as
+ * forward's. Memory is O(T) per head plus one block per thread; time is
+ * O(T (window + block)) with a window, and causal attention skips the blocks
+ * above the diagonal. Backward, per block, with dz = P * (dP - rowsum(dP * P)):
+ *   dV[span] += P^T dO,  dP = dO V[span]^T,
+ *   g_h[delta] += dz (the bias's gradient, by distance, per batch element and head),
+ *   dQ += s (lambda dz) K[span],  dK[span] += s (lambda dz)^T Q.
+ * Heads run in parallel; each (b, h) writes only its own rows and its own g
+ * slot, and the slots are summed in order afterwards, so the result does not
+ * depend on the thread count. Without gradients nothing is kept: each thread
+ * works in one block's scratch. */
+
+typedef struct {
+    int r0, r1; /* query rows [r0, r1) */
+    int k0, w;  /* keys [k0, k0 + w) */
+} QBlock;
+
+typedef struct {
+    int T, n, qb;   /* rows, blocks, rows per block */
+    int *lo, *hi;   /* each row's keys */
+    float *lambda;  /* each row's log-n factor (1 without logn) */
+    QBlock *b;
+    int max_w;      /* the widest block: a block's scratch is qb x max_w */
+} Plan;
+
+void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi) {
+    int blen = context / 2 > 1 ? context / 2 : 1;
+    *lo = 0, *hi = causal ? i : T - 1;
+    if (window > 0) *lo = i - window + 1 > 0 ? i - window + 1 : 0;
+    if (window > 0 && !causal) *hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
+    if (causal && bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+}
+
+/* The plan of the node's call, in the arena. */
+static Plan plan_make(const Node *n, int T) {
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    int context = a->context, qb = a->qb;
+    Arena *ar = engine_arena();
+    Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
+    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
+    p.b = arena_alloc(ar, (size_t)p.n * sizeof(QBlock));
+    double log_ctx = context > 1 ? log((double)context) : 0.0;
+    for (int i = 0; i < T; i++) {
+        int lo, hi;
+        attn_row_keys(i, T, a->causal, a->window, a->bca, context, &lo, &hi);
+        p.lo[i] = lo;
+        p.hi[i] = hi;
+        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
+        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
+    }
+    p.max_w = 0;
+    for (int b = 0; b < p.n; b++) {
+        QBlock *q = &p.b[b];
+        q->r0 = b * qb;
+        q->r1 = q->r0 + qb < T ? q->r0 + qb : T;
+        q->k0 = p.lo[q->r0];
+        q->w = p.hi[q->r1 - 1] - q->k0 + 1;
+        if (q->w > p.max_w) p.max_w = q->w;
+    }
+    return p;
+}
+
+/* One block's [qb, max_w] floats per thread, from the arena. */
+static float *block_scratch(const Plan *p) {
+    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * p->qb * p->max_w * sizeof(float));
+}
+
+/* This thread's block in a block_scratch. */
+static float *thread_block(float *scratch, const Plan *p) {
+    return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
+}
+
+/* The same row again from its kept max and 1 / sum: the same operations on
+ * the same scores, so the same bits as forward's P. */
+static void row_softmax_again(float *restrict s, int n, float mx, float inv) {
+    if (mx == -INFINITY) {
+        for (int i = 0; i < n; i++) s[i] = 0.0f;
+        return;
+    }
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] = fm_expf(s[i] - mx);
+    #pragma omp simd
+    for (int i = 0; i < n; i++) s[i] *= inv;
+}
+
+/* P of block b of one head into Pb [r1 - r0, w]: scores, log-n, bias, masked
+ * softmax. q, k are the head's [T, dk]; bias its table [T] (NULL: none).
+ * stats (NULL: not kept) is the head's [T, 2]: each row's max and 1 / sum,
+ * written by forward (again false) and read back by backward (again true),
+ * which so recomputes forward's P instead of keeping it. */
+static void block_probs(const Plan *p, const QBlock *b, const float *q, const float *k, const float *bias, float *Pb,
+                        int dk, float scale, bool causal, float *stats, bool again) {
+    int R = b->r1 - b->r0, w = b->w;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dk, scale, q + (long)b->r0 * dk, dk,
+                k + (long)b->k0 * dk, dk, 0.0f, Pb, w);
+    for (int r = 0; r < R; r++) {
+        int i = b->r0 + r, a = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [a, e) */
+        float *s = Pb + (long)r * w, l = p->lambda[i];
+        if (l != 1.0f)
+            for (int c = a; c < e; c++) s[c] *= l;
+        if (bias)
+            for (int c = a; c < e; c++) {
+                int d = i - (b->k0 + c);
+                s[c] += bias[causal ? d : d < 0 ? -d : d];
+            }
+        for (int c = 0; c < a; c++) s[c] = 0.0f;
+        if (!stats)
+            softmax_inplace(s + a, e - a);
+        else if (again)
+            row_softmax_again(s + a, e - a, stats[2 * i], stats[2 * i + 1]);
+        else
+            softmax_inplace_stats(s + a, e - a, &stats[2 * i], &stats[2 * i + 1]);
+        for (int c = e; c < w; c++) s[c] = 0.0f;
+    }
+}
+
+/* The bias table [H, T] of the node's call into the saved buffer's head;
+ * NULL without a bias. */
+static float *node_bias(const Node *n, int H, int T, int dk) {
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    int pos = a->pos;
+    if (!pos_has_bias(pos)) return NULL;
+    const float *p0 = pos_bias_n_params(pos) ? n->in[3]->data : NULL, *p1 = p0 ? n->in[4]->data : NULL;
+    pos_bias_table(pos, H, T, dk, a->sandwich_lambda, p0, p1, n->saved);
+    return n->saved;
+}
+
+static long bias_floats(int pos, int H, int T) { return pos_has_bias(pos) ? (long)H * T : 0; }
+
+static void attn_softmax_forward(Node *n) {
+    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    float scale = a->scale;
+    bool causal = a->causal, keep = a->keep;
+    Plan p = plan_make(n, T);
+    const float *bias = node_bias(n, H, T, dk);
+    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL, *scratch = block_scratch(&p);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
+        const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
+        float *oh = n->out->data + (long)bh * T * dv;
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            float *Pb = thread_block(scratch, &p);
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats ? stats + 2L * bh * T : NULL, false);
+            /* O[r0:r1] = P V[span] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
+                        vh + (long)blk->k0 * dv, dv, 0.0f, oh + (long)blk->r0 * dv, dv);
+        }
+    }
+}
+
+static void attn_softmax_backward(Node *n) {
+    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    float scale = a->scale;
+    int pos = a->pos;
+    bool causal = a->causal;
+    Plan p = plan_make(n, T);
+    float *stats = n->saved + bias_floats(pos, H, T);
+    const float *bias = pos_has_bias(pos) ? n->saved : NULL, *dO = n->out->grad; /* forward's bias table */
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
+    float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
+    Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
+    bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
+    /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
+    float *scratch = block_scratch(&p), *scratch_p = block_scratch(&p);
+    double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        const float *dOh = dO + (long)bh * T * dv;
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv;
+        const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
+        float *dS = thread_block(scratch, &p), *Pb = thread_block(scratch_p, &p);
+        double *gh = g ? g + (long)bh * T : NULL;
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            int R = blk->r1 - blk->r0, w = blk->w;
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats + 2L * bh * T, true);
+            if (dvv) /* dV[span] += P^T dO[r0:r1] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
+                            dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
+            if (!dq && !dk_ && !gh) continue;
+            /* dP = dO[r0:r1] V[span]^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
+                        vh + (long)blk->k0 * dv, dv, 0.0f, dS, w);
+            attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
+            for (int r = 0; r < R; r++) {
+                int i = blk->r0 + r, a = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
+                float *d = dS + (long)r * w, l = p.lambda[i];
+                if (gh)
+                    for (int c = a; c < e; c++) {
+                        int dist = i - (blk->k0 + c);
+                        gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
+                    }
+                if (l != 1.0f)
+                    for (int c = a; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+            }
+            if (dq) /* dQ[r0:r1] += s dz K[span] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dk, w, scale, dS, w,
+                            kh + (long)blk->k0 * dk, dk, 1.0f, dq + ((long)bh * T + blk->r0) * dk, dk);
+            if (dk_) /* dK[span] += s dz^T Q[r0:r1] */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dk, R, scale, dS, w,
+                            qh + (long)blk->r0 * dk, dk, 1.0f, dk_ + ((long)bh * T + blk->k0) * dk, dk);
+        }
+    }
+    if (!g) return;
+    /* g_h = sum over the batch of the (b, h) slots, in order */
+    double *gsum = arena_calloc(engine_arena(), (size_t)H * T * sizeof(double));
+    for (int bh = 0; bh < BH; bh++)
+        for (int d = 0; d < T; d++) gsum[(long)(bh % H) * T + d] += g[(long)bh * T + d];
+    pos_bias_param_grads(pos, H, T, p0->data, p1->data, gsum, p0->requires_grad ? tensor_grad(p0) : NULL,
+                         p1->requires_grad ? tensor_grad(p1) : NULL);
+}
+
+OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward};
+
+/* The node of a call, its inputs and attributes set, nothing run. */
+static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    attn_check_qkv(attn_softmax_op.name, q, k, v);
+    Node *n = node_new(&attn_softmax_op);
+    n->n_in = 3;
+    n->in[0] = q;
+    n->in[1] = k;
+    n->in[2] = v;
+    int H = q->shape[1];
+    if (pos_bias_n_params(c->cfg->pos)) {
+        for (int i = 0; i < 2; i++) {
+            Tensor *w = c->params[i];
+            if (!w) DIE("%s: pos %d without its parameters in AttnCall.params", attn_softmax_op.name, c->cfg->pos);
+            SHAPE_CHECK(w->ndim == 1 && w->shape[0] == H, attn_softmax_op.name,
+                        "a position parameter must be [H] for q [B, H, T, d]", w, q);
+            n->in[n->n_in++] = w;
+        }
+    }
+    bool causal = c->causal;
+    int qb = ((const SoftmaxOpts *)c->opts)->query_block;
+    *NODE_ATTRS(n, SoftmaxAttrs) = (SoftmaxAttrs){
+        .scale = c->scale,
+        .sandwich_lambda = c->cfg->sandwich_lambda,
+        .pos = c->cfg->pos,
+        .causal = causal,
+        .window = c->cfg->window,
+        .bca = causal && c->cfg->bca,
+        .logn = c->cfg->logn,
+        .context = c->cfg->context,
+        .qb = qb > 0 && qb < 1 << 14 ? qb : SOFTMAX_QUERY_BLOCK,
+    };
+    return n;
+}
+
+Tensor *attn_softmax_plain(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    Node *n = plain_node(c, q, k, v);
+    bool keep = false;
+    for (int i = 0; i < n->n_in; i++) keep |= n->in[i]->requires_grad;
+    keep = keep && grad_enabled();
+    NODE_ATTRS(n, SoftmaxAttrs)->keep = keep; /* forward keeps each row's max and 1 / sum for backward */
+    int H = q->shape[1], T = q->shape[2];
+    long floats = bias_floats(c->cfg->pos, H, T) + (keep ? 2L * q->shape[0] * H * T : 0);
+    n->saved = arena_alloc(engine_arena(), (size_t)(floats + 1) * sizeof(float));
+    n->out = tensor_4d(q->shape[0], H, T, v->shape[3]);
+    return node_run(n);
+}
+
+/* P [B, H, T, T], zeros outside each row's keys: the blocks of forward laid
+ * into the full matrix. */
+Tensor *attn_softmax_plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
+    Node *n = plain_node(c, q, k, q);
+    Plan p = plan_make(n, T);
+    n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->cfg->pos, H, T) + 1) * sizeof(float));
+    const float *bias = node_bias(n, H, T, dk);
+    Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
+    float *scratch = block_scratch(&p);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        float *Pb = thread_block(scratch, &p);
+        for (int b = 0; b < p.n; b++) {
+            const QBlock *blk = &p.b[b];
+            block_probs(&p, blk, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                        bias ? bias + (long)(bh % H) * T : NULL, Pb, dk, c->scale, c->causal, NULL, false);
+            for (int r = 0; r < blk->r1 - blk->r0; r++)
+                memcpy(P->data + ((long)bh * T + blk->r0 + r) * T + blk->k0, Pb + (long)r * blk->w,
+                       (size_t)blk->w * sizeof(float));
+        }
+    }
+    return P;
+}
