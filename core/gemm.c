@@ -21,7 +21,7 @@ static bool bf16_ok; /* gemm_bf16_check passed */
 
 /* One shape's primitive. */
 typedef struct {
-    int M, N, K, ta, tb, ldc;
+    int M, N, K, ta, tb, lda, ldb, ldc;
     float alpha, beta;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
@@ -114,17 +114,17 @@ int gemm_bf16_check(Err *e) {
     return 0;
 }
 
-/* A's (or B's) copy: rows x cols as stored, so its logical matrix is that or
- * its transpose; the md of the logical matrix r x c. */
-static void operand_md(dnnl_memory_desc_t *md, int r, int c, bool t) {
+/* The md of the logical r x c matrix op(X), X stored with row stride ld
+ * (transposed when t). */
+static void operand_md(dnnl_memory_desc_t *md, int r, int c, bool t, int ld) {
     dnnl_dims_t dims = {r, c};
-    dnnl_dims_t strides = {t ? 1 : c, t ? r : 1};
+    dnnl_dims_t strides = {t ? 1 : ld, t ? ld : 1};
     DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_bf16, strides));
 }
 
 static void entry_make(Entry *s) {
-    operand_md(&s->md[MEM_SRC], s->M, s->K, s->ta);
-    operand_md(&s->md[MEM_WEI], s->K, s->N, s->tb);
+    operand_md(&s->md[MEM_SRC], s->M, s->K, s->ta, s->lda);
+    operand_md(&s->md[MEM_WEI], s->K, s->N, s->tb, s->ldb);
     dnnl_dims_t dims = {s->M, s->N}, strides = {s->ldc, 1};
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&s->md[MEM_DST], 2, dims, dnnl_f32, strides));
     dnnl_matmul_desc_t desc;
@@ -150,30 +150,26 @@ static void entry_make(Entry *s) {
 }
 
 /* The entry of this shape, made when new. */
-static int entry_find(int M, int N, int K, bool ta, bool tb, int ldc, float alpha, float beta) {
-    Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .ldc = ldc, .alpha = alpha, .beta = beta};
+static bool same_shape(const Entry *s, const Entry *k) {
+    return s->M == k->M && s->N == k->N && s->K == k->K && s->ta == k->ta && s->tb == k->tb && s->lda == k->lda &&
+           s->ldb == k->ldb && s->ldc == k->ldc && s->alpha == k->alpha && s->beta == k->beta;
+}
+
+static int entry_find(const Entry *key) {
     int n = __atomic_load_n(&n_shapes, __ATOMIC_ACQUIRE);
     for (int round = 0; round < 2; round++) {
-        for (int i = 0; i < n; i++) {
-            const Entry *s = &shapes[i];
-            if (s->M == M && s->N == N && s->K == K && s->ta == key.ta && s->tb == key.tb && s->ldc == ldc &&
-                s->alpha == alpha && s->beta == beta)
-                return i;
-        }
+        for (int i = 0; i < n; i++)
+            if (same_shape(&shapes[i], key)) return i;
         if (round) break;
         int found = -1;
 #pragma omp critical(gemm_shapes)
         {
             int now = __atomic_load_n(&n_shapes, __ATOMIC_ACQUIRE);
-            for (int i = n; i < now && found < 0; i++) {
-                const Entry *s = &shapes[i];
-                if (s->M == M && s->N == N && s->K == K && s->ta == key.ta && s->tb == key.tb && s->ldc == ldc &&
-                    s->alpha == alpha && s->beta == beta)
-                    found = i;
-            }
+            for (int i = n; i < now && found < 0; i++)
+                if (same_shape(&shapes[i], key)) found = i;
             if (found < 0) {
                 if (now == GEMM_MAX_SHAPES) DIE("gemm: more than %d bf16 product shapes", GEMM_MAX_SHAPES);
-                shapes[now] = key;
+                shapes[now] = *key;
                 entry_make(&shapes[now]);
                 __atomic_store_n(&n_shapes, now + 1, __ATOMIC_RELEASE);
                 found = now;
@@ -193,13 +189,38 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     return p;
 }
 
-/* rows x cols of x (row stride ld) into out, packed. */
-static void pack_bf16(uint16_t *out, const float *x, int rows, int cols, int ld) {
-    if (ld == cols) {
-        bf16_from_floats(out, x, (long)rows * cols);
-        return;
+/* The bound weights' bf16 mirror (gemm_bind_weights). */
+static const float *w_base;
+static long w_count;
+static uint16_t *w_mirror;
+
+void gemm_bind_weights(const float *base, long n) {
+    free(w_mirror);
+    w_mirror = NULL;
+    w_base = base;
+    w_count = base ? n : 0;
+    if (w_count) {
+        w_mirror = malloc_check(sizeof *w_mirror * (size_t)w_count, __FILE__, __LINE__);
+        gemm_weights_changed();
     }
-    for (int r = 0; r < rows; r++) bf16_from_floats(out + (long)r * cols, x + (long)r * ld, cols);
+}
+
+void gemm_weights_changed(void) {
+    if (w_count) bf16_from_floats(w_mirror, w_base, w_count);
+}
+
+/* The bf16 copy of the stored operand x (rows x cols, row stride ld): the
+ * weights' mirror when x lies in it, else x rounded into *buf at the same
+ * layout. */
+static const uint16_t *operand_bf16(const float *x, int rows, int cols, int ld, uint16_t *buf) {
+    long span = (long)(rows - 1) * ld + cols;
+    if (w_count && x >= w_base && x + span <= w_base + w_count) return w_mirror + (x - w_base);
+    if (ld == cols) {
+        bf16_from_floats(buf, x, span);
+    } else {
+        for (int r = 0; r < rows; r++) bf16_from_floats(buf + (long)r * ld, x + (long)r * ld, cols);
+    }
+    return buf;
 }
 
 static dnnl_memory_t thread_mem(int e, int which) {
@@ -209,18 +230,18 @@ static dnnl_memory_t thread_mem(int e, int which) {
     return *m;
 }
 
-static void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                      int ldb, float beta, float *C, int ldc) {
-    int e = entry_find(M, N, K, ta, tb, ldc, alpha, beta);
+static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C) {
+    int e = entry_find(key);
     const Entry *s = &shapes[e];
-    size_t na = (size_t)M * K, nb = (size_t)K * N;
+    int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K, rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
+    size_t na = (size_t)(ra - 1) * s->lda + ca, nb = (size_t)(rb - 1) * s->ldb + cb;
     tls.buf = grow(tls.buf, &tls.buf_cap, na + nb, sizeof *tls.buf);
-    pack_bf16(tls.buf, A, ta ? K : M, ta ? M : K, lda);
-    pack_bf16(tls.buf + na, B, tb ? N : K, tb ? K : N, ldb);
+    const uint16_t *a16 = operand_bf16(A, ra, ca, s->lda, tls.buf);
+    const uint16_t *b16 = operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
     size_t sbytes = dnnl_memory_desc_get_size(&s->md[MEM_SCRATCH]);
     tls.scratch = grow(tls.scratch, &tls.scratch_cap, sbytes ? sbytes : 1, 1);
     if (!tls.stream) DNNL_TRY(dnnl_stream_create(&tls.stream, engine, dnnl_stream_default_flags));
-    void *handles[MEM_COUNT] = {tls.buf, tls.buf + na, C, tls.scratch};
+    void *handles[MEM_COUNT] = {(void *)a16, (void *)b16, C, tls.scratch};
     static const int args[MEM_COUNT] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
     dnnl_exec_arg_t exec[MEM_COUNT];
     for (int i = 0; i < MEM_COUNT; i++) {
@@ -233,14 +254,16 @@ static void gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const 
 #pragma omp atomic
     bf16_calls++;
 #pragma omp atomic
-    bf16_madds += (double)M * N * K;
+    bf16_madds += (double)s->M * s->N * s->K;
 }
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (precision == PRECISION_BF16 && K > 0) {
-        gemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
+                     .beta = beta};
+        gemm_bf16(&key, A, B, C);
         return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
@@ -249,5 +272,6 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
 
 const char *gemm_bf16_impl(int M, int N, int K) {
     if (!bf16_ok) return "";
-    return shapes[entry_find(M, N, K, false, false, N, 1.0f, 0.0f)].impl;
+    Entry key = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1.0f};
+    return shapes[entry_find(&key)].impl;
 }

@@ -42,6 +42,14 @@ const char *gemm_dnnl_isa(void);
  * this shape (e.g. "brg:avx512_core_bf16"), for ./bench; "" when none. */
 const char *gemm_bf16_impl(int M, int N, int K);
 
+/* The weights: n floats from base (a model's parameter slab; NULL to
+ * unbind). A bf16 product reads an operand that lies inside them from a
+ * bf16 copy made by gemm_weights_changed(), instead of rounding it at each
+ * product: call that whenever they change (after each optimizer step, a
+ * load, an initialisation). */
+void gemm_bind_weights(const float *base, long n);
+void gemm_weights_changed(void);
+
 /* float -> bfloat16, round to nearest even (NaN stays NaN), and back. */
 static inline uint16_t bf16_from_float(float f) {
     union { float f; uint32_t u; } v = {.f = f};

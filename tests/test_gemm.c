@@ -210,6 +210,34 @@ START_TEST(test_gemm_bf16_threads) {
 }
 END_TEST
 
+/* B inside the bound weights is read from their bf16 copy: the same bits
+ * as rounding it at the product, and a change reaches products only through
+ * gemm_weights_changed. */
+START_TEST(test_gemm_bf16_weights_mirror) {
+    if (!bf16_here()) return;
+    Problem p = problem(false, true, 9, 12, 20, 1.0f, 0.0f, false, 77);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    float *plain = run(&p);
+    long nb = (long)p.N * p.ldb;
+    gemm_bind_weights(p.B, nb);
+    float *bound = run(&p);
+    ck_assert(!memcmp(plain, bound, sizeof(float) * (long)p.M * p.ldc));
+    for (long i = 0; i < nb; i++) p.B[i] *= 2;
+    float *stale = run(&p);
+    ck_assert(!memcmp(plain, stale, sizeof(float) * (long)p.M * p.ldc));
+    gemm_weights_changed();
+    float *fresh = run(&p);
+    ck_assert_msg(worst_ratio(&p, fresh, bf16_round) < 1, "the refreshed copy is not the weights");
+    gemm_bind_weights(NULL, 0);
+    gemm_set_precision(was);
+    free(plain);
+    free(bound);
+    free(stale);
+    free(fresh);
+    problem_free(&p);
+}
+END_TEST
+
 START_TEST(test_gemm_isa_named) {
     const char *isa = gemm_dnnl_isa();
     ck_assert(isa && *isa);
@@ -231,6 +259,7 @@ Suite *gemm_suite(void) {
     tcase_add_test(tc, test_gemm_bf16_not_truncated);
     tcase_add_test(tc, test_gemm_bf16_edges);
     tcase_add_test(tc, test_gemm_bf16_threads);
+    tcase_add_test(tc, test_gemm_bf16_weights_mirror);
     tcase_add_test(tc, test_gemm_isa_named);
     suite_add_tcase(s, tc);
     return s;
