@@ -22,7 +22,7 @@ ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-o
 
 # pkg-config runs in the sub-make below, after `deps` has installed it.
 DEP_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) $(TEST_PKGS))
-DEP_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -Wl,-rpath,$(BLAS_DIR) -lm
+DEP_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS)) -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm
 # The tests count our own calls to the allocator (tests/test_engine.c), and
 # can route our BLAS calls to fixed-order loops (tests/blas_stub.h).
 TEST_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc \

@@ -1,0 +1,277 @@
+/* gemm.c: matrix products, fp32 through OpenBLAS and bf16 through oneDNN.
+ *
+ * bf16: each operand is rounded into a per-thread buffer of its own layout
+ * (packed, transposed or not) and described to oneDNN by strides, so a
+ * transpose costs nothing. alpha is the primitive's output scale and beta a
+ * sum post-op, so C = alpha A B + beta C is one primitive as in sgemm. The
+ * primitives live in a table filled on first use of a shape; the table is
+ * read without a lock (an entry is complete before the count that publishes
+ * it is raised) and written under one. Memory objects, streams and
+ * scratchpads are per thread, so any thread may run any primitive. */
+#include "gemm.h"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static Precision precision = PRECISION_FP32;
+static bool bf16_ok; /* gemm_bf16_check passed */
+
+/* One shape's primitive. */
+typedef struct {
+    int M, N, K, ta, tb, lda, ldb, ldc;
+    float alpha, beta;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t md[4]; /* src, weights, dst, scratchpad */
+    const char *impl;
+} Entry;
+
+#define GEMM_MAX_SHAPES 1024
+enum { MEM_SRC, MEM_WEI, MEM_DST, MEM_SCRATCH, MEM_COUNT };
+static Entry shapes[GEMM_MAX_SHAPES];
+static int n_shapes; /* read with acquire, raised with release */
+static dnnl_engine_t engine;
+
+/* What each thread keeps. */
+typedef struct {
+    dnnl_stream_t stream;
+    dnnl_memory_t (*mem)[MEM_COUNT]; /* [GEMM_MAX_SHAPES], made on first use */
+    uint16_t *buf;                    /* A's and B's bf16 copies */
+    size_t buf_cap;                   /* in elements */
+    void *scratch;
+    size_t scratch_cap; /* in bytes */
+} ThreadState;
+static _Thread_local ThreadState tls;
+
+static long bf16_calls;
+static double bf16_madds;
+
+Precision gemm_set_precision(Precision p) {
+    if (p == PRECISION_BF16 && !bf16_ok) DIE("gemm_set_precision: bf16 before gemm_bf16_check() passed");
+    Precision was = precision;
+    precision = p;
+    return was;
+}
+
+Precision gemm_precision(void) { return precision; }
+
+void gemm_bf16_count_clear(void) {
+    bf16_calls = 0;
+    bf16_madds = 0;
+}
+long gemm_bf16_calls(void) { return bf16_calls; }
+double gemm_bf16_madds(void) { return bf16_madds; }
+
+void bf16_from_floats(uint16_t *out, const float *x, long n) {
+#pragma omp parallel for simd schedule(static) if (n >= (1L << 17) && !omp_in_parallel())
+    for (long i = 0; i < n; i++) out[i] = bf16_from_float(x[i]);
+}
+
+#define DNNL_TRY(call)                                                                                 \
+    do {                                                                                               \
+        dnnl_status_t s_ = (call);                                                                     \
+        if (s_ != dnnl_success) DIE("oneDNN: %s failed (status %d)", #call, (int)s_);                 \
+    } while (0)
+
+static void engine_once(void) {
+    if (engine) return;
+#pragma omp critical(gemm_engine)
+    if (!engine) DNNL_TRY(dnnl_engine_create(&engine, dnnl_cpu, 0));
+}
+
+const char *gemm_dnnl_isa(void) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    static const struct {
+        dnnl_cpu_isa_t isa;
+        const char *name;
+    } names[] = {
+        {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+        {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+        {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+        {dnnl_cpu_isa_avx512_core, "avx512_core"},
+        {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+        {dnnl_cpu_isa_avx2, "avx2"},
+        {dnnl_cpu_isa_avx, "avx"},
+        {dnnl_cpu_isa_sse41, "sse41"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if ((isa & names[i].isa) == names[i].isa) return names[i].name;
+    return "none";
+}
+
+int gemm_bf16_check(Err *e) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
+        err_set(e, "precision=bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (oneDNN's ISA here: %s)",
+                gemm_dnnl_isa());
+        return err_hint(e, "oneDNN would emulate bf16 more slowly than fp32; use --precision fp32");
+    }
+    engine_once();
+    bf16_ok = true;
+    return 0;
+}
+
+/* The md of the logical r x c matrix op(X), X stored with row stride ld
+ * (transposed when t). */
+static void operand_md(dnnl_memory_desc_t *md, int r, int c, bool t, int ld) {
+    dnnl_dims_t dims = {r, c};
+    dnnl_dims_t strides = {t ? 1 : ld, t ? ld : 1};
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_bf16, strides));
+}
+
+static void entry_make(Entry *s) {
+    operand_md(&s->md[MEM_SRC], s->M, s->K, s->ta, s->lda);
+    operand_md(&s->md[MEM_WEI], s->K, s->N, s->tb, s->ldb);
+    dnnl_dims_t dims = {s->M, s->N}, strides = {s->ldc, 1};
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(&s->md[MEM_DST], 2, dims, dnnl_f32, strides));
+    dnnl_matmul_desc_t desc;
+    DNNL_TRY(dnnl_matmul_desc_init(&desc, &s->md[MEM_SRC], &s->md[MEM_WEI], NULL, &s->md[MEM_DST]));
+    dnnl_primitive_attr_t attr;
+    DNNL_TRY(dnnl_primitive_attr_create(&attr));
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (s->alpha != 1.0f) DNNL_TRY(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &s->alpha));
+    if (s->beta != 0.0f) {
+        dnnl_post_ops_t po;
+        DNNL_TRY(dnnl_post_ops_create(&po));
+        DNNL_TRY(dnnl_post_ops_append_sum(po, s->beta));
+        DNNL_TRY(dnnl_primitive_attr_set_post_ops(attr, po));
+        dnnl_post_ops_destroy(po);
+    }
+    DNNL_TRY(dnnl_primitive_desc_create(&s->pd, &desc, attr, engine, NULL));
+    dnnl_primitive_attr_destroy(attr);
+    DNNL_TRY(dnnl_primitive_create(&s->prim, s->pd));
+    s->md[MEM_SCRATCH] = *dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0);
+    const char *impl = "";
+    DNNL_TRY(dnnl_primitive_desc_query(s->pd, dnnl_query_impl_info_str, 0, &impl));
+    s->impl = impl;
+}
+
+/* The entry of this shape, made when new. */
+static bool same_shape(const Entry *s, const Entry *k) {
+    return s->M == k->M && s->N == k->N && s->K == k->K && s->ta == k->ta && s->tb == k->tb && s->lda == k->lda &&
+           s->ldb == k->ldb && s->ldc == k->ldc && s->alpha == k->alpha && s->beta == k->beta;
+}
+
+static int entry_find(const Entry *key) {
+    int n = __atomic_load_n(&n_shapes, __ATOMIC_ACQUIRE);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < n; i++)
+            if (same_shape(&shapes[i], key)) return i;
+        if (round) break;
+        int found = -1;
+#pragma omp critical(gemm_shapes)
+        {
+            int now = __atomic_load_n(&n_shapes, __ATOMIC_ACQUIRE);
+            for (int i = n; i < now && found < 0; i++)
+                if (same_shape(&shapes[i], key)) found = i;
+            if (found < 0) {
+                if (now == GEMM_MAX_SHAPES) DIE("gemm: more than %d bf16 product shapes", GEMM_MAX_SHAPES);
+                shapes[now] = *key;
+                entry_make(&shapes[now]);
+                __atomic_store_n(&n_shapes, now + 1, __ATOMIC_RELEASE);
+                found = now;
+            }
+        }
+        return found;
+    }
+    return -1;
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return p;
+    free(p);
+    size_t c = need + need / 4;
+    p = malloc_check(c * elem, __FILE__, __LINE__);
+    *cap = c;
+    return p;
+}
+
+/* The bound weights' bf16 mirror (gemm_bind_weights). */
+static const float *w_base;
+static long w_count;
+static uint16_t *w_mirror;
+
+void gemm_bind_weights(const float *base, long n) {
+    free(w_mirror);
+    w_mirror = NULL;
+    w_base = base;
+    w_count = base ? n : 0;
+    if (w_count) {
+        w_mirror = malloc_check(sizeof *w_mirror * (size_t)w_count, __FILE__, __LINE__);
+        gemm_weights_changed();
+    }
+}
+
+void gemm_weights_changed(void) {
+    if (w_count) bf16_from_floats(w_mirror, w_base, w_count);
+}
+
+/* The bf16 copy of the stored operand x (rows x cols, row stride ld): the
+ * weights' mirror when x lies in it, else x rounded into *buf at the same
+ * layout. */
+static const uint16_t *operand_bf16(const float *x, int rows, int cols, int ld, uint16_t *buf) {
+    long span = (long)(rows - 1) * ld + cols;
+    if (w_count && x >= w_base && x + span <= w_base + w_count) return w_mirror + (x - w_base);
+    if (ld == cols) {
+        bf16_from_floats(buf, x, span);
+    } else {
+        for (int r = 0; r < rows; r++) bf16_from_floats(buf + (long)r * ld, x + (long)r * ld, cols);
+    }
+    return buf;
+}
+
+static dnnl_memory_t thread_mem(int e, int which) {
+    if (!tls.mem) tls.mem = calloc_check(GEMM_MAX_SHAPES, sizeof *tls.mem, __FILE__, __LINE__);
+    dnnl_memory_t *m = &tls.mem[e][which];
+    if (!*m) DNNL_TRY(dnnl_memory_create(m, &shapes[e].md[which], engine, DNNL_MEMORY_NONE));
+    return *m;
+}
+
+static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C) {
+    int e = entry_find(key);
+    const Entry *s = &shapes[e];
+    int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K, rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
+    size_t na = (size_t)(ra - 1) * s->lda + ca, nb = (size_t)(rb - 1) * s->ldb + cb;
+    tls.buf = grow(tls.buf, &tls.buf_cap, na + nb, sizeof *tls.buf);
+    const uint16_t *a16 = operand_bf16(A, ra, ca, s->lda, tls.buf);
+    const uint16_t *b16 = operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
+    size_t sbytes = dnnl_memory_desc_get_size(&s->md[MEM_SCRATCH]);
+    tls.scratch = grow(tls.scratch, &tls.scratch_cap, sbytes ? sbytes : 1, 1);
+    if (!tls.stream) DNNL_TRY(dnnl_stream_create(&tls.stream, engine, dnnl_stream_default_flags));
+    void *handles[MEM_COUNT] = {(void *)a16, (void *)b16, C, tls.scratch};
+    static const int args[MEM_COUNT] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    dnnl_exec_arg_t exec[MEM_COUNT];
+    for (int i = 0; i < MEM_COUNT; i++) {
+        dnnl_memory_t m = thread_mem(e, i);
+        DNNL_TRY(dnnl_memory_set_data_handle(m, handles[i]));
+        exec[i] = (dnnl_exec_arg_t){args[i], m};
+    }
+    DNNL_TRY(dnnl_primitive_execute(s->prim, tls.stream, MEM_COUNT, exec));
+    DNNL_TRY(dnnl_stream_wait(tls.stream));
+#pragma omp atomic
+    bf16_calls++;
+#pragma omp atomic
+    bf16_madds += (double)s->M * s->N * s->K;
+}
+
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+          float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (precision == PRECISION_BF16 && K > 0) {
+        Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
+                     .beta = beta};
+        gemm_bf16(&key, A, B, C);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+const char *gemm_bf16_impl(int M, int N, int K) {
+    if (!bf16_ok) return "";
+    Entry key = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1.0f};
+    return shapes[entry_find(&key)].impl;
+}

@@ -1,0 +1,75 @@
+/* gemm.h: the one entry point for matrix products.
+ *
+ * Every op and kernel multiplies matrices through gemm(): row-major, the
+ * transposes as flags, C = alpha op(A) op(B) + beta C, as cblas_sgemm takes
+ * them. The engine's precision decides where a product goes:
+ *   - fp32: OpenBLAS's sgemm;
+ *   - bf16: oneDNN's matmul primitive. A and B are rounded to bfloat16
+ *     (round to nearest even), the products are summed in fp32, and C stays
+ *     fp32. One primitive is made per shape (sizes, transposes, leading
+ *     dimensions, alpha, beta) and kept for the life of the process.
+ * gemm() may be called from inside an OpenMP parallel region: each thread
+ * has its own oneDNN stream, memory objects and bf16 buffers, and a product
+ * made inside a region runs on the calling thread alone. */
+#ifndef ATTNLAB_GEMM_H
+#define ATTNLAB_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+
+typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;
+
+/* C [M, N] = alpha op(A) op(B) + beta C; op(A) is M x K, op(B) K x N; lda,
+ * ldb, ldc are the row strides of A, B and C as stored. */
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+          float beta, float *C, int ldc);
+
+/* The precision of every product from now on (fp32 at start). bf16 must
+ * have been checked with gemm_bf16_check() first: setting it otherwise is a
+ * programming error. Returns the previous setting. */
+Precision gemm_set_precision(Precision p);
+Precision gemm_precision(void);
+
+/* Whether the CPU runs bf16 products natively (AVX512-BF16 or AMX-BF16):
+ * 0, or -1 with e naming what is missing. Without it oneDNN would emulate
+ * bf16, slower than fp32. */
+int gemm_bf16_check(Err *e);
+/* The oneDNN ISA in use, e.g. "avx512_core_bf16" or "avx512_core_amx". */
+const char *gemm_dnnl_isa(void);
+/* oneDNN's name for the implementation it picked for a bf16 product of
+ * this shape (e.g. "brg:avx512_core_bf16"), for ./bench; "" when none. */
+const char *gemm_bf16_impl(int M, int N, int K);
+
+/* The weights: n floats from base (a model's parameter slab; NULL to
+ * unbind). A bf16 product reads an operand that lies inside them from a
+ * bf16 copy made by gemm_weights_changed(), instead of rounding it at each
+ * product: call that whenever they change (after each optimizer step, a
+ * load, an initialisation). */
+void gemm_bind_weights(const float *base, long n);
+void gemm_weights_changed(void);
+
+/* float -> bfloat16, round to nearest even (NaN stays NaN), and back. */
+static inline uint16_t bf16_from_float(float f) {
+    union { float f; uint32_t u; } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+    v.u += 0x7fffu + ((v.u >> 16) & 1u);
+    return (uint16_t)(v.u >> 16);
+}
+static inline float bf16_to_float(uint16_t h) {
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+/* x rounded to bf16 and widened again: the value a bf16 product reads. */
+static inline float bf16_round(float x) { return bf16_to_float(bf16_from_float(x)); }
+/* n floats to bf16 (round to nearest even). */
+void bf16_from_floats(uint16_t *out, const float *x, long n);
+
+/* The bf16 products since the count was last cleared, and their
+ * multiply-adds (M N K summed), for the tests and ./bench. */
+void gemm_bf16_count_clear(void);
+long gemm_bf16_calls(void);
+double gemm_bf16_madds(void);
+
+#endif

@@ -1,0 +1,266 @@
+/* test_gemm.c: the matrix-product entry point (core/gemm.h).
+ *
+ * bf16 products are held to error analysis: with inputs rounded to bf16
+ * (round to nearest even) and sums in fp32, each output differs from the
+ * exact product of the rounded inputs by at most gamma_K sum_k |a_k b_k|
+ * (gamma_K = K u / (1 - K u), u = 2^-24), plus one rounding of C. The
+ * reference is computed in double from the rounded inputs. Each test also
+ * shows that the check would catch the two likely mistakes: a product that
+ * runs in fp32 (unrounded inputs) and one that rounds by truncation. On a
+ * CPU without AVX512-BF16 or AMX-BF16 the bf16 tests say why and pass. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "rng.h"
+#include "test_util.h"
+
+/* Whether bf16 runs here; prints the reason once when it does not. */
+static bool bf16_here(void) {
+    static int said;
+    Err e = {0};
+    if (gemm_bf16_check(&e) == 0) return true;
+    if (!said++) printf("test_gemm: bf16 tests skipped: %s\n", e.msg);
+    return false;
+}
+
+static float trunc_bf16(float x) {
+    union { float f; uint32_t u; } v = {.f = x};
+    v.u &= 0xffff0000u;
+    return v.f;
+}
+
+START_TEST(test_bf16_round_to_nearest_even) {
+    /* 1 + 2^-8 lies halfway between 1 and 1 + 2^-7: ties go to the even 1. */
+    ck_assert_float_eq(bf16_round(1.0f + 0x1p-8f), 1.0f);
+    /* 1 + 3 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up, to even. */
+    ck_assert_float_eq(bf16_round(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f);
+    /* just above halfway rounds up, where truncation would go down */
+    float up = 1.0f + 0x1p-8f + 0x1p-20f;
+    ck_assert_float_eq(bf16_round(up), 1.0f + 0x1p-7f);
+    ck_assert_float_ne(trunc_bf16(up), bf16_round(up));
+    ck_assert_float_eq(bf16_round(-up), -(1.0f + 0x1p-7f));
+    /* exact values stay; the largest float rounds to infinity; NaN stays NaN */
+    ck_assert_float_eq(bf16_round(0.15625f), 0.15625f);
+    ck_assert(isinf(bf16_round(3.4028235e38f)));
+    ck_assert(isinf(bf16_round(-INFINITY)) && bf16_round(-INFINITY) < 0);
+    ck_assert(isnan(bf16_round(NAN)));
+    ck_assert_float_eq(bf16_round(0x1p-130f), 0x1p-130f); /* a subnormal with few bits */
+    uint16_t out[3];
+    float x[3] = {1.0f + 0x1p-8f, up, -2.0f};
+    bf16_from_floats(out, x, 3);
+    ck_assert_uint_eq(out[0], 0x3f80);
+    ck_assert_uint_eq(out[1], 0x3f81);
+    ck_assert_uint_eq(out[2], 0xc000);
+}
+END_TEST
+
+/* One product's problem: A, B, C0 as stored, with padded leading dims. */
+typedef struct {
+    bool ta, tb;
+    int M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    float *A, *B, *C0;
+} Problem;
+
+static Problem problem(bool ta, bool tb, int M, int N, int K, float alpha, float beta, bool positive, uint64_t seed) {
+    Problem p = {ta, tb, M, N, K, (ta ? M : K) + 3, (tb ? K : N) + 2, N + 5, alpha, beta, NULL, NULL, NULL};
+    Rng r;
+    rng_seed(&r, seed);
+    long na = (long)(ta ? K : M) * p.lda, nb = (long)(tb ? N : K) * p.ldb, nc = (long)M * p.ldc;
+    p.A = malloc(sizeof(float) * na);
+    p.B = malloc(sizeof(float) * nb);
+    p.C0 = malloc(sizeof(float) * nc);
+    /* positive inputs whose low 16 bits are past halfway make truncation
+     * err the same way in every term */
+    for (long i = 0; i < na; i++) p.A[i] = positive ? 1.0f + 0x1p-8f + 0x1p-12f * rng_uniform(&r) : rng_normal(&r);
+    for (long i = 0; i < nb; i++) p.B[i] = positive ? 1.0f + 0x1p-8f + 0x1p-12f * rng_uniform(&r) : rng_normal(&r);
+    for (long i = 0; i < nc; i++) p.C0[i] = rng_normal(&r);
+    return p;
+}
+
+static void problem_free(Problem *p) {
+    free(p->A);
+    free(p->B);
+    free(p->C0);
+}
+
+static float get_a(const Problem *p, int i, int k) { return p->ta ? p->A[(long)k * p->lda + i] : p->A[(long)i * p->lda + k]; }
+static float get_b(const Problem *p, int k, int j) { return p->tb ? p->B[(long)j * p->ldb + k] : p->B[(long)k * p->ldb + j]; }
+
+/* The largest |got - ref| / bound over C, where ref is the product of the
+ * inputs as `round` makes them, in double, and bound the error analysis's
+ * gamma_K sum |a b| + u |ref|. Below 1: within the analysis. */
+static double worst_ratio(const Problem *p, const float *C, float (*round)(float)) {
+    double worst = 0, g = rounding_gamma(p->K + 2);
+    for (int i = 0; i < p->M; i++)
+        for (int j = 0; j < p->N; j++) {
+            double ref = 0, mag = 0;
+            for (int k = 0; k < p->K; k++) {
+                double t = (double)round(get_a(p, i, k)) * round(get_b(p, k, j));
+                ref += t;
+                mag += fabs(t);
+            }
+            double c0 = p->C0[(long)i * p->ldc + j];
+            ref = p->alpha * ref + p->beta * c0;
+            double bound = g * (fabs(p->alpha) * mag + fabs(p->beta * c0)) + 0x1p-24 * fabs(ref) + 1e-30;
+            worst = fmax(worst, fabs(C[(long)i * p->ldc + j] - ref) / bound);
+        }
+    return worst;
+}
+
+static float as_is(float x) { return x; }
+
+static float *run(const Problem *p) {
+    float *C = malloc(sizeof(float) * (long)p->M * p->ldc);
+    memcpy(C, p->C0, sizeof(float) * (long)p->M * p->ldc);
+    gemm(p->ta, p->tb, p->M, p->N, p->K, p->alpha, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
+    return C;
+}
+
+/* Every transpose, alpha and beta, padded leading dims: bf16 within the
+ * analysis of rounded inputs, and far from fp32 inputs (so a product that
+ * silently ran in fp32 fails); fp32 within it of the unrounded inputs. */
+START_TEST(test_gemm_bf16_rounds_inputs) {
+    if (!bf16_here()) return;
+    bool ta = _i & 1, tb = _i & 2;
+    float alpha = _i & 4 ? 0.5f : 1.0f, beta = _i & 4 ? 1.0f : 0.0f;
+    Problem p = problem(ta, tb, 37, 29, 53, alpha, beta, false, 100 + (uint64_t)_i);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    long calls = gemm_bf16_calls();
+    float *C = run(&p);
+    ck_assert_int_eq(gemm_bf16_calls(), calls + 1);
+    double r_bf16 = worst_ratio(&p, C, bf16_round), r_fp32in = worst_ratio(&p, C, as_is);
+    ck_assert_msg(r_bf16 < 1, "bf16 product off the rounded-input reference: %.3g of the bound", r_bf16);
+    ck_assert_msg(r_fp32in > 100, "bf16 product too close to the fp32 inputs (%.3g): not rounded?", r_fp32in);
+    gemm_set_precision(PRECISION_FP32);
+    float *C32 = run(&p);
+    double r32 = worst_ratio(&p, C32, as_is);
+    ck_assert_msg(r32 < 1, "fp32 product off its reference: %.3g of the bound", r32);
+    ck_assert_msg(worst_ratio(&p, C32, bf16_round) > 100, "the check cannot tell an fp32 product from a bf16 one");
+    gemm_set_precision(was);
+    free(C);
+    free(C32);
+    problem_free(&p);
+}
+END_TEST
+
+/* Inputs where truncation errs the same way in every term: the product
+ * matches round-to-nearest-even and is far from truncation's. */
+START_TEST(test_gemm_bf16_not_truncated) {
+    if (!bf16_here()) return;
+    Problem p = problem(false, true, 16, 24, 64, 1.0f, 0.0f, true, 7);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    float *C = run(&p);
+    gemm_set_precision(was);
+    double r_rne = worst_ratio(&p, C, bf16_round), r_trunc = worst_ratio(&p, C, trunc_bf16);
+    ck_assert_msg(r_rne < 1, "off the round-to-nearest-even reference: %.3g of the bound", r_rne);
+    ck_assert_msg(r_trunc > 100, "truncated inputs would pass too (%.3g): the check is blind", r_trunc);
+    free(C);
+    problem_free(&p);
+}
+END_TEST
+
+/* Small and degenerate sizes: 1 x 1 x 1, a row, a column, K = 0 (C = beta C). */
+START_TEST(test_gemm_bf16_edges) {
+    if (!bf16_here()) return;
+    static const int sizes[][3] = {{1, 1, 1}, {1, 17, 9}, {13, 1, 5}, {3, 4, 1}};
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    for (int s = 0; s < 4; s++) {
+        Problem p = problem(s & 1, false, sizes[s][0], sizes[s][1], sizes[s][2], 1.0f, 0.5f, false, 40 + (uint64_t)s);
+        float *C = run(&p);
+        ck_assert_msg(worst_ratio(&p, C, bf16_round) < 1, "size %d x %d x %d", p.M, p.N, p.K);
+        free(C);
+        problem_free(&p);
+    }
+    float c[2] = {2.0f, -4.0f}, a = 1, b = 1;
+    gemm(false, false, 1, 2, 0, 1.0f, &a, 1, &b, 2, 0.5f, c, 2);
+    ck_assert_float_eq(c[0], 1.0f);
+    ck_assert_float_eq(c[1], -2.0f);
+    gemm_set_precision(was);
+}
+END_TEST
+
+/* Called from the threads of a parallel region at once, each on a shape of
+ * its own and one shared: every result as a lone call gives it, bit for bit
+ * (the same call on one thread is deterministic). */
+START_TEST(test_gemm_bf16_threads) {
+    if (!bf16_here()) return;
+    enum { N_PROB = 8 };
+    Problem p[N_PROB];
+    float *lone[N_PROB], *par[N_PROB];
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    for (int i = 0; i < N_PROB; i++) {
+        p[i] = problem(i & 1, i & 2, 20 + (i % 3), 18, 33 + i % 2, 1.0f, 0.0f, false, 300 + (uint64_t)i);
+        lone[i] = run(&p[i]);
+    }
+#pragma omp parallel for num_threads(2) schedule(dynamic)
+    for (int i = 0; i < N_PROB; i++) par[i] = run(&p[i]);
+    for (int i = 0; i < N_PROB; i++) {
+        ck_assert_msg(!memcmp(lone[i], par[i], sizeof(float) * (long)p[i].M * p[i].ldc), "product %d differs", i);
+        free(lone[i]);
+        free(par[i]);
+        problem_free(&p[i]);
+    }
+    gemm_set_precision(was);
+}
+END_TEST
+
+/* B inside the bound weights is read from their bf16 copy: the same bits
+ * as rounding it at the product, and a change reaches products only through
+ * gemm_weights_changed. */
+START_TEST(test_gemm_bf16_weights_mirror) {
+    if (!bf16_here()) return;
+    Problem p = problem(false, true, 9, 12, 20, 1.0f, 0.0f, false, 77);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    float *plain = run(&p);
+    long nb = (long)p.N * p.ldb;
+    gemm_bind_weights(p.B, nb);
+    float *bound = run(&p);
+    ck_assert(!memcmp(plain, bound, sizeof(float) * (long)p.M * p.ldc));
+    for (long i = 0; i < nb; i++) p.B[i] *= 2;
+    float *stale = run(&p);
+    ck_assert(!memcmp(plain, stale, sizeof(float) * (long)p.M * p.ldc));
+    gemm_weights_changed();
+    float *fresh = run(&p);
+    ck_assert_msg(worst_ratio(&p, fresh, bf16_round) < 1, "the refreshed copy is not the weights");
+    gemm_bind_weights(NULL, 0);
+    gemm_set_precision(was);
+    free(plain);
+    free(bound);
+    free(stale);
+    free(fresh);
+    problem_free(&p);
+}
+END_TEST
+
+START_TEST(test_gemm_isa_named) {
+    const char *isa = gemm_dnnl_isa();
+    ck_assert(isa && *isa);
+    Err e = {0};
+    if (gemm_bf16_check(&e) == 0) {
+        ck_assert_msg(strstr(isa, "bf16") || strstr(isa, "amx"), "bf16 accepted on ISA %s", isa);
+    } else {
+        ck_assert_msg(strstr(e.msg, "AVX512-BF16"), "the refusal names what is missing: %s", e.msg);
+        ck_assert(strstr(e.hint, "fp32"));
+    }
+}
+END_TEST
+
+Suite *gemm_suite(void) {
+    Suite *s = suite_create("gemm");
+    TCase *tc = tcase_create("bf16");
+    tcase_add_test(tc, test_bf16_round_to_nearest_even);
+    tcase_add_loop_test(tc, test_gemm_bf16_rounds_inputs, 0, 8);
+    tcase_add_test(tc, test_gemm_bf16_not_truncated);
+    tcase_add_test(tc, test_gemm_bf16_edges);
+    tcase_add_test(tc, test_gemm_bf16_threads);
+    tcase_add_test(tc, test_gemm_bf16_weights_mirror);
+    tcase_add_test(tc, test_gemm_isa_named);
+    suite_add_tcase(s, tc);
+    return s;
+}
