@@ -1,8 +1,9 @@
-/* ops_matmul.c: C = op(A) op(B) through cblas_sgemm, transposes as flags;
+/* ops_matmul.c: C = op(A) op(B) through gemm (core/gemm.h), transposes as flags;
  * and the linear layer y = x W^T + b. */
 #include <cblas.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "ops_impl.h"
 
 /* Whether A and B enter transposed. */
@@ -71,8 +72,6 @@ Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb) {
     return node_run(n);
 }
 
-static enum CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
-
 /* One product per batch element. Batches go to OpenMP threads; inside a
  * parallel region OpenBLAS (the OpenMP build) runs each sgemm on one thread,
  * so there is one pool. A single product is threaded by OpenBLAS itself. */
@@ -82,7 +81,7 @@ void op_matmul_forward(Node *n) {
     float *C = n->out->data;
     #pragma omp parallel for if (d.batch > 1)
     for (long t = 0; t < d.batch; t++) {
-        cblas_sgemm(CblasRowMajor, tr(d.ta), tr(d.tb), d.M, d.N, d.K, 1.0f, A + t * d.stride_a, d.lda,
+        gemm(d.ta, d.tb, d.M, d.N, d.K, 1.0f, A + t * d.stride_a, d.lda,
                     B + t * d.stride_b, d.ldb, 0.0f, C + t * d.M * d.N, d.N);
     }
 }
@@ -99,10 +98,10 @@ void op_matmul_backward(Node *n) {
             const float *Bt = B + t * d.stride_b, *dCt = dC + t * d.M * d.N;
             float *dAt = dA + t * d.stride_a;
             if (!d.ta) /* dA (M x K) += dC op(B)^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, tr(!d.tb), d.M, d.K, d.N, 1.0f, dCt, d.N, Bt,
+                gemm(false, !d.tb, d.M, d.K, d.N, 1.0f, dCt, d.N, Bt,
                             d.ldb, 1.0f, dAt, d.K);
             else /* A is stored K x M: dA += op(B) dC^T */
-                cblas_sgemm(CblasRowMajor, tr(d.tb), CblasTrans, d.K, d.M, d.N, 1.0f, Bt, d.ldb, dCt, d.N,
+                gemm(d.tb, true, d.K, d.M, d.N, 1.0f, Bt, d.ldb, dCt, d.N,
                             1.0f, dAt, d.M);
         }
     }
@@ -115,10 +114,10 @@ void op_matmul_backward(Node *n) {
             const float *At = A + t * d.stride_a, *dCt = dC + t * d.M * d.N;
             float *dBt = dB + t * d.stride_b;
             if (!d.tb) /* dB (K x N) += op(A)^T dC */
-                cblas_sgemm(CblasRowMajor, tr(!d.ta), CblasNoTrans, d.K, d.N, d.M, 1.0f, At, d.lda, dCt,
+                gemm(!d.ta, false, d.K, d.N, d.M, 1.0f, At, d.lda, dCt,
                             d.N, 1.0f, dBt, d.N);
             else /* B is stored N x K: dB += dC^T op(A) */
-                cblas_sgemm(CblasRowMajor, CblasTrans, tr(d.ta), d.N, d.K, d.M, 1.0f, dCt, d.N, At,
+                gemm(true, d.ta, d.N, d.K, d.M, 1.0f, dCt, d.N, At,
                             d.lda, 1.0f, dBt, d.K);
         }
     }
@@ -144,7 +143,7 @@ void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, lon
         #pragma omp parallel for if (M * N > PAR_MIN)
         for (long r = 0; r < M; r++) memcpy(y + r * N, b->data, (size_t)N * sizeof(float));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, x, K, w->data, K, b ? 1.0f : 0.0f, y, N);
+    gemm(false, true, M, N, K, 1.0f, x, K, w->data, K, b ? 1.0f : 0.0f, y, N);
 }
 
 void bias_grad_rows(Tensor *b, const float *dy, long M) {
@@ -166,8 +165,8 @@ void op_linear_backward(Node *n) {
     long N = w->shape[0], K = w->shape[1], M = x->n / K;
     const float *dy = n->out->grad;
     if (x->requires_grad)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
+        gemm(false, false, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
     if (w->requires_grad)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
+        gemm(true, false, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
     if (b && b->requires_grad) bias_grad_rows(b, dy, M);
 }

@@ -36,7 +36,7 @@
  * scratch is GROUP_ROWS x V floats (1 MiB at V = 256), in forward (the
  * group's logits) and again in backward (its dz), where the composition
  * holds 2 x rows x V (8 MiB for 4096 rows). */
-#include <cblas.h>
+#include "gemm.h"
 
 #include "fastmath.h"
 #include "layers.h"
@@ -59,7 +59,7 @@ NODE_ATTRS_DECLARE(LmCrossEntropyAttrs);
 /* z [rows, V] = x [rows, d] W^T, one sgemm. */
 static void block_logits(float *z, const float *x, const Tensor *w, long rows) {
     long V = w->shape[0], d = w->shape[1];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, d, 1.0f, x, d, w->data, d, 0.0f, z, V);
+    gemm(false, true, rows, V, d, 1.0f, x, d, w->data, d, 0.0f, z, V);
 }
 
 static long min_long(long a, long b) { return a < b ? a : b; }
@@ -143,7 +143,7 @@ static void lm_cross_entropy_backward(Node *n) {
                 zr[t[r]] -= scale;
             }
             if (dx)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, V, 1.0f, zb, V, w->data, d, dx_beta,
+                gemm(false, false, rows, d, V, 1.0f, zb, V, w->data, d, dx_beta,
                             dx + r0 * d, d);
         }
         if (!dw) continue;
@@ -151,7 +151,7 @@ static void lm_cross_entropy_backward(Node *n) {
         for (long s = 0; s < slices; s++) {
             long v0 = s * DW_SLICE_ROWS, nv = min_long(DW_SLICE_ROWS, V - v0);
             /* dW[v0 .. v0 + nv) += dz[:, v0 .. v0 + nv)^T x_group */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nv, d, group, 1.0f, dz + v0, V, x->data + g0 * d, d,
+            gemm(true, false, nv, d, group, 1.0f, dz + v0, V, x->data + g0 * d, d,
                         1.0f, dw + v0 * d, d);
         }
     }

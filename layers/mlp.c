@@ -6,10 +6,10 @@
  * model). The fused op keeps h alone: forward makes g in a scratch buffer
  * that it hands back after the second product, and backward makes it again
  * from h for dW2. The same scratch buffer then holds dg = dy W2 and, in
- * place, dh = dg gelu'(h). Every product is one cblas_sgemm with transposes
+ * place, dh = dg gelu'(h). Every product is one gemm call with transposes
  * as flags, as op_linear does them, so the results are op_linear's (when
  * the rows take one pass: see mlp_scratch_floats). */
-#include <cblas.h>
+#include "gemm.h"
 
 #include "layers.h"
 #include "op_kernel.h"
@@ -53,17 +53,17 @@ static void mlp_backward_op(Node *n) {
         const float *dy = dy_all + r0 * d, *h = h_all + r0 * hid, *xr = x->data + r0 * d;
         if (w2->requires_grad) {
             gelu_rows(h, buf, m * hid); /* g again */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, hid, m, 1.0f, dy, d, buf, hid, 1.0f,
+            gemm(true, false, d, hid, m, 1.0f, dy, d, buf, hid, 1.0f,
                         tensor_grad(w2), hid);
         }
         /* dg = dy W2, then dh = dg gelu'(h) in place */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
+        gemm(false, false, m, hid, d, 1.0f, dy, d, w2->data, hid, 0.0f, buf, hid);
         gelu_grad_rows(h, buf, buf, m * hid);
         if (x->requires_grad)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f,
+            gemm(false, false, m, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f,
                         tensor_grad(x) + r0 * d, d);
         if (w1->requires_grad)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hid, d, m, 1.0f, buf, hid, xr, d, 1.0f,
+            gemm(true, false, hid, d, m, 1.0f, buf, hid, xr, d, 1.0f,
                         tensor_grad(w1), d);
         if (b1->requires_grad) bias_grad_rows(b1, buf, m);
     }

@@ -84,7 +84,7 @@
  * takes its heads chunk by chunk in turn, and packed rows are prefetched a
  * few rows ahead. Inside a parallel region OpenBLAS runs each sgemm on its
  * calling thread. */
-#include <cblas.h>
+#include "gemm.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -304,18 +304,17 @@ static void mask_weight(const Lin *L, float *x, int c, int ld) {
 }
 
 /* X = op(A) op(B) (+ X when acc), row-major, all leading dims as given. */
-static void gemm(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb, bool acc,
-                 float *x, int ldx) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
-                b, ldb, acc ? 1.0f : 0.0f, x, ldx);
+static void mm(bool ta, bool tb, int m, int n, int k, const float *a, int lda, const float *b, int ldb, bool acc,
+               float *x, int ldx) {
+    gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, acc ? 1.0f : 0.0f, x, ldx);
 }
 
 /* A_t = (Q~_t K~_t^T) . M into a [c, c] (row stride lda). With re-weighting
  * q~_i . k~_j = (phi(q_i) . phi(k_j)) w[i - j], which takes half the work of
  * the 2 dk features: phi(q) phi(k)^T, then the weights. */
 static void intra_scores(const Lin *L, const Scratch *s, int c, float *a, int lda) {
-    if (L->sn) gemm(false, true, c, c, L->dk, s->qp, L->dk, s->kp, L->dk, false, a, lda);
-    else gemm(false, true, c, c, L->F, s->x, s->ldx, s->kf, L->F, false, a, lda);
+    if (L->sn) mm(false, true, c, c, L->dk, s->qp, L->dk, s->kp, L->dk, false, a, lda);
+    else mm(false, true, c, c, L->F, s->x, s->ldx, s->kf, L->F, false, a, lda);
     mask_weight(L, a, c, lda);
 }
 
@@ -387,11 +386,11 @@ static long forward_chunk(const Lin *L, const HeadFwd *hf, Scratch *s, int p0) {
     features(L, hf->k, p0, c, s->kf, F, s->kp);
     v_ones(L, hf->v, p0, c, vb);
     intra_scores(L, s, c, s->x + F, s->ldx);
-    if (p0 > 0) gemm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
-    else gemm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
+    if (p0 > 0) mm(false, false, c, dv1, F + c, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+    else mm(false, false, c, dv1, c, s->x + F, s->ldx, vb, dv1, false, s->ob, dv1); /* S'_0 = 0 */
     long clamped = normalise(L, s->ob, c, hf->o + (long)p0 * L->ldo, hf->den + p0);
     /* S'_t = S'_{t-1} + K~_t^T V'_t (not needed after the last chunk) */
-    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+    if (p0 + c < T) mm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     return clamped;
 }
 
@@ -404,7 +403,7 @@ static void full_state(const Lin *L, const float *k, const float *v, Scratch *s)
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, k, p0, c, s->kf, F, NULL);
         v_ones(L, v, p0, c, vb);
-        gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+        mm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
     }
 }
 
@@ -417,7 +416,7 @@ static long head_forward_bidirectional(const Lin *L, const HeadFwd *hf, Scratch 
     for (int p0 = 0; p0 < T; p0 += L->C) { /* [Num, den] = Q~ S' */
         int c = T - p0 < L->C ? T - p0 : L->C;
         features(L, q, p0, c, s->x, s->ldx, NULL);
-        gemm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
+        mm(false, false, c, dv1, F, s->x, s->ldx, s->y, dv1, false, s->ob, dv1);
         clamped += normalise(L, s->ob, c, o + (long)p0 * L->ldo, den + p0);
     }
     return clamped;
@@ -666,16 +665,16 @@ static void dq_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     v_ones(L, hg->v, p0, c, vb);
     g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
     /* D_t = (G'_t V'_t^T) . M (. w) */
-    gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+    mm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
     mask_weight(L, s->d, c, c);
     const float *kp = phi_of(L, s, true, &ldk);
-    gemm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
+    mm(false, false, c, L->dk, c, s->d, c, kp, ldk, false, s->dp, L->dk);
     bool inter = p0 > 0; /* S'_0 = 0 */
-    if (inter && !L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
-    if (inter && L->sn) gemm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
+    if (inter && !L->sn) mm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, true, s->dp, L->dk);
+    if (inter && L->sn) mm(false, true, c, F, dv1, s->gb, dv1, s->y, dv1, false, s->df, F);
     zero_rows(hg->zq, hg->dq, L->ldq, p0, c, L->dk);
     features_backward(L, hg->q, p0, c, s->dp, inter && L->sn ? s->df : NULL, hg->dq);
-    if (p0 + c < T) gemm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
+    if (p0 + c < T) mm(true, false, F, dv1, c, s->kf, F, vb, dv1, true, s->y, dv1);
 }
 
 /* dK~_t = D_t^T Q~_t + V'_t U'_{t+1}^T and dV_t = A_t^T G^_t + K~_t U_{t+1},
@@ -692,22 +691,22 @@ static void dkv_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
     v_ones(L, hg->v, p0, c, vb);
     g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
     if (hg->dk) {
-        gemm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
+        mm(false, true, c, c, dv1, s->gb, dv1, vb, dv1, false, s->d, c);
         mask_weight(L, s->d, c, c);
         const float *qp = phi_of(L, s, false, &ldq);
-        gemm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
-        if (later && !L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
-        if (later && L->sn) gemm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
+        mm(true, false, c, L->dk, c, s->d, c, qp, ldq, false, s->dp, L->dk);
+        if (later && !L->sn) mm(false, true, c, F, dv1, vb, dv1, s->y, dv1, true, s->dp, L->dk);
+        if (later && L->sn) mm(false, true, c, F, dv1, vb, dv1, s->y, dv1, false, s->df, F);
         zero_rows(hg->zk, hg->dk, L->ldq, p0, c, L->dk);
         features_backward(L, hg->k, p0, c, s->dp, later && L->sn ? s->df : NULL, hg->dk);
     }
     if (hg->dv) {
         float *dvt = hg->dv + (long)p0 * L->ldv;
         intra_scores(L, s, c, a, s->ldx);
-        gemm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, !hg->zv, dvt, L->ldv); /* unset: overwrites */
-        if (later) gemm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
+        mm(true, false, c, dv, c, a, s->ldx, s->gb, dv1, !hg->zv, dvt, L->ldv); /* unset: overwrites */
+        if (later) mm(false, false, c, dv, F, s->kf, F, s->y, dv1, true, dvt, L->ldv);
     }
-    if (p0 > 0) gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
+    if (p0 > 0) mm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, s->y, dv1);
 }
 
 /* The gradient of the features, a [c, dv1] times state^T [dv1, F]: into
@@ -715,10 +714,10 @@ static void dkv_chunk(const Lin *L, const HeadGrad *hg, Scratch *s, int p0) {
  * features_backward takes them. */
 static void feature_grad(const Lin *L, Scratch *s, int c, const float *a, const float *state) {
     if (!L->sn) {
-        gemm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->dp, L->dk);
+        mm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->dp, L->dk);
         return;
     }
-    gemm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->df, L->F);
+    mm(false, true, c, L->F, L->dv1, a, L->dv1, state, L->dv1, false, s->df, L->F);
     memset(s->dp, 0, (size_t)c * L->dk * sizeof(float));
 }
 
@@ -734,7 +733,7 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
             int c = T - p0 < L->C ? T - p0 : L->C;
             features(L, hg->q, p0, c, s->x, s->ldx, NULL);
             g_prime(L, hg->g, hg->o, hg->den, p0, c, s->gb);
-            gemm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, u, dv1);
+            mm(true, false, F, dv1, c, s->x, s->ldx, s->gb, dv1, true, u, dv1);
         }
     }
     for (int p0 = 0; p0 < T; p0 += L->C) {
@@ -753,7 +752,7 @@ static void head_backward_bidirectional(const Lin *L, const HeadGrad *hg, Scratc
         }
         if (hg->dv) {
             features(L, hg->k, p0, c, s->kf, F, NULL);
-            gemm(false, false, c, dv, F, s->kf, F, u, dv1, !hg->zv, hg->dv + (long)p0 * L->ldv, L->ldv);
+            mm(false, false, c, dv, F, s->kf, F, u, dv1, !hg->zv, hg->dv + (long)p0 * L->ldv, L->ldv);
         }
     }
 }
@@ -908,7 +907,7 @@ Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         float *Ph = P->data + (long)h * T * T;
         features(&L, q->data + (long)h * T * dk, 0, T, qf, L.F, NULL);
         features(&L, k->data + (long)h * T * dk, 0, T, kf, L.F, NULL);
-        gemm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
+        mm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
         if (c->causal) mask_weight(&L, Ph, T, T); /* L.w is NULL: the mask alone */
         float *dens = rp ? kf + (long)T * L.F : NULL;
         if (rp) {
@@ -922,7 +921,7 @@ Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
                 rotate_row(&R, qf + (long)i * L.F, i, false);
                 rotate_row(&R, kf + (long)i * L.F, i, false);
             }
-            gemm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
+            mm(false, true, T, T, L.F, qf, L.F, kf, L.F, false, Ph, T);
             if (c->causal) mask_weight(&L, Ph, T, T);
         }
         for (int i = 0; i < T; i++) {

@@ -45,7 +45,7 @@
  * Threads: OpenMP over batch x heads, each writing its own slice; gradients
  * of shared projections are summed by a second loop over their rows, each
  * row owned by one thread, so results do not depend on the thread count. */
-#include <cblas.h>
+#include "gemm.h"
 #include <math.h>
 
 #include "attention/linformer.h"
@@ -99,7 +99,7 @@ static void lf_project_forward(Node *nd) {
         const float *wh = w ? w + (bh % p.H) * p.w_head : NULL;
         float *o = nd->out->data + (long)bh * p.kp * p.d;
         if (p.proj == LF_PROJ_LINEAR) { /* x' = E[:, :T] x */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p.kp, p.d, p.T, 1.0f, wh, p.n, xh, p.d, 0.0f, o,
+            gemm(false, false, p.kp, p.d, p.T, 1.0f, wh, p.n, xh, p.d, 0.0f, o,
                         p.d);
             continue;
         }
@@ -131,7 +131,7 @@ static void lf_project_forward(Node *nd) {
 static void project_dx(const Proj *p, const float *xh, const float *oh, const float *wh, const float *dout,
                        float *dx) {
     if (p->proj == LF_PROJ_LINEAR) { /* dx += E[:, :T]^T dx' */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->T, p->d, p->kp, 1.0f, wh, p->n, dout, p->d, 1.0f,
+        gemm(true, false, p->T, p->d, p->kp, 1.0f, wh, p->n, dout, p->d, 1.0f,
                     dx, p->d);
         return;
     }
@@ -190,7 +190,7 @@ static void lf_project_backward(Node *nd) {
                 for (int b = 0; b < p.B; b++)
                     for (int h = G == 1 ? 0 : g; h < (G == 1 ? p.H : g + 1); h++) {
                         long bh = (long)b * p.H + h;
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, p.T, p.d, 1.0f,
+                        gemm(false, true, r1 - r0, p.T, p.d, 1.0f,
                                     dout + (bh * p.kp + r0) * p.d, p.d, x->data + bh * p.T * p.d, p.d, 1.0f,
                                     dw + (long)g * p.w_head + (long)r0 * p.n, p.n);
                     }
@@ -261,7 +261,7 @@ static Tensor *lf_project(const AttnCall *c, Tensor *x, Tensor *w) {
 
 /* P for one head: [T, kp] = softmax(scale q k'^T) from q [T, dk], k' [kp, dk]. */
 static void head_probs(const float *q, const float *kp_, float *P, int T, int kp, int dk, float scale) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, kp, dk, scale, q, dk, kp_, dk, 0.0f, P, kp);
+    gemm(false, true, T, kp, dk, scale, q, dk, kp_, dk, 0.0f, P, kp);
     for (int i = 0; i < T; i++) softmax_inplace(P + (long)i * kp, kp);
 }
 
@@ -281,7 +281,7 @@ static void lf_attend_forward(Node *nd) {
         float *P = nd->saved + (long)h * T * kp;
         head_probs(q->data + (long)h * T * dk, k->data + (long)h * kp * dk, P, T, kp, dk, scale);
         /* O = P V' */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, kp, 1.0f, P, kp, v->data + (long)h * kp * dv,
+        gemm(false, false, T, dv, kp, 1.0f, P, kp, v->data + (long)h * kp * dv,
                     dv, 0.0f, nd->out->data + (long)h * T * dv, dv);
     }
 }
@@ -304,11 +304,11 @@ static void lf_attend_backward(Node *nd) {
         const float *vh = v->data + (long)h * kp * dv;
         float *dS = scratch + (long)omp_get_thread_num() * T * kp;
         if (dvv) /* dV' += P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kp, dv, T, 1.0f, P, kp, dOh, dv, 1.0f,
+            gemm(true, false, kp, dv, T, 1.0f, P, kp, dOh, dv, 1.0f,
                         dvv + (long)h * kp * dv, dv);
         if (!dq && !dk_) continue;
         /* dP = dO V'^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, kp, dv, 1.0f, dOh, dv, vh, dv, 0.0f, dS, kp);
+        gemm(false, true, T, kp, dv, 1.0f, dOh, dv, vh, dv, 0.0f, dS, kp);
         for (int i = 0; i < T; i++) { /* dS = P * (dP - rowsum(dP * P)) */
             const float *restrict p = P + (long)i * kp;
             float *restrict d = dS + (long)i * kp;
@@ -319,10 +319,10 @@ static void lf_attend_backward(Node *nd) {
             for (int j = 0; j < kp; j++) d[j] = p[j] * (d[j] - dot);
         }
         if (dq) /* dQ += s dS K' */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dk, kp, scale, dS, kp, kh, dk, 1.0f,
+            gemm(false, false, T, dk, kp, scale, dS, kp, kh, dk, 1.0f,
                         dq + (long)h * T * dk, dk);
         if (dk_) /* dK' += s dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kp, dk, T, scale, dS, kp, qh, dk, 1.0f,
+            gemm(true, false, kp, dk, T, scale, dS, kp, qh, dk, 1.0f,
                         dk_ + (long)h * kp * dk, dk);
     }
 }

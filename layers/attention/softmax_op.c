@@ -16,7 +16,7 @@
  * sgemm on its calling thread, so there is one pool.
  *
  * Dimensions: q, k [B, H, T, dk], v and the output [B, H, T, dv]. */
-#include <cblas.h>
+#include "gemm.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -144,7 +144,7 @@ static void row_softmax_again(float *restrict s, int n, float mx, float inv) {
 static void block_probs(const Plan *p, const QBlock *b, const float *q, const float *k, const float *bias, float *Pb,
                         int dk, float scale, bool causal, float *stats, bool again) {
     int R = b->r1 - b->r0, w = b->w;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dk, scale, q + (long)b->r0 * dk, dk,
+    gemm(false, true, R, w, dk, scale, q + (long)b->r0 * dk, dk,
                 k + (long)b->k0 * dk, dk, 0.0f, Pb, w);
     for (int r = 0; r < R; r++) {
         int i = b->r0 + r, a = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [a, e) */
@@ -200,7 +200,7 @@ static void attn_softmax_forward(Node *n) {
             float *Pb = thread_block(scratch, &p);
             block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats ? stats + 2L * bh * T : NULL, false);
             /* O[r0:r1] = P V[span] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
+            gemm(false, false, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
                         vh + (long)blk->k0 * dv, dv, 0.0f, oh + (long)blk->r0 * dv, dv);
         }
     }
@@ -237,11 +237,11 @@ static void attn_softmax_backward(Node *n) {
             int R = blk->r1 - blk->r0, w = blk->w;
             block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats + 2L * bh * T, true);
             if (dvv) /* dV[span] += P^T dO[r0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
+                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
                             dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
             if (!dq && !dk_ && !gh) continue;
             /* dP = dO[r0:r1] V[span]^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
+            gemm(false, true, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
                         vh + (long)blk->k0 * dv, dv, 0.0f, dS, w);
             attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
             for (int r = 0; r < R; r++) {
@@ -256,10 +256,10 @@ static void attn_softmax_backward(Node *n) {
                     for (int c = a; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
             }
             if (dq) /* dQ[r0:r1] += s dz K[span] */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, dk, w, scale, dS, w,
+                gemm(false, false, R, dk, w, scale, dS, w,
                             kh + (long)blk->k0 * dk, dk, 1.0f, dq + ((long)bh * T + blk->r0) * dk, dk);
             if (dk_) /* dK[span] += s dz^T Q[r0:r1] */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, w, dk, R, scale, dS, w,
+                gemm(true, false, w, dk, R, scale, dS, w,
                             qh + (long)blk->r0 * dk, dk, 1.0f, dk_ + ((long)bh * T + blk->k0) * dk, dk);
         }
     }

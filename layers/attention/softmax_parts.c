@@ -1,6 +1,6 @@
 /* softmax_parts.c: the pieces the plain softmax op (softmax.c) and
  * Talking-Heads attention (talking.c) share. */
-#include <cblas.h>
+#include "gemm.h"
 
 #include "fastmath.h"
 #include "op_kernel.h"
@@ -14,7 +14,7 @@ void attn_softmax_prefix(float *s, int n, int T) {
 
 /* P for one head: [T, T] from q, k [T, dk]. */
 void attn_head_probs(const float *q, const float *k, float *P, int T, int dk, float scale, bool causal) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dk, scale, q, dk, k, dk, 0.0f, P, T);
+    gemm(false, true, T, T, dk, scale, q, dk, k, dk, 0.0f, P, T);
     for (int i = 0; i < T; i++) attn_softmax_prefix(P + (long)i * T, causal ? i + 1 : T, T);
 }
 

@@ -3,7 +3,7 @@
  * hand-written backward, and its parameters. */
 #include "attention/talking.h"
 
-#include <cblas.h>
+#include "gemm.h"
 #include <omp.h>
 #include <string.h>
 
@@ -44,14 +44,14 @@
  * -> S [H, T, T]. */
 static void head_scores(const float *q, const float *k, float *S, int H, int T, int dk, float scale) {
     for (int h = 0; h < H; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dk, scale, q + (long)h * T * dk, dk,
+        gemm(false, true, T, T, dk, scale, q + (long)h * T * dk, dk,
                     k + (long)h * T * dk, dk, 0.0f, S + (long)h * T * T, T);
 }
 
 /* Y = W X, or W^T X when `transpose`, with X, Y [H, T*T]: mixes the heads. */
 static void mix_heads(const float *W, bool transpose, const float *X, float *Y, int H, int T) {
     int TT = T * T;
-    cblas_sgemm(CblasRowMajor, transpose ? CblasTrans : CblasNoTrans, CblasNoTrans, H, TT, H, 1.0f, W, H, X, TT, 0.0f,
+    gemm(transpose, false, H, TT, H, 1.0f, W, H, X, TT, 0.0f,
                 Y, TT);
 }
 
@@ -109,7 +109,7 @@ static void attn_talking_forward(Node *n) {
         }
         for (int h = 0; h < H; h++) {
             long bh = (long)b * H + h;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dv, T, 1.0f, Pm + h * TT, T,
+            gemm(false, false, T, dv, T, 1.0f, Pm + h * TT, T,
                         v->data + bh * T * dv, dv, 0.0f, n->out->data + bh * T * dv, dv);
         }
     }
@@ -143,17 +143,17 @@ static void attn_talking_backward(Node *n) {
                 Pm = X;
             }
             for (int h = 0; h < H; h++)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dv, T, 1.0f, Pm + h * TT, T,
+                gemm(true, false, T, dv, T, 1.0f, Pm + h * TT, T,
                             dOb + h * T * (long)dv, dv, 1.0f, dvv + ((long)b * H + h) * T * dv, dv);
         }
         if (!need_dP) continue;
         for (int h = 0; h < H; h++) /* dP'_h = dO_h V_h^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dv, 1.0f, dOb + h * T * (long)dv, dv,
+            gemm(false, true, T, T, dv, 1.0f, dOb + h * T * (long)dv, dv,
                         vb + h * T * (long)dv, dv, 0.0f, Y + h * TT, T);
         float *D = Y, *F = X; /* D: the gradient on its way back; F: free */
         if (wpost) {
             if (d_post) /* dWpost = dP' P^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, H, H, (int)TT, 1.0f, Y, (int)TT, P, (int)TT, 0.0f,
+                gemm(false, true, H, H, (int)TT, 1.0f, Y, (int)TT, P, (int)TT, 0.0f,
                             dw + (2L * b + 1) * HH, H);
             if (!need_dA) continue;
             mix_heads(wpost->data, true, Y, X, H, T); /* dP = Wpost^T dP' */
@@ -164,7 +164,7 @@ static void attn_talking_backward(Node *n) {
         if (wpre) {
             head_scores(qb, kb, F, H, T, dk, scale); /* S again */
             if (d_pre) /* dWpre = dA S^T */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, H, H, (int)TT, 1.0f, D, (int)TT, F, (int)TT, 0.0f,
+                gemm(false, true, H, H, (int)TT, 1.0f, D, (int)TT, F, (int)TT, 0.0f,
                             dw + 2L * b * HH, H);
             if (!dq && !dk_) continue;
             mix_heads(wpre->data, true, D, F, H, T); /* dS = Wpre^T dA */
@@ -173,10 +173,10 @@ static void attn_talking_backward(Node *n) {
         for (int h = 0; h < H; h++) {
             long bh = (long)b * H + h;
             if (dq) /* dQ += s dS K */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dk, T, scale, D + h * TT, T,
+                gemm(false, false, T, dk, T, scale, D + h * TT, T,
                             kb + h * T * (long)dk, dk, 1.0f, dq + bh * T * dk, dk);
             if (dk_) /* dK += s dS^T Q */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dk, T, scale, D + h * TT, T,
+                gemm(true, false, T, dk, T, scale, D + h * TT, T,
                             qb + h * T * (long)dk, dk, 1.0f, dk_ + bh * T * dk, dk);
         }
     }
