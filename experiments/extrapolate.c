@@ -182,12 +182,12 @@ static int parse_variant(Variant *v, const char *spec, Err *e) {
     memset(v, 0, sizeof *v);
     v->spec = spec;
     char path[1100];
-    if (snprintf(path, sizeof path, "%s", spec) >= (int)sizeof path) return err_set(e, "%s: path too long", spec);
+    if (snprintf(path, sizeof path, "%s", spec) >= (int)sizeof path) return err_set(e, "%.60s...: path too long", spec);
     const char *at = strrchr(spec, '@');
     if (at && !file_exists(spec)) {
         path[at - spec] = '\0';
         char list[512];
-        if (snprintf(list, sizeof list, "%s", at + 1) >= (int)sizeof list) return err_set(e, "%s: overrides too long", spec);
+        if (snprintf(list, sizeof list, "%s", at + 1) >= (int)sizeof list) return err_set(e, "%.60s...: overrides too long", spec);
         if (!list[0])
             return err_set(e, "%s: nothing after '@'", spec), err_hint(e, "write e.g. %s@window=128", path);
         char *save = NULL;
