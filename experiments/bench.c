@@ -189,7 +189,9 @@ static int bench_main(int argc, char **argv) {
     }
     if (!o.n_lengths)
         for (int T = 512; T <= 16384; T *= 2) o.lengths[o.n_lengths++] = T;
-    if (o.scaling && !o.threads) o.threads = 2; /* the 2-core setting */
+    /* --scaling defaults to 2 threads, not all cores, so that its figures are
+     * those docs/speed.md reports, taken on a 2-core machine, on any host */
+    if (o.scaling && !o.threads) o.threads = 2;
     if (o.rounds && !o.scaling && !o.vs_torch) {
         fprintf(stderr, "error: --rounds: only with --scaling or --vs-torch\n");
         return 2;

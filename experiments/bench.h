@@ -19,6 +19,8 @@
 #include <stdbool.h>
 
 #include "attention/kernel.h"
+#include "model.h"
+#include "optim.h"
 #include "options.h"
 
 #define BENCH_MAX_LENGTHS 32
@@ -64,9 +66,25 @@ void bench_ops(const BenchOptions *o);
 /* Training throughput on cfg with the per-op breakdown, printed; returns the
  * tokens per second. */
 double bench_train(const BenchOptions *o, const Config *cfg);
-/* A batch of B x T random byte ids and targets (malloc'd), masked under
- * objective = mlm, drawn from rng. */
-void bench_batch(const ModelConfig *mc, Rng *rng, int B, int T, int **ids, int **targets);
+/* A training step to time, the same in bench_train and bench_mpi: cfg's
+ * model with weights drawn from seed 1, one batch of B x T random byte ids
+ * (masked under objective = mlm), an arena in use, gradients on, AdamW. */
+typedef struct {
+    Model m;
+    int B, T;
+    int *ids, *targets;
+    Arena arena;
+    AdamWConfig opt;
+} BenchStep;
+
+/* batch_seed: the batch's seed, or NULL to draw it on from the weights'
+ * generator. */
+void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed);
+/* Forward and backward: the gradients of the batch's loss. */
+void bench_step_grad(BenchStep *b);
+/* Step s's update: the clip's norm, then AdamW, which zeroes the gradients. */
+void bench_step_update(BenchStep *b, int s);
+void bench_step_free(BenchStep *b);
 
 /* --mpi: run plainly, mpirun -np 1 and 2 of this program (argv, with
  * --threads 1 added unless given) and their scaling; under mpirun, that

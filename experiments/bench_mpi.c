@@ -35,38 +35,23 @@
 /* The measurement under mpirun; rank 0 prints its figures, last a line for
  * the parent to read. */
 static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
-    const ModelConfig *mc = &cfg->model;
-    int B = cfg->train.batch, T = mc->context, N = dist_size();
-    Model m;
-    model_init(&m, mc);
-    Rng rng;
-    rng_seed(&rng, 1);
-    model_init_weights(&m, &rng);
-    rng_seed(&rng, 2 + (uint64_t)dist_rank()); /* each rank its own tokens */
-    int *ids, *targets;
-    bench_batch(mc, &rng, B, T, &ids, &targets);
-    Arena arena;
-    arena_init(&arena, 0);
-    engine_set_arena(&arena);
-    AdamWConfig opt = adamw_default();
+    BenchStep b;
+    uint64_t batch_seed = 2 + (uint64_t)dist_rank(); /* each rank its own tokens */
+    bench_step_init(&b, cfg, &batch_seed);
+    int B = b.B, T = b.T, N = dist_size();
     const int warm = 3;
     double *reduce_s = xmalloc((size_t)o->steps * sizeof(double)), *alone_s = xmalloc((size_t)o->steps * sizeof(double));
-    grad_set(true);
-    params_zero_grad(&m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
     double t_start = 0;
     for (int s = 0; s < warm + o->steps; s++) {
         if (s == warm) {
             dist_barrier();
             t_start = now_seconds();
         }
-        arena_reset(&arena);
-        tape_reset();
-        Tensor *loss = model_loss(&m, ids, targets, B, T);
-        backward(loss);
+        bench_step_grad(&b);
         double t0 = now_seconds();
-        dist_allreduce_mean(m.params.grad, m.params.total);
+        dist_allreduce_mean(b.m.params.grad, b.m.params.total);
         double t1 = now_seconds();
-        adamw_step(&m.params, &opt, 1e-4f, s + 1, clip_scale(grad_norm(&m.params), 1.0f));
+        bench_step_update(&b, s);
         if (s >= warm) reduce_s[s - warm] = t1 - t0;
     }
     dist_barrier();
@@ -75,12 +60,12 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
     for (int s = 0; s < o->steps; s++) {
         dist_barrier();
         double t0 = now_seconds();
-        dist_allreduce_mean(m.params.grad, m.params.total);
+        dist_allreduce_mean(b.m.params.grad, b.m.params.total);
         alone_s[s] = now_seconds() - t0;
     }
     double step_ms = wall / o->steps * 1e3, tok_s = (double)N * B * T * o->steps / wall;
     double reduce_ms = median_of(reduce_s, o->steps) * 1e3, alone_ms = median_of(alone_s, o->steps) * 1e3;
-    double mib = (double)m.params.total * sizeof(float) / (1 << 20);
+    double mib = (double)b.m.params.total * sizeof(float) / (1 << 20);
     if (dist_rank() == 0) {
         printf("%d rank%s x batch %d x T %d, %d thread%s per rank, %.1f MiB of gradients per step\n", N,
                N == 1 ? "" : "s", B, T, engine_threads(), engine_threads() == 1 ? "" : "s", mib);
@@ -93,12 +78,7 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
     }
     free(reduce_s);
     free(alone_s);
-    free(ids);
-    free(targets);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&arena);
-    model_free(&m);
+    bench_step_free(&b);
     return 0;
 }
 

@@ -290,26 +290,28 @@ static ScalingRow median_row(const ScalingRow *by_round, int i, int stride, int 
     return r;
 }
 
-int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
-    /* the kernels: the default and attn_scaling_reference, causal, unless --attn named one */
-    ModelConfig kernels[2];
-    int n_kernels = 0;
+/* The kernels --scaling measures: the default and attn_scaling_reference,
+ * causal, unless --attn named one. Their number, or -1 (said). */
+static int scaling_kernels(const BenchOptions *o, const Config *cfg, ModelConfig kernels[2]) {
     if (o->attn_given) {
-        kernels[n_kernels++] = cfg->model;
-    } else {
-        const int defaults[] = {attn_find(option_find("attn")->def), attn_find(attn_scaling_reference)};
-        for (int i = 0; i < 2; i++) {
-            Config c = *cfg;
-            c.model.attn = defaults[i];
-            Err e;
-            if (config_validate(&c, &e) != 0) {
-                err_print(&e);
-                return 2;
-            }
-            kernels[n_kernels++] = c.model;
-        }
+        kernels[0] = cfg->model;
+        return 1;
     }
-    double cap = memory_cap_bytes();
+    const int defaults[] = {attn_find(option_find("attn")->def), attn_find(attn_scaling_reference)};
+    for (int i = 0; i < 2; i++) {
+        Config c = *cfg;
+        c.model.attn = defaults[i];
+        Err e;
+        if (config_validate(&c, &e) != 0) {
+            err_print(&e);
+            return -1;
+        }
+        kernels[i] = c.model;
+    }
+    return 2;
+}
+
+static void print_header(const BenchOptions *o, const Config *cfg, int threads) {
     printf("scaling: one attention layer (q, k, v, o projections and the kernel), forward + backward,\n"
            "d_model %d, %d heads, key_size %d, head_size %d, B 1, %d threads; median and fastest of %s timed steps;\n"
            "%d round%s over the lengths\n\n",
@@ -320,12 +322,19 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
            "sgemm", "process");
     printf("  %-32s %6s | %8s %8s %8s %8s | %8s %8s %6s | %8s | %s\n", "kernel", "T", "ms/step", "fastest", "us/token",
            "MiB", "ms/step", "fastest", "MiB", "ms", "RSS MiB");
-    /* Every round sweeps all the lengths; a row's figures are then the median
-     * over the rounds (the fastest step: the fastest of all; memory: the
-     * largest), so that a few seconds of other load on a shared machine
-     * spread over the rows instead of spoiling one of them. */
-    enum { MAX_ROWS = 2 * 32 };
-    ScalingRow rows[MAX_ROWS], *by_round = xmalloc((size_t)o->rounds * MAX_ROWS * sizeof *by_round);
+}
+
+enum { MAX_ROWS = 2 * BENCH_MAX_LENGTHS };
+
+/* Every round sweeps all the lengths; a row's figures are then the median
+ * over the rounds (the fastest step: the fastest of all; memory: the
+ * largest), so that a few seconds of other load on a shared machine spread
+ * over the rows instead of spoiling one of them. Rows into rows[MAX_ROWS];
+ * returns their number. */
+static int measure_rounds(const BenchOptions *o, const ModelConfig *kernels, int n_kernels, int threads,
+                          ScalingRow *rows) {
+    double cap = memory_cap_bytes();
+    ScalingRow *by_round = xmalloc((size_t)o->rounds * MAX_ROWS * sizeof *by_round);
     int n_rows = 0;
     char label[64], skipped[1024] = "";
     size_t sk = 0;
@@ -373,8 +382,11 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         for (int i = 0; i < n_rows; i++) print_row(bench_kernel_label(&kernels[rows[i].kernel_i], label, sizeof label), &rows[i]);
     }
     if (skipped[0]) printf("\n  not run (memory cap %.1f GiB): %s\n", cap / (1 << 30), skipped);
+    return n_rows;
+}
 
-    /* the causal linear-time reference: flat time per token, linear memory, the T = 8192 target */
+/* The causal linear-time reference: flat time per token, linear memory, the T = 8192 target. */
+static void print_reference(const ScalingRow *rows, int n_rows) {
     const ScalingRow *first = NULL, *last = NULL;
     double lo = INFINITY, hi = 0, lo_best = INFINITY, hi_best = 0;
     for (int i = 0; i < n_rows; i++) {
@@ -390,10 +402,13 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                "  steps %.2f to %.2f, max / min %.2f); layer arena %.1f KiB per token at T %d, %.1f at T %d\n",
                attn_scaling_reference, first->T, last->T, lo * 1e6, hi * 1e6, hi / lo, lo_best * 1e6, hi_best * 1e6, hi_best / lo_best,
                first->layer.arena_mib * 1024 / first->T, first->T, last->layer.arena_mib * 1024 / last->T, last->T);
-    /* Against sgemm: the layer over its projections' raw products, and over
-     * what all its products (the projections' and, where the kernel counts
-     * them, its own) would take at the rate sgemm reached on the
-     * projections in the same row. */
+}
+
+/* Against sgemm: the layer over its projections' raw products, and over what
+ * all its products (the projections' and, where the kernel counts them, its
+ * own) would take at the rate sgemm reached on the projections in the same row. */
+static void print_against_sgemm(const ModelConfig *kernels, const ScalingRow *rows, int n_rows) {
+    char label[64];
     printf("\n  against sgemm (the rate: the projections' raw products in the same row)\n");
     printf("  %-32s %6s | %8s %8s %8s | %8s %8s %8s | %s\n", "kernel", "T", "layer ms", "proj ms", "ratio",
            "GFLOP/s", "kern GF", "cost ms", "layer/cost");
@@ -405,15 +420,11 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
         if (isnan(r->kernel_gflop)) printf(" %8s %8s | %9s\n", "-", "-", "-");
         else printf(" %8.1f %8.1f | %9.2f\n", r->kernel_gflop, cost, r->layer.step_s * 1e3 / cost);
     }
+}
 
-    /* PyTorch runs the causal reference layer: kernels[1] when --attn named
-     * none (kernels[0] is the default kernel), the one named otherwise */
-    const ModelConfig *reference = NULL;
-    for (int k = 0; k < n_kernels; k++)
-        if (kernels[k].attn == attn_find(attn_scaling_reference)) reference = &kernels[k];
-    if (o->vs_torch && reference && bench_scaling_vs_torch(o, reference, threads, rows, n_rows) != 0) return 1;
-
-    /* bench-scaling.csv */
+/* bench-scaling.csv. 0, or -1 with e set. */
+static int write_csv(const ModelConfig *kernels, const ScalingRow *rows, int n_rows, Err *e) {
+    char label[64];
     size_t cap_text = 360 + (size_t)n_rows * 300, len = 0;
     char *csv = xmalloc(cap_text);
     len += (size_t)snprintf(csv + len, cap_text - len,
@@ -433,19 +444,19 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                                 r->layer.step_s * 1e6 / r->T, r->layer.arena_mib, r->kernel.step_s * 1e3,
                                 r->kernel.best_s * 1e3, r->kernel.arena_mib, r->sgemm_ms, r->sgemm_gflop, counted, r->rss_mib, torch);
     }
-    Err e;
-    int rc = write_file_atomic("bench-scaling.csv", csv, &e);
+    int rc = write_file_atomic("bench-scaling.csv", csv, e);
     free(csv);
-    if (rc != 0) {
-        err_print(&e);
-        return 1;
-    }
+    return rc;
+}
 
-    /* the plots: per kernel, the layer (solid) and the kernel alone; with
-     * --vs-torch, PyTorch's cosformer layer (its memory: the growth of its RSS) */
+/* The plots: per kernel, the layer (solid) and the kernel alone; with
+ * --vs-torch, PyTorch's cosformer layer (its memory: the growth of its RSS).
+ * 0, or -1 with e set. */
+static int write_plots(const BenchOptions *o, const ModelConfig *kernels, int n_kernels, const ScalingRow *rows,
+                       int n_rows, Err *e) {
     double xs[5][32], ys[5][32];
     PlotSeries series[5];
-    char labels[5][80];
+    char labels[5][80], label[64];
     for (int what = 0; what < 2; what++) { /* 0: time per token, 1: arena peak */
         int n_series = 0;
         for (int k = 0; k < n_kernels; k++)
@@ -475,10 +486,31 @@ int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
                          what ? (o->vs_torch ? "arena peak; PyTorch: RSS growth (MiB)" : "arena peak (MiB)")
                               : "time per token (us)",
                          1, what, 0, 0, 0};
-        if (plot_lines(what ? "bench-scaling-memory.png" : "bench-scaling.png", &spec, series, n_series, &e) != 0) {
-            err_print(&e);
-            return 1;
-        }
+        if (plot_lines(what ? "bench-scaling-memory.png" : "bench-scaling.png", &spec, series, n_series, e) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int bench_scaling(const BenchOptions *o, const Config *cfg, int threads) {
+    ModelConfig kernels[2];
+    int n_kernels = scaling_kernels(o, cfg, kernels);
+    if (n_kernels < 0) return 2;
+    print_header(o, cfg, threads);
+    ScalingRow rows[MAX_ROWS];
+    int n_rows = measure_rounds(o, kernels, n_kernels, threads, rows);
+    print_reference(rows, n_rows);
+    print_against_sgemm(kernels, rows, n_rows);
+    /* PyTorch runs the causal reference layer: kernels[1] when --attn named
+     * none (kernels[0] is the default kernel), the one named otherwise */
+    const ModelConfig *reference = NULL;
+    for (int k = 0; k < n_kernels; k++)
+        if (kernels[k].attn == attn_find(attn_scaling_reference)) reference = &kernels[k];
+    if (o->vs_torch && reference && bench_scaling_vs_torch(o, reference, threads, rows, n_rows) != 0) return 1;
+    Err e;
+    if (write_csv(kernels, rows, n_rows, &e) != 0 || write_plots(o, kernels, n_kernels, rows, n_rows, &e) != 0) {
+        err_print(&e);
+        return 1;
     }
     printf("\nwrote bench-scaling.csv, bench-scaling.png (time per token) and bench-scaling-memory.png\n");
     return 0;

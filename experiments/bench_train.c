@@ -29,14 +29,54 @@ static double flops_per_token(const ModelConfig *c) {
     return 6 * matmul_params + 12.0 * c->layers * c->context * d;
 }
 
-void bench_batch(const ModelConfig *mc, Rng *rng, int B, int T, int **ids, int **targets) {
-    *ids = xmalloc((size_t)B * T * sizeof(int)), *targets = xmalloc((size_t)B * T * sizeof(int));
+/* A batch of B x T random byte ids and targets, masked under objective = mlm. */
+static void random_batch(const ModelConfig *mc, Rng *rng, int B, int T, int *ids, int *targets) {
     for (int i = 0; i < B * T; i++) {
-        (*ids)[i] = (int)rng_below(rng, 256);
-        (*targets)[i] = (int)rng_below(rng, 256);
+        ids[i] = (int)rng_below(rng, 256);
+        targets[i] = (int)rng_below(rng, 256);
     }
     if (mc->objective == OBJECTIVE_MLM) /* masked inputs, targets at the chosen positions only */
-        for (int b = 0; b < B; b++) mlm_mask_row(rng, *ids + (long)b * T, *targets + (long)b * T, T);
+        for (int b = 0; b < B; b++) mlm_mask_row(rng, ids + (long)b * T, targets + (long)b * T, T);
+}
+
+void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed) {
+    const ModelConfig *mc = &cfg->model;
+    b->B = cfg->train.batch;
+    b->T = mc->context;
+    model_init(&b->m, mc);
+    Rng rng;
+    rng_seed(&rng, 1);
+    model_init_weights(&b->m, &rng);
+    if (batch_seed) rng_seed(&rng, *batch_seed);
+    b->ids = xmalloc((size_t)b->B * b->T * sizeof(int));
+    b->targets = xmalloc((size_t)b->B * b->T * sizeof(int));
+    random_batch(mc, &rng, b->B, b->T, b->ids, b->targets);
+    arena_init(&b->arena, 0);
+    engine_set_arena(&b->arena);
+    b->opt = adamw_default();
+    grad_set(true);
+    params_zero_grad(&b->m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
+}
+
+void bench_step_grad(BenchStep *b) {
+    arena_reset(&b->arena);
+    tape_reset();
+    Tensor *loss = model_loss(&b->m, b->ids, b->targets, b->B, b->T);
+    backward(loss);
+}
+
+void bench_step_update(BenchStep *b, int s) {
+    /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
+    adamw_step(&b->m.params, &b->opt, 1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f));
+}
+
+void bench_step_free(BenchStep *b) {
+    free(b->ids);
+    free(b->targets);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&b->arena);
+    model_free(&b->m);
 }
 
 /* Seconds for one C (M x N) += op(A) (M x K) op(B) (K x N) through cblas_sgemm
@@ -87,32 +127,17 @@ static double step_sgemm_seconds(const ModelConfig *c, int B, int T, double *flo
 
 double bench_train(const BenchOptions *o, const Config *cfg) {
     const ModelConfig *mc = &cfg->model;
-    int B = cfg->train.batch, T = mc->context;
-    Model m;
-    model_init(&m, mc);
-    Rng rng;
-    rng_seed(&rng, 1);
-    model_init_weights(&m, &rng);
-    int *ids, *targets;
-    bench_batch(mc, &rng, B, T, &ids, &targets);
-    Arena arena;
-    arena_init(&arena, 0);
-    engine_set_arena(&arena);
-    AdamWConfig opt = adamw_default();
+    BenchStep b;
+    bench_step_init(&b, cfg, NULL);
+    int B = b.B, T = b.T;
     const int warm = 3;
     double *step_s = xmalloc((size_t)o->steps * sizeof(double)), optim_s = 0;
-    grad_set(true);
-    params_zero_grad(&m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
     for (int s = 0; s < warm + o->steps; s++) {
         if (s == warm) profile_start();
         double t0 = now_seconds();
-        arena_reset(&arena);
-        tape_reset();
-        Tensor *loss = model_loss(&m, ids, targets, B, T);
-        backward(loss);
+        bench_step_grad(&b);
         double t1 = now_seconds();
-        /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
-        adamw_step(&m.params, &opt, 1e-4f, s + 1, clip_scale(grad_norm(&m.params), 1.0f));
+        bench_step_update(&b, s);
         double t2 = now_seconds();
         if (s >= warm) {
             step_s[s - warm] = t2 - t0;
@@ -159,11 +184,6 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     printf("  %-16s %7s %11.2f %11s %6.1f%%\n", "other", "", (total - accounted) / o->steps * 1e3, "",
            100 * (total - accounted) / total);
     free(step_s);
-    free(ids);
-    free(targets);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&arena);
-    model_free(&m);
+    bench_step_free(&b);
     return tok_s;
 }

@@ -10,12 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run.h"
 
 static bool on;        /* MPI_Init was called */
 static int rank, size = 1;
 static int saved_stdout = -1;
-static double allreduce_s;
 
 bool dist_launched(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", NULL};
@@ -119,7 +117,6 @@ int dist_max(int x) {
 
 void dist_allreduce_mean(float *x, long n) {
     if (size == 1) return;
-    double t0 = now_seconds();
     /* MPI counts are ints: a slab past 2^31 elements goes in pieces */
     for (long at = 0; at < n; at += INT_MAX) {
         int count = n - at < INT_MAX ? (int)(n - at) : INT_MAX;
@@ -131,10 +128,7 @@ void dist_allreduce_mean(float *x, long n) {
     const bool power_of_two = (size & (size - 1)) == 0; /* then x * inv is x / size exactly */
 #pragma omp parallel for schedule(static) if (n >= (1L << 16))
     for (long i = 0; i < n; i++) x[i] = power_of_two ? x[i] * inv : x[i] / (float)size;
-    allreduce_s += now_seconds() - t0;
 }
-
-double dist_allreduce_seconds(void) { return allreduce_s; }
 
 void dist_sum(double *x, int n) {
     if (size == 1) return;

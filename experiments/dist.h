@@ -59,8 +59,6 @@ void dist_bcast(void *buf, size_t bytes, int root);
  * whose x is not rank 0's. */
 bool dist_same(uint64_t x, int *differs);
 void dist_barrier(void);
-/* Seconds spent in dist_allreduce_mean since the start (bench --mpi). */
-double dist_allreduce_seconds(void);
 
 /* A 64-bit hash of n floats' bits (for dist_same: the ranks' parameters). */
 uint64_t dist_hash_floats(const float *x, long n, uint64_t h);

@@ -26,6 +26,7 @@
 #include "interrupt.h"
 #include "memory.h"
 #include "mlm.h"
+#include "open.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -52,7 +53,6 @@ typedef struct {
     char label[1200];
     int group;        /* its group: the variants whose label is the same up to a _seed-N */
     Config cfg;
-    const char *corpus_path;
     Corpus corpus;
     Model model;
     bool loaded;
@@ -182,12 +182,12 @@ static int parse_variant(Variant *v, const char *spec, Err *e) {
     memset(v, 0, sizeof *v);
     v->spec = spec;
     char path[1100];
-    if (snprintf(path, sizeof path, "%s", spec) >= (int)sizeof path) return err_set(e, "%s: path too long", spec);
+    if (snprintf(path, sizeof path, "%s", spec) >= (int)sizeof path) return err_set(e, "%.60s...: path too long", spec);
     const char *at = strrchr(spec, '@');
     if (at && !file_exists(spec)) {
         path[at - spec] = '\0';
         char list[512];
-        if (snprintf(list, sizeof list, "%s", at + 1) >= (int)sizeof list) return err_set(e, "%s: overrides too long", spec);
+        if (snprintf(list, sizeof list, "%s", at + 1) >= (int)sizeof list) return err_set(e, "%.60s...: overrides too long", spec);
         if (!list[0])
             return err_set(e, "%s: nothing after '@'", spec), err_hint(e, "write e.g. %s@window=128", path);
         char *save = NULL;
@@ -363,219 +363,254 @@ static int make_groups(Variant *vs, int nv, int *runs, char (*keys)[1200]) {
     return ng;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    interrupt_install();
+/* The command: its arguments, then the variants and what is planned for
+ * them, filled in by the steps of main in turn. */
+typedef struct {
+    int threads, max_windows, max_bytes;
+    const char *out_arg, *labels_arg, *lengths_arg, *corpus_arg;
+    GlobalOverrides overrides;
+    ArgPositional pos;
+    int n_pos; /* the positionals that are checkpoints */
+    Variant *vs;
+    int nv;
+    int lengths[MAX_LENGTHS], nl;
+    long total_bytes; /* what scoring every variant at every length reads */
+    int max_T;
+    char out_dir[1100], csv_path[1200], png_path[1200], sum_path[1200];
+} Job;
+
+/* The command line. ARGS_OK, or the status to exit with (said). */
+static int parse_args(Job *j, int argc, char **argv) {
     /* -1: not given; when neither is, --max_bytes DEFAULT_MAX_BYTES */
-    int threads = 0, max_windows = -1, max_bytes = -1;
-    const char *out_arg = NULL, *labels_arg = NULL, *lengths_arg = NULL;
-    GlobalOverrides overrides = {.n = 0};
-    Err e;
+    j->max_windows = j->max_bytes = -1;
     const ArgFlag flags[] = {
-        {"--lengths", .text = &lengths_arg},
-        {"--max_windows", .integer = &max_windows, .lo = 0, .hi = 1 << 30},
-        {"--max_bytes", .integer = &max_bytes, .lo = 0, .hi = 1 << 30},
-        {"--threads", .integer = &threads, .lo = 0, .hi = 1024, .repeat = true},
-        {"--out", .text = &out_arg},
-        {"--label", .text = &labels_arg},
+        {"--lengths", .text = &j->lengths_arg},
+        {"--max_windows", .integer = &j->max_windows, .lo = 0, .hi = 1 << 30},
+        {"--max_bytes", .integer = &j->max_bytes, .lo = 0, .hi = 1 << 30},
+        {"--threads", .integer = &j->threads, .lo = 0, .hi = 1024, .repeat = true},
+        {"--out", .text = &j->out_arg},
+        {"--label", .text = &j->labels_arg},
     };
     const ArgSpec cli = {.command = "extrapolate", .usage = usage, .flags = flags,
-                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &overrides,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &j->overrides,
                          .missing_hint = "./extrapolate --help"};
-    ArgPositional pos;
-    int status = args_parse(&cli, argc, argv, &pos);
+    int status = args_parse(&cli, argc, argv, &j->pos);
     if (status != ARGS_OK) return status;
-    int n_pos = pos.n;
-    if (max_windows >= 0 && max_bytes >= 0) {
+    j->n_pos = j->pos.n;
+    if (j->max_windows >= 0 && j->max_bytes >= 0) {
         fprintf(stderr, "error: --max_windows and --max_bytes both cap the windows; give one\n");
         return 2;
     }
-    if (max_windows < 0 && max_bytes < 0) max_bytes = DEFAULT_MAX_BYTES;
-    if (max_windows < 0) max_windows = 0;
-    if (max_bytes < 0) max_bytes = 0;
-    if (n_pos == 0) {
+    if (j->max_windows < 0 && j->max_bytes < 0) j->max_bytes = DEFAULT_MAX_BYTES;
+    if (j->max_windows < 0) j->max_windows = 0;
+    if (j->max_bytes < 0) j->max_bytes = 0;
+    if (j->n_pos == 0) {
         fprintf(stderr, "error: no checkpoint given\nhint: ./extrapolate runs/NAME corpus.txt --lengths 128,256,512\n");
         return 2;
     }
-    const char *corpus_arg = NULL;
-    if (!looks_like_checkpoint(pos.v[n_pos - 1])) {
-        corpus_arg = pos.v[--n_pos];
-        if (n_pos == 0) {
+    if (!looks_like_checkpoint(j->pos.v[j->n_pos - 1])) {
+        j->corpus_arg = j->pos.v[--j->n_pos];
+        if (j->n_pos == 0) {
             fprintf(stderr, "error: %s: not a run folder or checkpoint, and no checkpoint given\n"
                             "hint: ./extrapolate runs/NAME [corpus.txt] --lengths 128,256,512\n",
-                    corpus_arg);
+                    j->corpus_arg);
             return 2;
         }
     }
+    return ARGS_OK;
+}
 
-    /* The variants: paths, overrides and labels. */
-    int nv = n_pos;
-    Variant *vs = xcalloc((size_t)nv, sizeof *vs);
+/* --label A,B,...: one label per variant. 0, or the status to exit with (said). */
+static int set_labels(Variant *vs, int nv, const char *labels) {
+    int count = 1;
+    for (const char *c = labels; *c; c++) count += *c == ',';
+    if (count != nv) {
+        fprintf(stderr, "error: --label: %d label%s for %d checkpoint%s\nhint: give one label per checkpoint, comma-separated\n",
+                count, count == 1 ? "" : "s", nv, nv == 1 ? "" : "s");
+        return 2;
+    }
+    const char *p = labels;
     for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
-        if (parse_variant(v, pos.v[i], &e) != 0) goto user_error;
-        for (int g = 0; g < overrides.n; g++) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof vs[i].label) {
+            fprintf(stderr, "error: --label: label %d is %s\n", i + 1, n ? "too long" : "empty");
+            return 2;
+        }
+        snprintf(vs[i].label, sizeof vs[i].label, "%.*s", (int)n, p);
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+/* The variants: paths, overrides (a variant's own win over the flags) and
+ * labels. 0, or the status to exit with (said). */
+static int make_variants(Job *j) {
+    j->nv = j->n_pos;
+    j->vs = xcalloc((size_t)j->nv, sizeof *j->vs);
+    for (int i = 0; i < j->nv; i++) {
+        Variant *v = &j->vs[i];
+        Err e;
+        if (parse_variant(v, j->pos.v[i], &e) != 0) return err_print(&e), 2;
+        for (int g = 0; g < j->overrides.n; g++) {
             bool given = false;
-            for (int k = 0; k < v->n_ov; k++) given |= !strcmp(v->ov[k].key, overrides.ov[g].key);
-            if (!given) v->ov[v->n_ov++] = overrides.ov[g];
+            for (int k = 0; k < v->n_ov; k++) given |= !strcmp(v->ov[k].key, j->overrides.ov[g].key);
+            if (!given) v->ov[v->n_ov++] = j->overrides.ov[g];
         }
         size_t len = (size_t)snprintf(v->label, sizeof v->label, "%s", v->name);
         for (int k = 0; k < v->n_ov && len < sizeof v->label; k++)
             len += (size_t)snprintf(v->label + len, sizeof v->label - len, "%s%s=%s", k ? "," : "@", v->ov[k].key,
                                     v->ov[k].value);
     }
-    if (labels_arg) {
-        int count = 1;
-        for (const char *c = labels_arg; *c; c++) count += *c == ',';
-        if (count != nv) {
-            fprintf(stderr, "error: --label: %d label%s for %d checkpoint%s\nhint: give one label per checkpoint, comma-separated\n",
-                    count, count == 1 ? "" : "s", nv, nv == 1 ? "" : "s");
-            return 2;
-        }
-        const char *p = labels_arg;
-        for (int i = 0; i < nv; i++) {
-            size_t n = strcspn(p, ",");
-            if (n == 0 || n >= sizeof vs[i].label) {
-                fprintf(stderr, "error: --label: label %d is %s\n", i + 1, n ? "too long" : "empty");
-                return 2;
-            }
-            snprintf(vs[i].label, sizeof vs[i].label, "%.*s", (int)n, p);
-            p += n + (p[n] == ',');
-        }
-    }
+    return j->labels_arg ? set_labels(j->vs, j->nv, j->labels_arg) : 0;
+}
 
-    /* Everything that can fail on user input is checked before any scoring:
-     * the lengths, the checkpoints, the overrides, the memory, the corpora. */
-    int lengths[MAX_LENGTHS], nl = 0;
-    if (lengths_arg && parse_lengths(lengths_arg, lengths, &nl, &e) != 0) goto user_error;
-    for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
-        StFile st;
-        CheckpointInfo info;
-        if (checkpoint_open(&st, v->path, &info, &e) != 0) goto runtime_error;
-        v->cfg = info.cfg;
-        if (v->cfg.model.objective != vs[0].cfg.model.objective) {
-            st_close(&st);
-            fprintf(stderr,
-                    "error: %s: objective=%s, and %s has objective=%s: their bpb are on different bytes (every byte, "
-                    "or the masked ones)\nhint: score them in two commands\n",
-                    v->spec, v->cfg.model.objective == OBJECTIVE_MLM ? "mlm" : "clm", vs[0].spec,
-                    vs[0].cfg.model.objective == OBJECTIVE_MLM ? "mlm" : "clm");
-            return 2;
-        }
-        for (int k = 0; k < v->n_ov; k++)
-            if (option_set(&v->cfg, v->ov[k].key, v->ov[k].value, &e) != 0) {
-                st_close(&st);
-                goto user_error;
-            }
-        Err why;
-        if (config_validate(&v->cfg, &why) != 0) {
-            st_close(&st);
-            err_set(&e, "%s: %s", v->label, why.msg);
-            snprintf(e.hint, sizeof e.hint, "%s", why.hint);
-            goto user_error;
-        }
-        /* one window at a time, at the longest length */
-        int longest = nl ? lengths[nl - 1] : vs[0].cfg.model.context << 3;
-        char what[1300];
-        snprintf(what, sizeof what, "%s: scoring at length %d", v->spec, longest);
-        if (memory_check(what, "score shorter --lengths", &v->cfg.model, 1, longest, MEMORY_EVAL, engine_threads(),
-                         &e) != 0) {
-            st_close(&st);
-            goto runtime_error;
-        }
-        model_init(&v->model, &v->cfg.model);
-        v->loaded = true;
-        int rc = checkpoint_load(&st, &v->model, false, &e);
-        st_close(&st);
-        if (rc != 0) goto runtime_error;
-        if (corpus_arg) {
-            v->corpus_path = corpus_arg;
-        } else {
-            if (!info.corpus[0] || !file_exists(info.corpus)) {
-                /* through err_set, which keeps a forged path on one line */
-                err_set(&e, "no corpus given, and the one %s names (%s) is not there", v->spec,
-                        info.corpus[0] ? info.corpus : "none recorded");
-                err_hint(&e, "./extrapolate %s corpus.txt", v->spec);
-                err_print(&e);
-                return 2;
-            }
-            v->corpus_path = xstrdup(info.corpus);
-        }
-        if (corpus_open(&v->corpus, v->corpus_path, v->cfg.train.val_fraction, 1, &e) != 0) goto runtime_error;
+static const char *objective_name(const Variant *v) {
+    return v->cfg.model.objective == OBJECTIVE_MLM ? "mlm" : "clm";
+}
+
+/* Variant v's config: the checkpoint's, the same objective as the first
+ * variant's, with its overrides, and valid. 0, or the status to exit with
+ * (said). */
+static int settle_config(Variant *v, const Variant *first) {
+    if (v->cfg.model.objective != first->cfg.model.objective) {
+        fprintf(stderr,
+                "error: %s: objective=%s, and %s has objective=%s: their bpb are on different bytes (every byte, "
+                "or the masked ones)\nhint: score them in two commands\n",
+                v->spec, objective_name(v), first->spec, objective_name(first));
+        return 2;
     }
-    if (!lengths_arg)
-        for (int k = 0; k < 4; k++) lengths[nl++] = vs[0].cfg.model.context << k;
-    long total_bytes = 0;
-    int max_T = 0;
-    for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
-        const ModelConfig *mc = &v->cfg.model;
-        char *beyond = v->beyond;
-        size_t blen = 0;
-        for (int l = 0; l < nl; l++) {
-            int T = lengths[l];
-            v->bpb[l] = NAN;
-            if (corpus_val_count(&v->corpus, T, 0) == 0) {
-                size_t held = corpus_val_size(&v->corpus);
-                fprintf(stderr, "error: --lengths %d: the held-out split of %s has %zu bytes, and a window of length %d needs %d\n"
-                                "hint: use lengths up to %zu, or a longer corpus\n",
-                        T, v->corpus_path, held, T, T + 1, held > 1 ? held - 1 : 0);
-                return 1;
-            }
-            if (pos_scheme(mc->pos)->bounded && T > mc->context) {
-                blen += (size_t)snprintf(beyond + blen, blen < sizeof v->beyond ? sizeof v->beyond - blen : 0, "%s%d",
-                                         blen ? ", " : "", T);
-                continue;
-            }
-            v->windows[l] = corpus_val_count(&v->corpus, T, windows_at(T, max_windows, max_bytes));
-            v->bytes[l] = v->windows[l] * scored_per_window(v, T);
-            total_bytes += v->windows[l] * T;
-            if (T > max_T) max_T = T;
-        }
+    Err e;
+    for (int k = 0; k < v->n_ov; k++)
+        if (option_set(&v->cfg, v->ov[k].key, v->ov[k].value, &e) != 0) return err_print(&e), 2;
+    Err why;
+    if (config_validate(&v->cfg, &why) != 0) {
+        err_set(&e, "%s: %s", v->label, why.msg);
+        snprintf(e.hint, sizeof e.hint, "%s", why.hint);
+        return err_print(&e), 2;
     }
-    if (total_bytes == 0) {
+    return 0;
+}
+
+/* Opens variant v: its checkpoint and config, the memory for one window at
+ * the longest length, the model, the corpus. 0, or the status to exit with
+ * (said). */
+static int load_variant(Variant *v, const Variant *first, const Job *j) {
+    OpenRun o;
+    Err e;
+    int status = open_run(&o, v->path, &e);
+    if (status != 0) return err_print(&e), status;
+    v->cfg = o.info.cfg;
+    if ((status = settle_config(v, first)) != 0) {
+        open_run_close(&o);
+        return status;
+    }
+    o.info.cfg = v->cfg; /* the model is built with the overrides */
+    int longest = j->nl ? j->lengths[j->nl - 1] : first->cfg.model.context << 3;
+    char what[1300];
+    snprintf(what, sizeof what, "%s: scoring at length %d", v->spec, longest);
+    OpenMemory need = {what, "score shorter --lengths", longest, MEMORY_EVAL, engine_threads()};
+    if (open_run_load(&o, &v->model, &need, false, &e) != 0) return err_print(&e), 1;
+    v->loaded = true;
+    const char *corpus_path = j->corpus_arg ? j->corpus_arg : open_run_corpus(&o);
+    if (!corpus_path) {
+        /* through err_set, which keeps a forged path on one line */
+        err_set(&e, "no corpus given, and the one %s names (%s) is not there", v->spec, open_run_corpus_said(&o));
+        err_hint(&e, "./extrapolate %s corpus.txt", v->spec);
+        return err_print(&e), 2;
+    }
+    if (corpus_open(&v->corpus, corpus_path, v->cfg.train.val_fraction, 1, &e) != 0) return err_print(&e), 1;
+    return 0;
+}
+
+/* Variant v at each length: the windows and bytes it scores, or n/a beyond
+ * its learned positions (listed in v->beyond). 0, or 1 (said) when a window
+ * does not fit in the held-out split. */
+static int plan_variant(Job *j, Variant *v) {
+    const ModelConfig *mc = &v->cfg.model;
+    size_t blen = 0;
+    for (int l = 0; l < j->nl; l++) {
+        int T = j->lengths[l];
+        v->bpb[l] = NAN;
+        if (corpus_val_count(&v->corpus, T, 0) == 0) {
+            size_t held = corpus_val_size(&v->corpus);
+            fprintf(stderr, "error: --lengths %d: the held-out split of %s has %zu bytes, and a window of length %d needs %d\n"
+                            "hint: use lengths up to %zu, or a longer corpus\n",
+                    T, v->corpus.path, held, T, T + 1, held > 1 ? held - 1 : 0);
+            return 1;
+        }
+        if (pos_scheme(mc->pos)->bounded && T > mc->context) {
+            blen += (size_t)snprintf(v->beyond + blen, blen < sizeof v->beyond ? sizeof v->beyond - blen : 0, "%s%d",
+                                     blen ? ", " : "", T);
+            continue;
+        }
+        v->windows[l] = corpus_val_count(&v->corpus, T, windows_at(T, j->max_windows, j->max_bytes));
+        v->bytes[l] = v->windows[l] * scored_per_window(v, T);
+        j->total_bytes += v->windows[l] * T;
+        if (T > j->max_T) j->max_T = T;
+    }
+    return 0;
+}
+
+/* Everything that can fail on user input, checked before any scoring: the
+ * lengths, the checkpoints, the overrides, the memory, the corpora, the
+ * windows, the output paths. 0, or the status to exit with (said). */
+static int plan(Job *j) {
+    Err e;
+    if (j->lengths_arg && parse_lengths(j->lengths_arg, j->lengths, &j->nl, &e) != 0) return err_print(&e), 2;
+    for (int i = 0; i < j->nv; i++) {
+        int status = load_variant(&j->vs[i], &j->vs[0], j);
+        if (status != 0) return status;
+    }
+    if (!j->lengths_arg)
+        for (int k = 0; k < 4; k++) j->lengths[j->nl++] = j->vs[0].cfg.model.context << k;
+    for (int i = 0; i < j->nv; i++)
+        if (plan_variant(j, &j->vs[i]) != 0) return 1;
+    if (j->total_bytes == 0) {
         fprintf(stderr, "error: --lengths: nothing to score: every length is beyond the learned positions\n"
                         "hint: include a length up to the training context\n");
         return 2;
     }
-    for (int i = 0; i < nv; i++)
-        if (vs[i].beyond[0])
+    for (int i = 0; i < j->nv; i++)
+        if (j->vs[i].beyond[0])
             fprintf(stderr,
                     "note: %s: pos=learned has positions up to its context %d only; n/a at length %s\n"
                     "hint: a model trained with --pos rope, alibi, kerple_log or another relative scheme scores at "
                     "any length\n",
-                    vs[i].label, vs[i].cfg.model.context, vs[i].beyond);
-    char out_dir[1100];
-    if (out_arg)
-        snprintf(out_dir, sizeof out_dir, "%s", out_arg);
-    else if (ends_with(vs[0].path, "/model.safetensors") && is_directory(pos.v[0]))
-        snprintf(out_dir, sizeof out_dir, "%.*s", (int)(strlen(vs[0].path) - strlen("/model.safetensors")), vs[0].path);
+                    j->vs[i].label, j->vs[i].cfg.model.context, j->vs[i].beyond);
+    const char *first = j->vs[0].path;
+    if (j->out_arg)
+        snprintf(j->out_dir, sizeof j->out_dir, "%s", j->out_arg);
+    else if (ends_with(first, "/model.safetensors") && is_directory(j->pos.v[0]))
+        snprintf(j->out_dir, sizeof j->out_dir, "%.*s", (int)(strlen(first) - strlen("/model.safetensors")), first);
     else
-        snprintf(out_dir, sizeof out_dir, ".");
-    char csv_path[1200], png_path[1200];
-    if (path_join(csv_path, sizeof csv_path, out_dir, "extrapolate.csv", &e) != 0 ||
-        path_join(png_path, sizeof png_path, out_dir, "extrapolate.png", &e) != 0)
-        goto user_error;
+        snprintf(j->out_dir, sizeof j->out_dir, ".");
+    if (path_join(j->csv_path, sizeof j->csv_path, j->out_dir, "extrapolate.csv", &e) != 0 ||
+        path_join(j->png_path, sizeof j->png_path, j->out_dir, "extrapolate.png", &e) != 0)
+        return err_print(&e), 2;
+    return 0;
+}
 
-    /* Scoring. */
-    int used_threads = engine_set_threads(threads);
-    printf("extrapolate: %d variant%s, lengths", nv, nv == 1 ? "" : "s");
-    for (int l = 0; l < nl; l++) printf("%s%d", l ? "," : " ", lengths[l]);
-    printf(", %s windows, %s\n", max_windows || max_bytes ? "evenly spaced" : "all", threads_banner(used_threads));
+/* Scores every variant at every length into v->bpb: 0, or the status to
+ * exit with when interrupted. */
+static int score(Job *j) {
+    int used_threads = engine_set_threads(j->threads);
+    printf("extrapolate: %d variant%s, lengths", j->nv, j->nv == 1 ? "" : "s");
+    for (int l = 0; l < j->nl; l++) printf("%s%d", l ? "," : " ", j->lengths[l]);
+    printf(", %s windows, %s\n", j->max_windows || j->max_bytes ? "evenly spaced" : "all", threads_banner(used_threads));
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
     bool was = grad_set(false);
-    int *ids = xmalloc((size_t)max_T * sizeof(int)), *targets = xmalloc((size_t)max_T * sizeof(int));
+    int *ids = xmalloc((size_t)j->max_T * sizeof(int)), *targets = xmalloc((size_t)j->max_T * sizeof(int));
     Progress prog;
-    progress_init(&prog, "extrapolate", total_bytes, stderr);
+    progress_init(&prog, "extrapolate", j->total_bytes, stderr);
     long done = 0;
-    for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
-        for (int l = 0; l < nl; l++) {
+    int status = 0;
+    for (int i = 0; i < j->nv && !status; i++) {
+        Variant *v = &j->vs[i];
+        for (int l = 0; l < j->nl && !status; l++) {
             if (!v->windows[l]) continue;
-            int T = lengths[l];
+            int T = j->lengths[l];
             double nats = 0.0;
             char extra[1300];
             snprintf(extra, sizeof extra, "%s T=%d", v->label, T);
@@ -583,49 +618,59 @@ int main(int argc, char **argv) {
                 if (interrupt_signal()) {
                     progress_finish(&prog, "interrupted");
                     printf("interrupted; nothing written\n");
-                    return interrupt_exit_status();
+                    status = interrupt_exit_status();
+                    break;
                 }
                 arena_reset(&arena);
-                nats += window_nats(v, T, windows_at(T, max_windows, max_bytes), w, ids, targets);
+                nats += window_nats(v, T, windows_at(T, j->max_windows, j->max_bytes), w, ids, targets);
                 done += T;
                 progress_update(&prog, done, extra);
             }
             v->bpb[l] = nats / M_LN2 / (double)v->bytes[l];
         }
     }
-    progress_finish(&prog, "done");
+    if (!status) progress_finish(&prog, "done");
     grad_set(was);
     free(ids), free(targets);
     engine_set_arena(NULL);
     arena_free(&arena);
+    return status;
+}
 
-    /* The table: rows = variants, columns = lengths. The ratio is in the
-     * header when every variant has the same training context. */
-    int ctx0 = vs[0].cfg.model.context, width = 7;
-    bool same_ctx = true;
-    for (int i = 0; i < nv; i++) {
-        same_ctx &= vs[i].cfg.model.context == ctx0;
-        int n = (int)strlen(vs[i].label);
+/* Whether every variant has the same training context (then the ratio is
+ * in the table's header and the plot's title). */
+static bool same_context(const Job *j) {
+    for (int i = 0; i < j->nv; i++)
+        if (j->vs[i].cfg.model.context != j->vs[0].cfg.model.context) return false;
+    return true;
+}
+
+/* The table: rows = variants, columns = lengths. */
+static void print_table(const Job *j) {
+    int ctx0 = j->vs[0].cfg.model.context, width = 7;
+    bool same_ctx = same_context(j);
+    for (int i = 0; i < j->nv; i++) {
+        int n = (int)strlen(j->vs[i].label);
         if (n > width) width = n;
     }
     printf("\nbits per byte on the held-out split, by length%s\n", same_ctx ? " (x the training context)" : "");
     printf("%-*s  %-12s %7s", width, "variant", "pos", "context");
-    for (int l = 0; l < nl; l++) {
+    for (int l = 0; l < j->nl; l++) {
         char head[48], r[16];
-        format_ratio(r, sizeof r, lengths[l], ctx0);
+        format_ratio(r, sizeof r, j->lengths[l], ctx0);
         if (same_ctx)
-            snprintf(head, sizeof head, "%d (%sx)", lengths[l], r);
+            snprintf(head, sizeof head, "%d (%sx)", j->lengths[l], r);
         else
-            snprintf(head, sizeof head, "%d", lengths[l]);
+            snprintf(head, sizeof head, "%d", j->lengths[l]);
         printf("  %12s", head);
     }
     printf("\n");
-    for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
-        const OptDef *pos = option_find("pos");
+    for (int i = 0; i < j->nv; i++) {
+        const Variant *v = &j->vs[i];
         char posbuf[32];
-        printf("%-*s  %-12s %7d", width, v->label, option_format(&v->cfg, pos, posbuf, sizeof posbuf), v->cfg.model.context);
-        for (int l = 0; l < nl; l++) {
+        printf("%-*s  %-12s %7d", width, v->label, option_format(&v->cfg, option_find("pos"), posbuf, sizeof posbuf),
+               v->cfg.model.context);
+        for (int l = 0; l < j->nl; l++) {
             if (isfinite(v->bpb[l]))
                 printf("  %12.4f", v->bpb[l]);
             else
@@ -633,152 +678,211 @@ int main(int argc, char **argv) {
         }
         printf("\n");
     }
+}
 
-    /* Groups of seeds: their mean and 95% interval per length. */
-    int *runs = xmalloc((size_t)nv * sizeof *runs);
-    char(*keys)[1200] = xmalloc((size_t)nv * sizeof *keys);
-    int ng = make_groups(vs, nv, runs, keys);
-    bool grouped = ng < nv;
-    Summary *gs = xcalloc((size_t)ng * nl, sizeof *gs);
-    for (int g = 0; g < ng; g++)
-        for (int l = 0; l < nl; l++) {
+/* The groups of seeds: the variants of each (runs), its key and label, and
+ * per length its mean and 95% interval (sum[g * nl + l]). */
+typedef struct {
+    int n;
+    int *runs;
+    char (*keys)[1200], (*labels)[1300];
+    Summary *sum;
+} Groups;
+
+static Groups make_summaries(Job *j) {
+    Groups gr;
+    gr.runs = xmalloc((size_t)j->nv * sizeof *gr.runs);
+    gr.keys = xmalloc((size_t)j->nv * sizeof *gr.keys);
+    gr.labels = xmalloc((size_t)j->nv * sizeof *gr.labels);
+    gr.n = make_groups(j->vs, j->nv, gr.runs, gr.keys);
+    gr.sum = xcalloc((size_t)gr.n * j->nl, sizeof *gr.sum);
+    for (int g = 0; g < gr.n; g++) {
+        snprintf(gr.labels[g], sizeof gr.labels[g], "%s (%d run%s)", gr.keys[g], gr.runs[g], gr.runs[g] == 1 ? "" : "s");
+        for (int l = 0; l < j->nl; l++) {
             double xs[64];
             int n = 0;
-            for (int i = 0; i < nv; i++)
-                if (vs[i].group == g && isfinite(vs[i].bpb[l]) && n < 64) xs[n++] = vs[i].bpb[l];
-            gs[(long)g * nl + l] = n ? summarize(xs, n) : (Summary){0, NAN, NAN, NAN};
-        }
-    if (grouped) {
-        int gw = 7;
-        for (int g = 0; g < ng; g++) gw = (int)strlen(keys[g]) + 10 > gw ? (int)strlen(keys[g]) + 10 : gw;
-        printf("\nthe runs of each group (their names differ only in _seed-N): mean +- the 95%% interval (t)\n");
-        printf("%-*s", gw, "group");
-        for (int l = 0; l < nl; l++) printf("  %18d", lengths[l]);
-        printf("\n");
-        for (int g = 0; g < ng; g++) {
-            char head[1300];
-            snprintf(head, sizeof head, "%s (%d run%s)", keys[g], runs[g], runs[g] == 1 ? "" : "s");
-            printf("%-*s", gw, head);
-            for (int l = 0; l < nl; l++) {
-                const Summary *s = &gs[(long)g * nl + l];
-                char cell[48];
-                if (!s->n)
-                    snprintf(cell, sizeof cell, "n/a");
-                else if (isfinite(s->half))
-                    snprintf(cell, sizeof cell, "%.4f +- %.4f", s->mean, s->half);
-                else
-                    snprintf(cell, sizeof cell, "%.4f", s->mean);
-                printf("  %18s", cell);
-            }
-            printf("\n");
+            for (int i = 0; i < j->nv; i++)
+                if (j->vs[i].group == g && isfinite(j->vs[i].bpb[l]) && n < 64) xs[n++] = j->vs[i].bpb[l];
+            gr.sum[(long)g * j->nl + l] = n ? summarize(xs, n) : (Summary){0, NAN, NAN, NAN};
         }
     }
+    return gr;
+}
 
-    /* The CSV and the plot, each written to a temporary file and renamed. */
+static void groups_free(Groups *gr) { free(gr->runs), free(gr->keys), free(gr->labels), free(gr->sum); }
+
+/* The second table, for groups of more than one: mean +- the 95% interval. */
+static void print_groups(const Job *j, const Groups *gr) {
+    int gw = 7;
+    for (int g = 0; g < gr->n; g++) gw = (int)strlen(gr->keys[g]) + 10 > gw ? (int)strlen(gr->keys[g]) + 10 : gw;
+    printf("\nthe runs of each group (their names differ only in _seed-N): mean +- the 95%% interval (t)\n");
+    printf("%-*s", gw, "group");
+    for (int l = 0; l < j->nl; l++) printf("  %18d", j->lengths[l]);
+    printf("\n");
+    for (int g = 0; g < gr->n; g++) {
+        printf("%-*s", gw, gr->labels[g]);
+        for (int l = 0; l < j->nl; l++) {
+            const Summary *s = &gr->sum[(long)g * j->nl + l];
+            char cell[48];
+            if (!s->n)
+                snprintf(cell, sizeof cell, "n/a");
+            else if (isfinite(s->half))
+                snprintf(cell, sizeof cell, "%.4f +- %.4f", s->mean, s->half);
+            else
+                snprintf(cell, sizeof cell, "%.4f", s->mean);
+            printf("  %18s", cell);
+        }
+        printf("\n");
+    }
+}
+
+/* extrapolate.csv, one row per variant and length. */
+static char *variants_csv(const Job *j) {
     size_t cap = 128, len = 0; /* a quoted label is at most twice its length plus 2 */
-    for (int i = 0; i < nv; i++) cap += (size_t)nl * (2 * strlen(vs[i].label) + 200);
+    for (int i = 0; i < j->nv; i++) cap += (size_t)j->nl * (2 * strlen(j->vs[i].label) + 200);
     char *csv = xmalloc(cap);
     len += (size_t)snprintf(csv, cap, "label,pos,train_context,length,ratio,bpb,windows,bytes\n");
-    double *x = xmalloc((size_t)nl * sizeof(double)), *y = xmalloc((size_t)nv * nl * sizeof(double));
-    PlotSeries *series = xmalloc((size_t)nv * sizeof *series);
-    for (int l = 0; l < nl; l++) x[l] = lengths[l];
-    for (int i = 0; i < nv; i++) {
-        Variant *v = &vs[i];
+    for (int i = 0; i < j->nv; i++) {
+        const Variant *v = &j->vs[i];
         char posbuf[32], r[16], bpb[32];
         option_format(&v->cfg, option_find("pos"), posbuf, sizeof posbuf);
-        for (int l = 0; l < nl; l++) {
-            format_ratio(r, sizeof r, lengths[l], v->cfg.model.context);
+        for (int l = 0; l < j->nl; l++) {
+            format_ratio(r, sizeof r, j->lengths[l], v->cfg.model.context);
             if (isfinite(v->bpb[l]))
                 snprintf(bpb, sizeof bpb, "%.9f", v->bpb[l]);
             else
                 bpb[0] = '\0';
             len = csv_field(csv, cap, len, v->label);
             len += (size_t)snprintf(csv + len, cap - len, ",%s,%d,%d,%s,%s,%ld,%ld\n", posbuf, v->cfg.model.context,
-                                    lengths[l], r, bpb, v->windows[l], v->bytes[l]);
-            y[(long)i * nl + l] = v->bpb[l];
-        }
-        series[i] = (PlotSeries){v->label, x, y + (long)i * nl, nl, 0};
-    }
-    /* grouped: the plot shows each group's mean over faint +- 1 sd lines,
-     * and extrapolate-summary.csv the group rows */
-    int n_series = nv;
-    char *sum = NULL;
-    char(*glabels)[1300] = NULL;
-    double *gy = NULL;
-    if (grouped) {
-        free(series);
-        series = xmalloc((size_t)ng * 3 * sizeof *series);
-        glabels = xmalloc((size_t)ng * sizeof *glabels);
-        gy = xmalloc((size_t)ng * 3 * nl * sizeof(double));
-        size_t scap = 128 + (size_t)ng * nl * (2 * 1200 + 160), slen = 0;
-        sum = xmalloc(scap);
-        slen += (size_t)snprintf(sum, scap, "group,length,runs,mean,sd,low,high\n");
-        n_series = 0;
-        for (int g = 0; g < ng; g++) {
-            snprintf(glabels[g], sizeof glabels[g], "%s (%d run%s)", keys[g], runs[g], runs[g] == 1 ? "" : "s");
-            double *m = gy + (long)g * 3 * nl, *lo = m + nl, *hi = lo + nl;
-            for (int l = 0; l < nl; l++) {
-                const Summary *s = &gs[(long)g * nl + l];
-                m[l] = s->n ? s->mean : NAN;
-                lo[l] = isfinite(s->sd) ? s->mean - s->sd : NAN;
-                hi[l] = isfinite(s->sd) ? s->mean + s->sd : NAN;
-                slen = csv_field(sum, scap, slen, keys[g]);
-                slen += (size_t)snprintf(sum + slen, scap - slen, ",%d,%d", lengths[l], s->n);
-                if (s->n)
-                    slen += (size_t)snprintf(sum + slen, scap - slen, ",%.9f", s->mean);
-                else
-                    slen += (size_t)snprintf(sum + slen, scap - slen, ",");
-                if (isfinite(s->half))
-                    slen += (size_t)snprintf(sum + slen, scap - slen, ",%.9f,%.9f,%.9f\n", s->sd, s->mean - s->half,
-                                             s->mean + s->half);
-                else
-                    slen += (size_t)snprintf(sum + slen, scap - slen, ",,,\n");
-            }
-            series[n_series++] = (PlotSeries){glabels[g], x, m, nl, 0};
-            series[n_series++] = (PlotSeries){NULL, x, lo, nl, 1};
-            series[n_series++] = (PlotSeries){NULL, x, hi, nl, 1};
+                                    j->lengths[l], r, bpb, v->windows[l], v->bytes[l]);
         }
     }
+    return csv;
+}
+
+/* extrapolate-summary.csv, one row per group and length. */
+static char *groups_csv(const Job *j, const Groups *gr) {
+    size_t cap = 128 + (size_t)gr->n * j->nl * (2 * 1200 + 160), len = 0;
+    char *sum = xmalloc(cap);
+    len += (size_t)snprintf(sum, cap, "group,length,runs,mean,sd,low,high\n");
+    for (int g = 0; g < gr->n; g++)
+        for (int l = 0; l < j->nl; l++) {
+            const Summary *s = &gr->sum[(long)g * j->nl + l];
+            len = csv_field(sum, cap, len, gr->keys[g]);
+            len += (size_t)snprintf(sum + len, cap - len, ",%d,%d", j->lengths[l], s->n);
+            if (s->n)
+                len += (size_t)snprintf(sum + len, cap - len, ",%.9f", s->mean);
+            else
+                len += (size_t)snprintf(sum + len, cap - len, ",");
+            if (isfinite(s->half))
+                len += (size_t)snprintf(sum + len, cap - len, ",%.9f,%.9f,%.9f\n", s->sd, s->mean - s->half,
+                                        s->mean + s->half);
+            else
+                len += (size_t)snprintf(sum + len, cap - len, ",,,\n");
+        }
+    return sum;
+}
+
+/* The plot's lines, into series (and their values into y, nv x nl or, when
+ * grouped, 3 ng x nl): a line per variant, or each group's mean over faint
+ * +- 1 sd lines. Returns the number of series. */
+static int plot_series(const Job *j, const Groups *gr, bool grouped, const double *x, double *y, PlotSeries *series) {
+    int nl = j->nl, n = 0;
+    if (!grouped) {
+        for (int i = 0; i < j->nv; i++) {
+            for (int l = 0; l < nl; l++) y[(long)i * nl + l] = j->vs[i].bpb[l];
+            series[n++] = (PlotSeries){j->vs[i].label, x, y + (long)i * nl, nl, 0};
+        }
+        return n;
+    }
+    for (int g = 0; g < gr->n; g++) {
+        double *m = y + (long)g * 3 * nl, *lo = m + nl, *hi = lo + nl;
+        for (int l = 0; l < nl; l++) {
+            const Summary *s = &gr->sum[(long)g * nl + l];
+            m[l] = s->n ? s->mean : NAN;
+            lo[l] = isfinite(s->sd) ? s->mean - s->sd : NAN;
+            hi[l] = isfinite(s->sd) ? s->mean + s->sd : NAN;
+        }
+        series[n++] = (PlotSeries){gr->labels[g], x, m, nl, 0};
+        series[n++] = (PlotSeries){NULL, x, lo, nl, 1};
+        series[n++] = (PlotSeries){NULL, x, hi, nl, 1};
+    }
+    return n;
+}
+
+/* extrapolate.png: titled with the run, or the grid of runs that --out names. */
+static int write_plot(const Job *j, const Groups *gr, bool grouped, Err *e) {
+    int nv = j->nv, nl = j->nl, rows = grouped ? 3 * gr->n : nv;
+    double *x = xmalloc((size_t)nl * sizeof(double)), *y = xmalloc((size_t)rows * nl * sizeof(double));
+    PlotSeries *series = xmalloc((size_t)rows * sizeof *series);
+    for (int l = 0; l < nl; l++) x[l] = j->lengths[l];
+    int n_series = plot_series(j, gr, grouped, x, y, series);
     char title[400], what[160], name[256];
-    if (same_ctx)
-        snprintf(what, sizeof what, "length extrapolation (trained at %d bytes)", ctx0);
+    if (same_context(j))
+        snprintf(what, sizeof what, "length extrapolation (trained at %d bytes)", j->vs[0].cfg.model.context);
     else
         snprintf(what, sizeof what, "length extrapolation");
-    /* the run, or the grid of runs that --out names */
     bool one_run = true;
-    for (int i = 1; i < nv; i++) one_run = one_run && !strcmp(vs[i].name, vs[0].name);
+    for (int i = 1; i < nv; i++) one_run = one_run && !strcmp(j->vs[i].name, j->vs[0].name);
     if (one_run)
-        snprintf(name, sizeof name, "%.255s", vs[0].name);
-    else if (out_arg)
-        run_name_of(out_arg, name, sizeof name);
+        snprintf(name, sizeof name, "%.255s", j->vs[0].name);
+    else if (j->out_arg)
+        run_name_of(j->out_arg, name, sizeof name);
     else
         snprintf(name, sizeof name, "%d checkpoints", nv);
     plot_title(title, sizeof title, name, what);
-    int shown = grouped ? ng : nv;
+    int shown = grouped ? gr->n : nv;
     PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, shown > 4 ? 1200 : 0, 0,
                      shown > 4};
-    char sum_path[1200];
-    if (path_join(sum_path, sizeof sum_path, out_dir, "extrapolate-summary.csv", &e) != 0) goto user_error;
-    if (make_dirs(out_dir, &e) != 0 || plot_lines(png_path, &spec, series, n_series, &e) != 0 ||
-        write_file_atomic(csv_path, csv, &e) != 0 || (grouped && write_file_atomic(sum_path, sum, &e) != 0))
-        goto runtime_error;
-    if (!grouped) unlink(sum_path); /* a summary from an earlier, grouped table would not match */
-    if (grouped)
-        printf("\nwrote %s, %s, %s\n", csv_path, sum_path, png_path);
-    else
-        printf("\nwrote %s, %s\n", csv_path, png_path);
-    free(csv), free(x), free(y), free(series), free(sum), free(glabels), free(gy), free(runs), free(keys), free(gs);
-    for (int i = 0; i < nv; i++) {
-        if (vs[i].loaded) model_free(&vs[i].model);
-        corpus_close(&vs[i].corpus);
-        if (!corpus_arg) free((char *)vs[i].corpus_path);
+    int rc = plot_lines(j->png_path, &spec, series, n_series, e);
+    free(x), free(y), free(series);
+    return rc;
+}
+
+/* The tables, then the CSV(s) and the plot, each written to a temporary
+ * file and renamed. The exit status. */
+static int report(Job *j) {
+    print_table(j);
+    Groups gr = make_summaries(j);
+    bool grouped = gr.n < j->nv;
+    if (grouped) print_groups(j, &gr);
+    char *csv = variants_csv(j), *sum = grouped ? groups_csv(j, &gr) : NULL;
+    Err e;
+    int status = 0;
+    if (path_join(j->sum_path, sizeof j->sum_path, j->out_dir, "extrapolate-summary.csv", &e) != 0) {
+        status = 2;
+    } else if (make_dirs(j->out_dir, &e) != 0 || write_plot(j, &gr, grouped, &e) != 0 ||
+               write_file_atomic(j->csv_path, csv, &e) != 0 || (grouped && write_file_atomic(j->sum_path, sum, &e) != 0)) {
+        status = 1;
+    } else {
+        if (!grouped) unlink(j->sum_path); /* a summary from an earlier, grouped table would not match */
+        if (grouped)
+            printf("\nwrote %s, %s, %s\n", j->csv_path, j->sum_path, j->png_path);
+        else
+            printf("\nwrote %s, %s\n", j->csv_path, j->png_path);
     }
-    free(vs);
-    return 0;
-user_error:
-    err_print(&e);
-    return 2;
-runtime_error:
-    err_print(&e);
-    return 1;
+    if (status != 0) err_print(&e);
+    free(csv), free(sum);
+    groups_free(&gr);
+    return status;
+}
+
+static void job_free(Job *j) {
+    for (int i = 0; i < j->nv; i++) {
+        if (j->vs[i].loaded) model_free(&j->vs[i].model);
+        corpus_close(&j->vs[i].corpus);
+    }
+    free(j->vs);
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    interrupt_install();
+    Job j = {.threads = 0};
+    int status = parse_args(&j, argc, argv);
+    if (status != ARGS_OK) return status;
+    if ((status = make_variants(&j)) == 0 && (status = plan(&j)) == 0 && (status = score(&j)) == 0)
+        status = report(&j);
+    job_free(&j);
+    return status;
 }

@@ -17,6 +17,7 @@
 #include <float.h>
 #include <math.h>
 #include <plplot.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -418,15 +419,19 @@ int plot_legend_place(const double *x, const double *y, const int *n, int n_seri
     return PLOT_CORNER_TR;
 }
 
-int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
-    if (!path || !path[0]) return err_set(e, "plot: no output path");
-    if (n_series < 0 || (n_series > 0 && !s)) return err_set(e, "%s: no series to plot", path);
-    static const PlotSpec no_spec;
-    if (!spec) spec = &no_spec;
-    int w, h;
-    if (figure_size(path, spec, &w, &h, e)) return -1;
+/* The points of a line plot, transformed (log10 where asked; NaN where a point is skipped),
+ * laid end to end, and the range of the finite ones. */
+typedef struct {
+    PLFLT *x, *y;
+    double xmin, xmax, ymin, ymax;
+} Points;
 
-    /* Transformed copies of the points (log10 where asked), NaN where a point is skipped. */
+static void points_free(Points *p) {
+    free(p->x);
+    free(p->y);
+}
+
+static int points_make(Points *p, const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
     size_t total = 0;
     for (int i = 0; i < n_series; i++) {
         if (s[i].n > 0 && (!s[i].x || !s[i].y))
@@ -434,9 +439,10 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
                            s[i].label ? s[i].label : "unnamed", s[i].n);
         if (s[i].n > 0) total += (size_t)s[i].n;
     }
-    PLFLT *px = xmalloc((total ? total : 1) * sizeof *px);
-    PLFLT *py = xmalloc((total ? total : 1) * sizeof *py);
-    double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+    p->x = xmalloc((total ? total : 1) * sizeof *p->x);
+    p->y = xmalloc((total ? total : 1) * sizeof *p->y);
+    p->xmin = p->ymin = INFINITY;
+    p->xmax = p->ymax = -INFINITY;
     size_t n_finite = 0, off = 0;
     for (int i = 0; i < n_series; i++) {
         for (int j = 0; j < s[i].n; j++, off++) {
@@ -444,89 +450,87 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
             if (spec->logx) x = x > 0 ? log10(x) : NAN;
             if (spec->logy) y = y > 0 ? log10(y) : NAN;
             if (!isfinite(x) || !isfinite(y)) x = y = NAN;
-            px[off] = x;
-            py[off] = y;
+            p->x[off] = x;
+            p->y[off] = y;
             if (isnan(x)) continue;
             n_finite++;
-            if (x < xmin) xmin = x;
-            if (x > xmax) xmax = x;
-            if (y < ymin) ymin = y;
-            if (y > ymax) ymax = y;
+            if (x < p->xmin) p->xmin = x;
+            if (x > p->xmax) p->xmax = x;
+            if (y < p->ymin) p->ymin = y;
+            if (y > p->ymax) p->ymax = y;
         }
     }
     if (n_finite == 0) {
-        free(px);
-        free(py);
-        err_set(e, "%s: nothing to plot: no series has a finite point%s", path,
-                spec->logx || spec->logy ? " (points <= 0 are skipped on a log axis)" : "");
-        return -1;
+        points_free(p);
+        return err_set(e, "%s: nothing to plot: no series has a finite point%s", path,
+                       spec->logx || spec->logy ? " (points <= 0 are skipped on a log axis)" : "");
     }
-    if (!isfinite(xmax - xmin) || !isfinite(ymax - ymin)) {
-        free(px);
-        free(py);
+    if (!isfinite(p->xmax - p->xmin) || !isfinite(p->ymax - p->ymin)) {
+        points_free(p);
         return err_set(e, "%s: values too large to plot", path);
     }
-    widen(&xmin, &xmax, spec->logx);
-    widen(&ymin, &ymax, spec->logy);
-    double ypad = 0.04 * (ymax - ymin);
-    ymin -= ypad;
-    ymax += ypad;
+    widen(&p->xmin, &p->xmax, spec->logx);
+    widen(&p->ymin, &p->ymax, spec->logy);
+    double ypad = 0.04 * (p->ymax - p->ymin);
+    p->ymin -= ypad;
+    p->ymax += ypad;
+    return 0;
+}
 
-    Figure fig;
-    if (figure_begin(&fig, path, w, h, e)) {
-        free(px);
-        free(py);
-        return -1;
-    }
-    char buf[3][1024];
+/* The legend: one entry per labelled, non-faint series, in a grid of rows x cols. */
+typedef struct {
+    int n, rows, cols;
+    int corner; /* PLOT_CORNER_*, unless the legend is right of the plot */
+    double line_len;
+} Legend;
 
+static bool in_legend(const PlotSeries *s) { return !s->faint && s->label && s->label[0]; }
+
+/* The viewport, with room on the right for the legend when spec->legend_right; otherwise
+ * the legend goes in the corner where it hides the least data (its size estimated from the
+ * text), which may raise p->ymax. */
+static Legend legend_layout(const PlotSpec *spec, const PlotSeries *s, int n_series, int width, Points *p) {
     if (spec->legend_right) {
         /* room on the right for the longest label: about 14 px a character at this font,
          * plus the line sample and margins */
         size_t longest = 0;
         for (int i = 0; i < n_series; i++)
             if (!s[i].faint && s[i].label && strlen(s[i].label) > longest) longest = strlen(s[i].label);
-        double right = 1.0 - (130.0 + 14.0 * (double)longest) / (double)w;
+        double right = 1.0 - (130.0 + 14.0 * (double)longest) / (double)width;
         plvpor(0.09, right < 0.45 ? 0.45 : right > 0.75 ? 0.75 : right, 0.15, 0.90);
-    }
-    else
+    } else {
         plvsta();
-
-    /* The legend: one entry per labelled, non-faint series, in the corner where it hides
-     * the least data (estimating its size from the text), or right of the plot. */
-    int nleg = 0;
+    }
+    Legend g = {.corner = PLOT_CORNER_TR, .line_len = 0.06};
     size_t maxlen = 0;
     for (int i = 0; i < n_series; i++)
-        if (!s[i].faint && s[i].label && s[i].label[0]) {
-            nleg++;
+        if (in_legend(&s[i])) {
+            g.n++;
             size_t l = utf8_chars(s[i].label);
             if (l > maxlen) maxlen = l;
         }
-    int ncol = nleg > 12 && !spec->legend_right ? 2 : 1;
-    int nrow = (nleg + ncol - 1) / ncol;
-    double line_len = 0.06;
-    int corner = PLOT_CORNER_TR;
-    if (nleg > 0 && !spec->legend_right) {
+    g.cols = g.n > 12 && !spec->legend_right ? 2 : 1;
+    g.rows = (g.n + g.cols - 1) / g.cols;
+    if (g.n > 0 && !spec->legend_right) {
         PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
         plgchr(&def_ht, &ch_ht);
         plgspa(&sx0, &sx1, &sy0, &sy1);
         plgvpd(&vx0, &vx1, &vy0, &vy1);
         double vw_mm = (vx1 - vx0) * (sx1 - sx0), vh_mm = (vy1 - vy0) * (sy1 - sy0);
-        double lw = 0.04 + ncol * (line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
-        double lh = 0.05 + (2.0 * nrow + 1.0) * ch_ht / vh_mm;
+        double lw = 0.04 + g.cols * (g.line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
+        double lh = 0.05 + (2.0 * g.rows + 1.0) * ch_ht / vh_mm;
         int *counts = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *counts);
         for (int i = 0; i < n_series; i++) counts[i] = s[i].n;
-        corner = plot_legend_place(px, py, counts, n_series, xmin, xmax, ymin, ymax, lw, lh, &ymax);
+        g.corner = plot_legend_place(p->x, p->y, counts, n_series, p->xmin, p->xmax, p->ymin, p->ymax, lw, lh,
+                                     &p->ymax);
         free(counts);
     }
-    plwind(xmin, xmax, ymin, ymax);
-    plwidth(1.0);
-    draw_axes(spec, xmin, xmax, ymin, ymax, 1);
+    return g;
+}
 
-    /* Series colours: non-faint series take the palette in order; faint ones the tint of
-     * the last non-faint series before them. */
-    int *colour = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *colour);
-    int *style = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *style);
+/* Series colours and line styles: non-faint series take the palette in order (dashed after
+ * N_PALETTE); faint ones the tint of the last non-faint series before them. */
+static void series_styles(const PlotSeries *s, int n_series, int *colour, int *style) {
     int n_main = 0, last = -1;
     for (int i = 0; i < n_series; i++) {
         if (s[i].faint) {
@@ -538,87 +542,119 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
             style[i] = 1 + (last / N_PALETTE) % 8;
         }
     }
+}
+
+/* One series' n points: lines through the runs of finite points, a dot for an isolated
+ * one, and a mark on every point when there are few. */
+static void draw_series(const PLFLT *x, const PLFLT *y, int n, bool faint, int style) {
+    int sparse = 0; /* few points: mark each one */
+    for (int j = 0; j < n; j++) sparse += !isnan(x[j]);
+    sparse = sparse <= 30;
+    for (int a = 0; a < n;) {
+        if (isnan(x[a])) {
+            a++;
+            continue;
+        }
+        int b = a;
+        while (b < n && !isnan(x[b])) b++;
+        if (b - a >= 2) plline(b - a, x + a, y + a);
+        if (b - a == 1 || sparse) {
+            pllsty(1);
+            plssym(0.0, (faint ? 0.6 : 1.0) * (b - a == 1 ? 2.5 : 1.6));
+            plpoin(b - a, x + a, y + a, 17);
+            pllsty(style);
+        }
+        a = b;
+    }
+}
+
+static void draw_legend(const Figure *fig, const PlotSpec *spec, const Legend *g, const PlotSeries *s, int n_series,
+                        const int *colour, const int *style, double main_width) {
+    int n = g->n;
+    PLINT *opts = xmalloc((size_t)n * sizeof *opts);
+    PLINT *tcol = xmalloc((size_t)n * sizeof *tcol);
+    PLINT *lcol = xmalloc((size_t)n * sizeof *lcol);
+    PLINT *lsty = xmalloc((size_t)n * sizeof *lsty);
+    PLFLT *lwid = xmalloc((size_t)n * sizeof *lwid);
+    char **text = xmalloc((size_t)n * sizeof *text);
+    int k = 0;
+    for (int i = 0; i < n_series; i++) {
+        if (!in_legend(&s[i])) continue;
+        opts[k] = PL_LEGEND_LINE;
+        tcol[k] = COL_FG;
+        lcol[k] = colour[i];
+        lsty[k] = style[i];
+        lwid[k] = main_width;
+        size_t l = 2 * strlen(s[i].label) + 1;
+        text[k] = xmalloc(l);
+        pl_text(s[i].label, text[k], l);
+        k++;
+    }
+    static const PLINT where[PLOT_N_CORNERS] = {
+        PL_POSITION_TOP | PL_POSITION_RIGHT, PL_POSITION_TOP | PL_POSITION_LEFT,
+        PL_POSITION_BOTTOM | PL_POSITION_RIGHT, PL_POSITION_BOTTOM | PL_POSITION_LEFT};
+    PLFLT got_w, got_h;
+    PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
+                                        : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[g->corner];
+    pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, g->line_len,
+             COL_BG, COL_FRAME, 1, g->rows, g->cols, n, opts, 1.0, text_scale(fig), 2.0, 0.0, tcol,
+             (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL, NULL);
+    for (k = 0; k < n; k++) free(text[k]);
+    free(text);
+    free(lwid);
+    free(lsty);
+    free(lcol);
+    free(tcol);
+    free(opts);
+}
+
+int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
+    if (!path || !path[0]) return err_set(e, "plot: no output path");
+    if (n_series < 0 || (n_series > 0 && !s)) return err_set(e, "%s: no series to plot", path);
+    static const PlotSpec no_spec;
+    if (!spec) spec = &no_spec;
+    int w, h;
+    if (figure_size(path, spec, &w, &h, e)) return -1;
+    Points p;
+    if (points_make(&p, path, spec, s, n_series, e) != 0) return -1;
+    Figure fig;
+    if (figure_begin(&fig, path, w, h, e)) {
+        points_free(&p);
+        return -1;
+    }
+    Legend legend = legend_layout(spec, s, n_series, w, &p);
+    plwind(p.xmin, p.xmax, p.ymin, p.ymax);
+    plwidth(1.0);
+    draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 1);
+
+    int *colour = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *colour);
+    int *style = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *style);
+    series_styles(s, n_series, colour, style);
     double main_width = 2.2 * figure_scale(&fig);
     for (int pass = 0; pass < 2; pass++) { /* faint lines first, underneath */
-        off = 0;
+        size_t off = 0;
         for (int i = 0; i < n_series; i++) {
             int n = s[i].n > 0 ? s[i].n : 0;
-            const PLFLT *x = px + off, *y = py + off;
+            const PLFLT *x = p.x + off, *y = p.y + off;
             off += (size_t)n;
             if ((pass == 0) != (s[i].faint != 0)) continue;
             plcol0(colour[i]);
             pllsty(style[i]);
             plwidth(s[i].faint ? 0.5 * main_width : main_width);
-            int sparse = 0; /* few points: mark each one */
-            for (int j = 0; j < n; j++) sparse += !isnan(x[j]);
-            sparse = sparse <= 30;
-            for (int a = 0; a < n;) {
-                if (isnan(x[a])) {
-                    a++;
-                    continue;
-                }
-                int b = a;
-                while (b < n && !isnan(x[b])) b++;
-                if (b - a >= 2) plline(b - a, x + a, y + a);
-                if (b - a == 1 || sparse) {
-                    pllsty(1);
-                    plssym(0.0, (s[i].faint ? 0.6 : 1.0) * (b - a == 1 ? 2.5 : 1.6));
-                    plpoin(b - a, x + a, y + a, 17);
-                    pllsty(style[i]);
-                }
-                a = b;
-            }
+            draw_series(x, y, n, s[i].faint, style[i]);
         }
     }
     pllsty(1);
     plwidth(1.0);
 
-    draw_axes(spec, xmin, xmax, ymin, ymax, 0);
+    char buf[3][1024];
+    draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 0);
     pllab(pl_text(spec->xlabel, buf[0], sizeof buf[0]), pl_text(spec->ylabel, buf[1], sizeof buf[1]),
           pl_text(spec->title, buf[2], sizeof buf[2]));
-
-    if (nleg > 0) {
-        PLINT *opts = xmalloc((size_t)nleg * sizeof *opts);
-        PLINT *tcol = xmalloc((size_t)nleg * sizeof *tcol);
-        PLINT *lcol = xmalloc((size_t)nleg * sizeof *lcol);
-        PLINT *lsty = xmalloc((size_t)nleg * sizeof *lsty);
-        PLFLT *lwid = xmalloc((size_t)nleg * sizeof *lwid);
-        char **text = xmalloc((size_t)nleg * sizeof *text);
-        int k = 0;
-        for (int i = 0; i < n_series; i++) {
-            if (s[i].faint || !s[i].label || !s[i].label[0]) continue;
-            opts[k] = PL_LEGEND_LINE;
-            tcol[k] = COL_FG;
-            lcol[k] = colour[i];
-            lsty[k] = style[i];
-            lwid[k] = main_width;
-            size_t l = 2 * strlen(s[i].label) + 1;
-            text[k] = xmalloc(l);
-            pl_text(s[i].label, text[k], l);
-            k++;
-        }
-        static const PLINT where[PLOT_N_CORNERS] = {
-            PL_POSITION_TOP | PL_POSITION_RIGHT, PL_POSITION_TOP | PL_POSITION_LEFT,
-            PL_POSITION_BOTTOM | PL_POSITION_RIGHT, PL_POSITION_BOTTOM | PL_POSITION_LEFT};
-        PLFLT got_w, got_h;
-        PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
-                                            : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[corner];
-        pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, line_len,
-                 COL_BG, COL_FRAME, 1, nrow, ncol, nleg, opts, 1.0, text_scale(&fig), 2.0, 0.0, tcol,
-                 (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL,
-                 NULL);
-        for (k = 0; k < nleg; k++) free(text[k]);
-        free(text);
-        free(lwid);
-        free(lsty);
-        free(lcol);
-        free(tcol);
-        free(opts);
-    }
+    if (legend.n > 0) draw_legend(&fig, spec, &legend, s, n_series, colour, style, main_width);
     free(style);
     free(colour);
-    free(px);
-    free(py);
+    points_free(&p);
     return figure_end(&fig, e);
 }
 
@@ -629,6 +665,38 @@ static void cell_centres(PLFLT x, PLFLT y, PLFLT *tx, PLFLT *ty, PLPointer data)
     (void)data;
     *tx = x - 0.5;
     *ty = y - 0.5;
+}
+
+/* Each cell's value in it, while the cells are big enough to read: white on viridis' dark
+ * half, black on its light half. */
+static void heatmap_values(const double *values, int rows, int cols, double vmin, double vmax) {
+    if ((long)rows * cols > 256) return;
+    plschr(0.0, cols <= 8 && rows <= 8 ? 0.7 : 0.5);
+    for (int j = 0; j < rows; j++)
+        for (int i = 0; i < cols; i++) {
+            double v = values[(size_t)j * cols + i];
+            if (!isfinite(v)) continue;
+            char text[32];
+            snprintf(text, sizeof text, fabs(v) >= 1000 || (v != 0 && fabs(v) < 0.01) ? "%.1e" : "%.2f", v);
+            plcol0((v - vmin) / (vmax - vmin) < 0.55 ? COL_BG : COL_FG);
+            plptex(i, j, 1.0, 0.0, 0.5, text);
+        }
+    plschr(0.0, 1.0);
+}
+
+/* The colour bar right of the plot, from vmin to vmax. */
+static void heatmap_colour_bar(double vmin, double vmax) {
+    PLFLT cb_w, cb_h;
+    PLFLT range[2] = {vmin, vmax};
+    const PLFLT *range_rows[1] = {range};
+    PLINT n_values[1] = {2};
+    PLCHAR_VECTOR axis_opts[1] = {"bcvtm"};
+    PLFLT ticks[1] = {0.0};
+    PLINT sub_ticks[1] = {0};
+    plcolorbar(&cb_w, &cb_h, PL_COLORBAR_IMAGE | PL_COLORBAR_ORIENT_TOP,
+               PL_POSITION_RIGHT | PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT, 0.03, 0.0, 0.04, 1.0,
+               COL_BG, COL_FG, 1, 0.0, 1.0, 0, 0.0, 0, NULL, NULL, 1, axis_opts, ticks, sub_ticks,
+               n_values, (PLFLT_MATRIX)range_rows);
 }
 
 int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, int rows, int cols,
@@ -693,21 +761,7 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     free(z);
     free(data);
 
-    /* each cell's value in it, while the cells are big enough to read:
-     * white on viridis' dark half, black on its light half */
-    if ((long)rows * cols <= 256) {
-        plschr(0.0, cols <= 8 && rows <= 8 ? 0.7 : 0.5);
-        for (int j = 0; j < rows; j++)
-            for (int i = 0; i < cols; i++) {
-                double v = values[(size_t)j * cols + i];
-                if (!isfinite(v)) continue;
-                char text[32];
-                snprintf(text, sizeof text, fabs(v) >= 1000 || (v != 0 && fabs(v) < 0.01) ? "%.1e" : "%.2f", v);
-                plcol0((v - vmin) / (vmax - vmin) < 0.55 ? COL_BG : COL_FG);
-                plptex(i, j, 1.0, 0.0, 0.5, text);
-            }
-        plschr(0.0, 1.0);
-    }
+    heatmap_values(values, rows, cols, vmin, vmax);
 
     plcol0(COL_FG);
     plwidth(1.0);
@@ -716,17 +770,7 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     pllab(pl_text(spec->xlabel, buf[0], sizeof buf[0]), pl_text(spec->ylabel, buf[1], sizeof buf[1]),
           pl_text(spec->title, buf[2], sizeof buf[2]));
 
-    PLFLT cb_w, cb_h;
-    PLFLT range[2] = {vmin, vmax};
-    const PLFLT *range_rows[1] = {range};
-    PLINT n_values[1] = {2};
-    PLCHAR_VECTOR axis_opts[1] = {"bcvtm"};
-    PLFLT ticks[1] = {0.0};
-    PLINT sub_ticks[1] = {0};
-    plcolorbar(&cb_w, &cb_h, PL_COLORBAR_IMAGE | PL_COLORBAR_ORIENT_TOP,
-               PL_POSITION_RIGHT | PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT, 0.03, 0.0, 0.04, 1.0,
-               COL_BG, COL_FG, 1, 0.0, 1.0, 0, 0.0, 0, NULL, NULL, 1, axis_opts, ticks, sub_ticks,
-               n_values, (PLFLT_MATRIX)range_rows);
+    heatmap_colour_bar(vmin, vmax);
     return figure_end(&fig, e);
 }
 

@@ -18,6 +18,7 @@
 #include "generate.h"
 #include "interrupt.h"
 #include "memory.h"
+#include "open.h"
 #include "run.h"
 #include "startup.h"
 #include "utf8.h"
@@ -78,12 +79,16 @@ static void usage(FILE *f) {
             SAMPLE_MAX_LENGTH, SAMPLE_DEFAULT_LENGTH, SAMPLE_MAX_COUNT);
 }
 
-/* The flags whose values the option table checks ("--temperature: expected a
- * number in [0, 100], got 'nan'"), into a scratch config until the
- * checkpoint's is loaded. */
+/* The command line. The flags whose values the option table checks
+ * ("--temperature: expected a number in [0, 100], got 'nan'") go into a
+ * scratch config until the checkpoint's is loaded. */
 typedef struct {
     Config given;
     bool raw, utf8_given;
+    const char *prompt;
+    int length, count;
+    bool temperature_given, top_k_given, seed_given, threads_given, length_given, count_given, prompt_given;
+    const char *target, *corpus_path; /* the positionals */
 } SampleArgs;
 
 static int table_value(const char *flag, const char *value, void *ctx) {
@@ -106,6 +111,79 @@ static int utf8_value(const char *flag, const char *value, void *ctx) {
     return 0;
 }
 
+/* ARGS_OK, or the status to exit with (the error printed). */
+static int parse_args(SampleArgs *a, int argc, char **argv) {
+    *a = (SampleArgs){.raw = false, .count = 1};
+    config_defaults(&a->given);
+    const ArgFlag flags[] = {
+        {"--prompt", .text = &a->prompt, .needs = "a text (\"\" for none)", .given = &a->prompt_given},
+        {"--length", .integer = &a->length, .lo = 1, .hi = SAMPLE_MAX_LENGTH, .given = &a->length_given},
+        {"--temperature", .call = table_value, .ctx = a, .given = &a->temperature_given},
+        {"--top_k", .call = table_value, .ctx = a, .given = &a->top_k_given},
+        {"--seed", .call = table_value, .ctx = a, .given = &a->seed_given},
+        {"--count", .integer = &a->count, .lo = 1, .hi = SAMPLE_MAX_COUNT, .given = &a->count_given},
+        {"--utf8", .call = utf8_value, .ctx = a, .needs = "on or off", .given = &a->utf8_given},
+        {"--threads", .call = table_value, .ctx = a, .given = &a->threads_given},
+    };
+    const ArgSpec cli = {.command = "sample", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .missing_hint = "./sample --help"};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n == 0) {
+        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./sample runs/NAME --prompt 'The '\n");
+        return 2;
+    }
+    if (pos.n > 2) {
+        fprintf(stderr, "error: too many arguments ('%s')\nhint: ./sample --help\n", pos.v[2]);
+        return 2;
+    }
+    a->target = pos.v[0];
+    a->corpus_path = pos.n > 1 ? pos.v[1] : NULL;
+    return ARGS_OK;
+}
+
+/* What applies to which objective, then the flags over the run's own
+ * settings in cfg. 0, or the status to exit with (the error printed). */
+static int settle(SampleArgs *a, Config *cfg) {
+    bool mlm = cfg->model.objective == OBJECTIVE_MLM;
+    const char *left_to_right = a->prompt_given        ? "--prompt"
+                                : a->temperature_given ? "--temperature"
+                                : a->top_k_given       ? "--top_k"
+                                : a->seed_given        ? "--seed"
+                                : a->count_given       ? "--count"
+                                : a->utf8_given        ? "--utf8"
+                                                       : NULL;
+    if (mlm && left_to_right) {
+        fprintf(stderr, "error: %s: %s is a masked LM (objective=mlm), which is not sampled left to right\n"
+                        "hint: ./sample shows its fill-in demo; only --length and --threads apply\n",
+                left_to_right, a->target);
+        return 2;
+    }
+    if (!mlm && a->corpus_path) {
+        fprintf(stderr, "error: %s: a corpus is only for the fill-in demo of objective=mlm models; %s is a causal LM\n"
+                        "hint: ./sample %s --prompt TEXT\n",
+                a->corpus_path, a->target, a->target);
+        return 2;
+    }
+    if (a->temperature_given) cfg->sample.temperature = a->given.sample.temperature;
+    if (a->top_k_given) cfg->sample.top_k = a->given.sample.top_k;
+    if (a->seed_given) cfg->train.seed = a->given.train.seed;
+    if (a->threads_given) cfg->train.threads = a->given.train.threads;
+    if (!a->length_given) a->length = cfg->sample.length > 0 ? cfg->sample.length : SAMPLE_DEFAULT_LENGTH;
+    if (!a->prompt) a->prompt = cfg->sample.prompt;
+    if (!mlm && !a->raw) {
+        size_t n = strlen(a->prompt), valid = utf8_valid_prefix((const unsigned char *)a->prompt, n);
+        if (valid != n) {
+            fprintf(stderr, "error: %s: not valid UTF-8 (from byte %zu of %zu)\n"
+                            "hint: give valid UTF-8, or --utf8 off to sample raw bytes\n",
+                    a->prompt_given ? "--prompt" : "the run's prompt", valid + 1, n);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 /* Where the text goes: stdout, flushed after every character. */
 typedef struct {
     int error; /* errno of the first failed write, or 0 */
@@ -124,20 +202,17 @@ static int put_stdout(Out *o, const char *text) { return emit_stdout(text, strle
 
 /* The corpus of an mlm model's fill-in demo: corpus_path, or the one the
  * checkpoint names. 0, or the status to exit with (the error printed). */
-static int open_corpus(Corpus *corpus, const CheckpointInfo *info, const char *target, const char *corpus_path) {
+static int open_corpus(Corpus *corpus, const OpenRun *o, const char *target, const char *corpus_path) {
     Err e;
-    if (!corpus_path) {
-        corpus_path = info->corpus;
-        if (!corpus_path[0] || !file_exists(corpus_path)) {
-            err_set(&e, "%s: objective=mlm: the fill-in demo needs a corpus (it masks validation windows), "
-                        "and the checkpoint's (%s) is not there",
-                    target, corpus_path[0] ? corpus_path : "none recorded");
-            err_hint(&e, "./sample %s corpus.txt", target);
-            err_print(&e);
-            return 2;
-        }
+    if (!corpus_path && !(corpus_path = open_run_corpus(o))) {
+        err_set(&e, "%s: objective=mlm: the fill-in demo needs a corpus (it masks validation windows), "
+                    "and the checkpoint's (%s) is not there",
+                target, open_run_corpus_said(o));
+        err_hint(&e, "./sample %s corpus.txt", target);
+        err_print(&e);
+        return 2;
     }
-    if (corpus_open(corpus, corpus_path, info->cfg.train.val_fraction, info->cfg.model.context, &e) != 0) {
+    if (corpus_open(corpus, corpus_path, o->info.cfg.train.val_fraction, o->info.cfg.model.context, &e) != 0) {
         err_print(&e);
         return 1;
     }
@@ -145,8 +220,8 @@ static int open_corpus(Corpus *corpus, const CheckpointInfo *info, const char *t
 }
 
 /* The fill-in demo of an mlm model, to stdout. */
-static int fill_in(Model *m, const CheckpointInfo *info, const Corpus *corpus, int length) {
-    SampleConfig s = info->cfg.sample;
+static int fill_in(Model *m, const Config *cfg, const Corpus *corpus, int length) {
+    SampleConfig s = cfg->sample;
     s.length = length;
     size_t len;
     char *text = generate_fill_in(m, corpus, &s, &len);
@@ -164,159 +239,73 @@ static int fill_in(Model *m, const CheckpointInfo *info, const Corpus *corpus, i
     return 0;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    interrupt_install();
-    SampleArgs a = {.raw = false};
-    config_defaults(&a.given);
-    const char *prompt = NULL;
-    int length = 0, count = 1;
-    bool temperature_given = false, top_k_given = false, seed_given = false, threads_given = false;
-    bool length_given = false, count_given = false, prompt_given = false;
-    const ArgFlag flags[] = {
-        {"--prompt", .text = &prompt, .needs = "a text (\"\" for none)", .given = &prompt_given},
-        {"--length", .integer = &length, .lo = 1, .hi = SAMPLE_MAX_LENGTH, .given = &length_given},
-        {"--temperature", .call = table_value, .ctx = &a, .given = &temperature_given},
-        {"--top_k", .call = table_value, .ctx = &a, .given = &top_k_given},
-        {"--seed", .call = table_value, .ctx = &a, .given = &seed_given},
-        {"--count", .integer = &count, .lo = 1, .hi = SAMPLE_MAX_COUNT, .given = &count_given},
-        {"--utf8", .call = utf8_value, .ctx = &a, .needs = "on or off", .given = &a.utf8_given},
-        {"--threads", .call = table_value, .ctx = &a, .given = &threads_given},
-    };
-    const ArgSpec cli = {.command = "sample", .usage = usage, .flags = flags,
-                         .n_flags = (int)(sizeof flags / sizeof *flags), .missing_hint = "./sample --help"};
-    ArgPositional pos;
-    int status = args_parse(&cli, argc, argv, &pos);
-    if (status != ARGS_OK) return status;
-    if (pos.n == 0) {
-        fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./sample runs/NAME --prompt 'The '\n");
-        return 2;
-    }
-    if (pos.n > 2) {
-        fprintf(stderr, "error: too many arguments ('%s')\nhint: ./sample --help\n", pos.v[2]);
-        return 2;
-    }
-    const char *target = pos.v[0], *corpus_path = pos.n > 1 ? pos.v[1] : NULL;
-
-    /* A run folder or a bare checkpoint. */
-    char ckpt[1100];
-    Err e;
-    if (is_directory(target)) {
-        if (path_join(ckpt, sizeof ckpt, target, "model.safetensors", &e) != 0) {
-            err_print(&e);
-            return 2;
-        }
-    } else if (snprintf(ckpt, sizeof ckpt, "%s", target) >= (int)sizeof ckpt) {
-        fprintf(stderr, "error: %.60s...: path too long\n", target);
-        return 2;
-    }
-    StFile st;
-    CheckpointInfo info;
-    if (checkpoint_open(&st, ckpt, &info, &e) != 0) {
-        err_print(&e);
-        return 1;
-    }
-    Config *cfg = &info.cfg;
-    bool mlm = cfg->model.objective == OBJECTIVE_MLM;
-
-    /* What applies to which objective. */
-    const char *left_to_right = prompt_given        ? "--prompt"
-                                : temperature_given ? "--temperature"
-                                : top_k_given       ? "--top_k"
-                                : seed_given        ? "--seed"
-                                : count_given       ? "--count"
-                                : a.utf8_given      ? "--utf8"
-                                                    : NULL;
-    if (mlm && left_to_right) {
-        st_close(&st);
-        fprintf(stderr, "error: %s: %s is a masked LM (objective=mlm), which is not sampled left to right\n"
-                        "hint: ./sample shows its fill-in demo; only --length and --threads apply\n",
-                left_to_right, target);
-        return 2;
-    }
-    if (!mlm && corpus_path) {
-        st_close(&st);
-        fprintf(stderr, "error: %s: a corpus is only for the fill-in demo of objective=mlm models; %s is a causal LM\n"
-                        "hint: ./sample %s --prompt TEXT\n",
-                corpus_path, target, target);
-        return 2;
-    }
-    if (temperature_given) cfg->sample.temperature = a.given.sample.temperature;
-    if (top_k_given) cfg->sample.top_k = a.given.sample.top_k;
-    if (seed_given) cfg->train.seed = a.given.train.seed;
-    if (threads_given) cfg->train.threads = a.given.train.threads;
-    if (!length_given) length = cfg->sample.length > 0 ? cfg->sample.length : SAMPLE_DEFAULT_LENGTH;
-    if (!prompt) prompt = cfg->sample.prompt;
-    if (!mlm && !a.raw) {
-        size_t n = strlen(prompt), valid = utf8_valid_prefix((const unsigned char *)prompt, n);
-        if (valid != n) {
-            st_close(&st);
-            fprintf(stderr, "error: %s: not valid UTF-8 (from byte %zu of %zu)\n"
-                            "hint: give valid UTF-8, or --utf8 off to sample raw bytes\n",
-                    prompt_given ? "--prompt" : "the run's prompt", valid + 1, n);
-            return 2;
-        }
-    }
-
-    Corpus corpus;
-    memset(&corpus, 0, sizeof corpus);
-    if (mlm && (status = open_corpus(&corpus, &info, target, corpus_path)) != 0) {
-        st_close(&st);
-        return status;
-    }
-
-    int threads = engine_set_threads(cfg->train.threads);
-    char what[1200];
-    snprintf(what, sizeof what, "%s: sampling", ckpt);
-    if (memory_check(what, NULL, &cfg->model, 1, cfg->model.context, MEMORY_EVAL, threads, &e) != 0) {
-        st_close(&st);
-        if (mlm) corpus_close(&corpus);
-        err_print(&e);
-        return 1;
-    }
-    Model m;
-    model_init(&m, &cfg->model);
-    int rc = checkpoint_load(&st, &m, false, &e);
-    st_close(&st);
-    if (rc != 0) {
-        model_free(&m);
-        if (mlm) corpus_close(&corpus);
-        err_print(&e);
-        return 1;
-    }
-    fprintf(stderr, "sample: %s (step %ld, objective %s, context %d), %s\n", ckpt, info.step, mlm ? "mlm" : "clm",
-            cfg->model.context, threads_banner(threads));
-    if (mlm) {
-        rc = fill_in(&m, &info, &corpus, length);
-        corpus_close(&corpus);
-        model_free(&m);
-        return rc;
-    }
-    fprintf(stderr, "length %d, temperature %g, top_k %d, seed %lld, utf8 %s\n", length,
-            (double)cfg->sample.temperature, cfg->sample.top_k, (long long)cfg->train.seed, a.raw ? "off" : "on");
-
-    GenerateSpec g = {.prompt = prompt, .length = length, .temperature = cfg->sample.temperature,
-                      .top_k = cfg->sample.top_k, .raw = a.raw};
+/* --count samples left to right, to stdout. */
+static int sample_text(Model *m, const SampleArgs *a, const Config *cfg) {
+    fprintf(stderr, "length %d, temperature %g, top_k %d, seed %lld, utf8 %s\n", a->length,
+            (double)cfg->sample.temperature, cfg->sample.top_k, (long long)cfg->train.seed, a->raw ? "off" : "on");
+    GenerateSpec g = {.prompt = a->prompt, .length = a->length, .temperature = cfg->sample.temperature,
+                      .top_k = cfg->sample.top_k, .raw = a->raw};
     Out out = {0};
-    status = 0;
-    for (int i = 0; i < count && status == 0; i++) {
+    int status = 0;
+    for (int i = 0; i < a->count && status == 0; i++) {
         int64_t seed = cfg->train.seed + i;
         char header[128];
-        snprintf(header, sizeof header, "--- sample %d of %d (seed %lld) ---\n", i + 1, count, (long long)seed);
-        if (count > 1 && put_stdout(&out, header) != 0) break;
+        snprintf(header, sizeof header, "--- sample %d of %d (seed %lld) ---\n", i + 1, a->count, (long long)seed);
+        if (a->count > 1 && put_stdout(&out, header) != 0) break;
         Rng rng;
         generate_seed(&rng, seed);
-        rc = generate_stream(&m, &g, &rng, emit_stdout, &out);
+        int rc = generate_stream(m, &g, &rng, emit_stdout, &out);
         if (rc == GENERATE_STOPPED || put_stdout(&out, "\n") != 0) break;
         if (rc == GENERATE_INTERRUPTED) {
-            fprintf(stderr, "interrupted in sample %d of %d\n", i + 1, count);
+            fprintf(stderr, "interrupted in sample %d of %d\n", i + 1, a->count);
             status = interrupt_exit_status();
         }
     }
-    model_free(&m);
     if (out.error) {
         fprintf(stderr, "error: stdout: cannot write: %s\n", strerror(out.error));
         return 1;
     }
+    return status;
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    interrupt_install();
+    SampleArgs a;
+    int status = parse_args(&a, argc, argv);
+    if (status != ARGS_OK) return status;
+    OpenRun o;
+    Err e;
+    if ((status = open_run(&o, a.target, &e)) != 0) {
+        err_print(&e);
+        return status;
+    }
+    Config *cfg = &o.info.cfg;
+    bool mlm = cfg->model.objective == OBJECTIVE_MLM;
+    Corpus corpus;
+    memset(&corpus, 0, sizeof corpus);
+    if ((status = settle(&a, cfg)) != 0 || (mlm && (status = open_corpus(&corpus, &o, a.target, a.corpus_path)) != 0)) {
+        open_run_close(&o);
+        return status;
+    }
+    int threads = engine_set_threads(cfg->train.threads);
+    char what[1200];
+    snprintf(what, sizeof what, "%s: sampling", o.path);
+    OpenMemory need = {.what = what, .T = cfg->model.context, .use = MEMORY_EVAL, .threads = threads};
+    Model m;
+    if (open_run_load(&o, &m, &need, false, &e) != 0) {
+        if (mlm) corpus_close(&corpus);
+        err_print(&e);
+        return 1;
+    }
+    fprintf(stderr, "sample: %s (step %ld, objective %s, context %d), %s\n", o.path, o.info.step,
+            mlm ? "mlm" : "clm", cfg->model.context, threads_banner(threads));
+    if (mlm) {
+        status = fill_in(&m, cfg, &corpus, a.length);
+        corpus_close(&corpus);
+    } else {
+        status = sample_text(&m, &a, cfg);
+    }
+    model_free(&m);
     return status;
 }

@@ -15,6 +15,7 @@
 #include "corpus.h"
 #include "interrupt.h"
 #include "memory.h"
+#include "open.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -145,104 +146,140 @@ typedef struct {
     double c_quarter[64], k90[64], k99[64];
 } LayerSkew;
 
-/* Everything for one run or checkpoint: its outputs into its folder (or
- * out_dir) and its per-layer figures into *skew. The command's exit status. */
-static int spectrum_one(const char *target, const char *corpus_path, const char *out_dir, int samples, int length,
-                        bool eigen, LayerSkew *skew) {
-    /* A run folder or a bare checkpoint. */
-    char ckpt[1100], dir[1100];
+/* What ./spectrum measures, from the command line. */
+typedef struct {
+    const char *corpus_path, *out_dir; /* NULL: the checkpoint's corpus, the run folder */
+    int samples, length;               /* length 0: the model's context */
+    bool eigen;
+} SpectrumArgs;
+
+/* What the loaded model can be asked (the length, --eigen), and the corpus
+ * and output folder: 0 with the corpus open, or the status to exit with (said). */
+static int prepare(const char *target, const SpectrumArgs *a, const OpenRun *o, Corpus *corpus, int T) {
+    const ModelConfig *mc = &o->info.cfg.model;
+    const AttnKernel *kern = attn_kernel_for(mc->attn);
     Err e;
-    if (is_directory(target)) {
-        if (path_join(ckpt, sizeof ckpt, target, "model.safetensors", &e) != 0) goto user_error;
-        snprintf(dir, sizeof dir, "%s", target);
-    } else {
-        snprintf(ckpt, sizeof ckpt, "%s", target);
-        const char *slash = strrchr(target, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - target) : 1, slash ? target : ".");
-    }
-    if (out_dir) snprintf(dir, sizeof dir, "%s", out_dir);
-    StFile st;
-    CheckpointInfo info;
-    if (checkpoint_open(&st, ckpt, &info, &e) != 0) goto runtime_error;
-    const ModelConfig *mc = &info.cfg.model;
-    int T = length ? length : mc->context;
-    char what[1200];
-    snprintf(what, sizeof what, "%s: P of every layer at length %d", ckpt, T);
-    if (memory_check(what, "use a shorter --length", mc, 1, T, MEMORY_PROBS, engine_threads(), &e) != 0) {
-        st_close(&st);
-        goto runtime_error;
-    }
-    Model m;
-    model_init(&m, mc);
-    int rc = checkpoint_load(&st, &m, false, &e);
-    st_close(&st);
-    if (rc != 0) goto runtime_error;
     if (pos_scheme(mc->pos)->bounded && T > mc->context) {
         fprintf(stderr, "error: --length %d: the model learned positions up to %d only\nhint: use --length %d or less\n",
                 T, mc->context, mc->context);
         return 2;
     }
-    const AttnKernel *kern = attn_kernel_for(mc->attn);
-    if (kern->check_length && kern->check_length(mc, T, &e) != 0) {
-        err_print(&e);
-        return 2;
-    }
+    if (kern->check_length && kern->check_length(mc, T, &e) != 0) return err_print(&e), 2;
+    const char *corpus_path = a->corpus_path ? a->corpus_path : open_run_corpus(o);
     if (!corpus_path) {
-        corpus_path = info.corpus;
-        if (!corpus_path[0] || !file_exists(corpus_path)) {
-            /* through err_set, which keeps a forged path on one line */
-            err_set(&e, "no corpus given, and the checkpoint's (%s) is not there", corpus_path[0] ? corpus_path : "none recorded");
-            err_hint(&e, "./spectrum %s corpus.txt", target);
-            err_print(&e);
-            return 2;
-        }
+        /* through err_set, which keeps a forged path on one line */
+        err_set(&e, "no corpus given, and the checkpoint's (%s) is not there", open_run_corpus_said(o));
+        err_hint(&e, "./spectrum %s corpus.txt", target);
+        return err_print(&e), 2;
     }
-    Corpus corpus;
-    if (corpus_open(&corpus, corpus_path, info.cfg.train.val_fraction, T, &e) != 0) goto runtime_error;
-    if (make_dirs(dir, &e) != 0) goto runtime_error;
-    int threads = engine_set_threads(info.cfg.train.threads);
-
-    if (eigen && kern->projected_probs) {
+    if (corpus_open(corpus, corpus_path, o->info.cfg.train.val_fraction, T, &e) != 0) return err_print(&e), 1;
+    if (make_dirs(a->out_dir ? a->out_dir : o->dir, &e) != 0) {
+        err_print(&e);
+        corpus_close(corpus);
+        return 1;
+    }
+    engine_set_threads(o->info.cfg.train.threads);
+    if (a->eigen && kern->projected_probs) {
         fprintf(stderr, "error: --eigen: attn=%s's P is T x k, not square, so it has no eigenvalues\n",
                 attn_choice(mc->attn)->name);
+        corpus_close(corpus);
         return 2;
+    }
+    return 0;
+}
+
+/* Opens target, checks memory for every layer's P at length T, builds and
+ * loads the model, then prepare: 0 with the model and corpus open, or the
+ * status to exit with (said). */
+static int open_one(const char *target, const SpectrumArgs *a, OpenRun *o, Model *m, Corpus *corpus, int *T) {
+    Err e;
+    int status = open_run(o, target, &e);
+    if (status == 0) {
+        *T = a->length ? a->length : o->info.cfg.model.context;
+        char what[1200];
+        snprintf(what, sizeof what, "%s: P of every layer at length %d", o->path, *T);
+        OpenMemory need = {what, "use a shorter --length", *T, MEMORY_PROBS, engine_threads()};
+        status = open_run_load(o, m, &need, false, &e);
+    }
+    if (status != 0) return err_print(&e), status;
+    if ((status = prepare(target, a, o, corpus, *T)) != 0) model_free(m);
+    return status;
+}
+
+/* sp's sums over the windows: every layer's P over `count` held-out windows
+ * of T bytes. 0, or the status to exit with (said). */
+static int measure(Spectrum *sp, Model *m, const Corpus *corpus, const char *ckpt, int T, int samples) {
+    long count = corpus_val_count(corpus, T, samples);
+    if (count == 0) {
+        fprintf(stderr, "error: %s: the validation split is shorter than one window of %d bytes\n", corpus->path, T);
+        return 1;
     }
     Arena arena;
     arena_init(&arena, 0);
     engine_set_arena(&arena);
-    long count = corpus_val_count(&corpus, T, samples);
-    if (count == 0) {
-        fprintf(stderr, "error: %s: the validation split is shorter than one window of %d bytes\n", corpus_path, T);
-        return 1;
-    }
     int *ids = xmalloc((size_t)(T + 1) * sizeof(int)), *targets = xmalloc((size_t)(T + 1) * sizeof(int));
-    Spectrum sp = {.layers = mc->layers, .heads = mc->heads, .eigen = eigen};
     printf("spectrum: %s, %ld windows of %d bytes, %s, %s\n", ckpt, count, T,
-           eigen ? "eigenvalue moduli" : "singular values", threads_banner(threads));
+           sp->eigen ? "eigenvalue moduli" : "singular values", threads_banner(engine_threads()));
     Progress prog;
     progress_init(&prog, "spectrum", count, stdout);
-    for (long w = 0; w < count && !sp.failed && !interrupt_signal(); w++) {
+    for (long w = 0; w < count && !sp->failed && !interrupt_signal(); w++) {
         arena_reset(&arena);
-        corpus_val_window(&corpus, T, samples, w, ids, targets);
-        model_attention_probs(&m, ids, 1, T, on_layer, &sp);
+        corpus_val_window(corpus, T, samples, w, ids, targets);
+        model_attention_probs(m, ids, 1, T, on_layer, sp);
         if (interrupt_signal()) break;
-        sp.windows++;
+        sp->windows++;
         progress_update(&prog, w + 1, NULL);
     }
     progress_finish(&prog, interrupt_signal() ? "interrupted" : NULL);
+    free(ids), free(targets);
+    engine_set_arena(NULL);
+    arena_free(&arena);
     if (interrupt_signal()) {
-        printf("interrupted after %d of %ld windows; nothing written\n", sp.windows, count);
+        printf("interrupted after %d of %ld windows; nothing written\n", sp->windows, count);
         return interrupt_exit_status();
     }
-    if (sp.failed) {
+    if (sp->failed) {
         fprintf(stderr, "error: LAPACK did not converge on an attention matrix\n");
         return 1;
     }
+    return 0;
+}
 
-    /* The averages, the CSV, the table. */
-    int L = sp.layers, H = sp.heads, K = sp.n_values;
-    double *c = sp.sum_c, *sv = sp.sum_s;
-    for (long i = 0; i < (long)L * H * K; i++) c[i] /= sp.windows, sv[i] /= sp.windows;
+/* The sums become averages over the windows: c (sum_c) and the values
+ * (sum_s) per layer and head, and per layer their means over the heads
+ * (c_mean, s_mean) and the heads' c(T/4) (heat). */
+typedef struct {
+    int L, H, K, quarter;
+    const double *c, *s;
+    double *x, *c_mean, *s_mean, *heat;
+} Averages;
+
+static Averages averages(Spectrum *sp) {
+    Averages v = {.L = sp->layers, .H = sp->heads, .K = sp->n_values, .c = sp->sum_c, .s = sp->sum_s};
+    int L = v.L, H = v.H, K = v.K;
+    for (long i = 0; i < (long)L * H * K; i++) sp->sum_c[i] /= sp->windows, sp->sum_s[i] /= sp->windows;
+    v.quarter = K / 4 > 0 ? K / 4 : 1;
+    v.x = xmalloc((size_t)K * sizeof(double));
+    v.c_mean = xcalloc((size_t)L * K, sizeof(double));
+    v.s_mean = xcalloc((size_t)L * K, sizeof(double));
+    v.heat = xmalloc((size_t)L * H * sizeof(double));
+    for (int k = 0; k < K; k++) v.x[k] = k + 1;
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < H; h++) {
+            const double *c = v.c + ((long)l * H + h) * K, *s = v.s + ((long)l * H + h) * K;
+            for (int k = 0; k < K; k++) v.c_mean[(long)l * K + k] += c[k], v.s_mean[(long)l * K + k] += s[k] / H;
+            v.heat[l * H + h] = c[v.quarter - 1];
+        }
+        for (int k = 0; k < K; k++) v.c_mean[(long)l * K + k] /= H; /* c: the sum over the heads, then / H */
+    }
+    return v;
+}
+
+static void averages_free(Averages *v) { free(v->x), free(v->c_mean), free(v->s_mean), free(v->heat); }
+
+/* spectrum.csv: layer, head, k, c, s. */
+static int write_csv(const Averages *v, const char *dir, Err *e) {
+    int L = v->L, H = v->H, K = v->K;
     size_t cap = (size_t)L * H * K * 56 + 64, len = 0;
     char *csv = xmalloc(cap);
     len += (size_t)snprintf(csv + len, cap - len, "layer,head,k,c,s\n");
@@ -250,89 +287,104 @@ static int spectrum_one(const char *target, const char *corpus_path, const char 
         for (int h = 0; h < H; h++)
             for (int k = 0; k < K; k++)
                 len += (size_t)snprintf(csv + len, cap - len, "%d,%d,%d,%.6f,%.6g\n", l, h, k + 1,
-                                        c[((long)l * H + h) * K + k], sv[((long)l * H + h) * K + k]);
+                                        v->c[((long)l * H + h) * K + k], v->s[((long)l * H + h) * K + k]);
     char path[1200];
-    if (path_join(path, sizeof path, dir, "spectrum.csv", &e) != 0 || write_file_atomic(path, csv, &e) != 0) goto runtime_error;
+    int rc = path_join(path, sizeof path, dir, "spectrum.csv", e) != 0 || write_file_atomic(path, csv, e) != 0 ? -1 : 0;
     free(csv);
+    return rc;
+}
 
-    int quarter = K / 4 > 0 ? K / 4 : 1;
+/* The table: per layer c(T/4) and the k reaching 90% and 99%, also into *skew. */
+static void print_table(const Averages *v, bool eigen, LayerSkew *skew) {
+    int K = v->K;
     printf("\n%-6s %8s %8s %8s   (of %d %s)\n", "layer", "c(T/4)", "k 90%", "k 99%", K,
            eigen ? "eigenvalues" : "singular values");
-    double *x = xmalloc((size_t)K * sizeof(double)), *mean = xmalloc((size_t)L * K * sizeof(double));
-    double *heat = xmalloc((size_t)L * H * sizeof(double));
-    for (int k = 0; k < K; k++) x[k] = k + 1;
-    skew->layers = L < 64 ? L : 64;
+    skew->layers = v->L < 64 ? v->L : 64;
     skew->values = K;
-    for (int l = 0; l < L; l++) {
-        for (int k = 0; k < K; k++) {
-            double sum = 0;
-            for (int h = 0; h < H; h++) sum += c[((long)l * H + h) * K + k];
-            mean[(long)l * K + k] = sum / H;
-        }
-        for (int h = 0; h < H; h++) heat[l * H + h] = c[((long)l * H + h) * K + quarter - 1];
+    for (int l = 0; l < v->L; l++) {
+        const double *mean = v->c_mean + (long)l * K;
         int k90 = K, k99 = K;
         for (int k = K - 1; k >= 0; k--) {
-            if (mean[(long)l * K + k] >= 0.90) k90 = k + 1;
-            if (mean[(long)l * K + k] >= 0.99) k99 = k + 1;
+            if (mean[k] >= 0.90) k90 = k + 1;
+            if (mean[k] >= 0.99) k99 = k + 1;
         }
-        printf("%-6d %8.3f %8d %8d\n", l, mean[(long)l * K + quarter - 1], k90, k99);
-        if (l < skew->layers) skew->c_quarter[l] = mean[(long)l * K + quarter - 1], skew->k90[l] = k90, skew->k99[l] = k99;
+        printf("%-6d %8.3f %8d %8d\n", l, mean[v->quarter - 1], k90, k99);
+        if (l < skew->layers) skew->c_quarter[l] = mean[v->quarter - 1], skew->k90[l] = k90, skew->k99[l] = k99;
     }
+}
 
-    /* The plots: per-layer means over light per-head curves. */
+/* One plot of per-layer means over light per-head curves: mean [L][K] and
+ * per_head [L][H][K]. */
+static int plot_layers(const Averages *v, const double *mean, const double *per_head, const char *path,
+                       const PlotSpec *spec, Err *e) {
+    int L = v->L, H = v->H, K = v->K, n = 0;
     PlotSeries *series = xmalloc((size_t)L * (H + 1) * sizeof *series);
-    char (*labels)[32] = xmalloc((size_t)L * sizeof *labels);
-    int n = 0;
+    char(*labels)[32] = xmalloc((size_t)L * sizeof *labels);
     for (int l = 0; l < L; l++) {
         snprintf(labels[l], sizeof labels[l], "layer %d", l);
-        series[n++] = (PlotSeries){labels[l], x, mean + (long)l * K, K, 0};
-        for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, x, c + ((long)l * H + h) * K, K, 1};
+        series[n++] = (PlotSeries){labels[l], v->x, mean + (long)l * K, K, 0};
+        for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, v->x, per_head + ((long)l * H + h) * K, K, 1};
     }
-    char title[320], about[200], run_name[256];
+    int rc = plot_lines(path, spec, series, n, e);
+    free(series), free(labels);
+    return rc;
+}
+
+/* spectrum.png, singular-values.png and heatmap.png in dir. */
+static int write_plots(const Averages *v, const char *dir, const char *target, bool eigen, int windows, int T, Err *e) {
+    const char *values = eigen ? "eigenvalue moduli" : "singular values";
+    char title[320], about[200], run_name[256], path[1200];
     run_name_of(target, run_name, sizeof run_name);
-    snprintf(about, sizeof about, "normalised cumulative %s of P (%d windows of %d bytes)",
-             eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
+    snprintf(about, sizeof about, "normalised cumulative %s of P (%d windows of %d bytes)", values, windows, T);
     plot_title(title, sizeof title, run_name, about);
     PlotSpec spec = {title, "k", "c(k)", 0, 0, 0, 0, 0};
-    if (path_join(path, sizeof path, dir, "spectrum.png", &e) != 0 || plot_lines(path, &spec, series, n, &e) != 0)
-        goto runtime_error;
-    /* the values themselves, log scale: per-layer means over light per-head curves */
-    double *smean = xcalloc((size_t)L * K, sizeof(double));
-    n = 0;
-    for (int l = 0; l < L; l++) {
-        for (int k = 0; k < K; k++) {
-            for (int h = 0; h < H; h++) smean[(long)l * K + k] += sv[((long)l * H + h) * K + k] / H;
-        }
-        series[n++] = (PlotSeries){labels[l], x, smean + (long)l * K, K, 0};
-        for (int h = 0; h < H; h++) series[n++] = (PlotSeries){NULL, x, sv + ((long)l * H + h) * K, K, 1};
-    }
-    snprintf(about, sizeof about, "%s of P by rank (mean of %d windows of %d bytes)",
-             eigen ? "eigenvalue moduli" : "singular values", sp.windows, T);
+    if (path_join(path, sizeof path, dir, "spectrum.png", e) != 0 || plot_layers(v, v->c_mean, v->c, path, &spec, e) != 0)
+        return -1;
+    snprintf(about, sizeof about, "%s of P by rank (mean of %d windows of %d bytes)", values, windows, T);
     plot_title(title, sizeof title, run_name, about);
     PlotSpec sspec = {title, "k", eigen ? "|lambda_k| (log scale)" : "s_k (log scale)", 0, 1, 0, 0, 0};
-    rc = path_join(path, sizeof path, dir, "singular-values.png", &e) == 0 ? plot_lines(path, &sspec, series, n, &e) : -1;
-    free(smean);
-    if (rc != 0) goto runtime_error;
-    snprintf(about, sizeof about, "c(%d), the share of the spectrum in the first T/4 values", quarter);
+    if (path_join(path, sizeof path, dir, "singular-values.png", e) != 0 ||
+        plot_layers(v, v->s_mean, v->s, path, &sspec, e) != 0)
+        return -1;
+    snprintf(about, sizeof about, "c(%d), the share of the spectrum in the first T/4 values", v->quarter);
     plot_title(title, sizeof title, run_name, about);
     PlotSpec hspec = {title, "head", "layer", 0, 0, 0, 0, 0};
-    if (path_join(path, sizeof path, dir, "heatmap.png", &e) != 0 ||
-        plot_heatmap(path, &hspec, heat, L, H, 0.0, 1.0, &e) != 0)
-        goto runtime_error;
-    printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir, dir, dir);
-    free(series), free(labels), free(x), free(mean), free(heat), free(ids), free(targets);
+    if (path_join(path, sizeof path, dir, "heatmap.png", e) != 0 ||
+        plot_heatmap(path, &hspec, v->heat, v->L, v->H, 0.0, 1.0, e) != 0)
+        return -1;
+    return 0;
+}
+
+/* Everything for one run or checkpoint: its outputs into its folder (or
+ * --out) and its per-layer figures into *skew. The command's exit status. */
+static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *skew) {
+    OpenRun o;
+    Model m;
+    Corpus corpus;
+    int T;
+    int status = open_one(target, a, &o, &m, &corpus, &T);
+    if (status != 0) return status;
+    const char *dir = a->out_dir ? a->out_dir : o.dir;
+    Spectrum sp = {.layers = o.info.cfg.model.layers, .heads = o.info.cfg.model.heads, .eigen = a->eigen};
+    status = measure(&sp, &m, &corpus, o.path, T, a->samples);
+    if (status == 0) {
+        Err e;
+        Averages v = averages(&sp);
+        if (write_csv(&v, dir, &e) == 0) print_table(&v, a->eigen, skew);
+        else status = 1;
+        if (status == 0 && write_plots(&v, dir, target, a->eigen, sp.windows, T, &e) != 0) status = 1;
+        if (status != 0) {
+            err_print(&e);
+        } else {
+            printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir,
+                   dir, dir);
+        }
+        averages_free(&v);
+    }
     spectrum_free(&sp);
-    engine_set_arena(NULL);
-    arena_free(&arena);
     corpus_close(&corpus);
     model_free(&m);
-    return 0;
-user_error:
-    err_print(&e);
-    return 2;
-runtime_error:
-    err_print(&e);
-    return 1;
+    return status;
 }
 
 /* The table across runs: per layer, the mean of c(T/4), k 90% and k 99%
@@ -389,14 +441,12 @@ static int spectrum_summary(const LayerSkew *skews, int n, char **names, bool ei
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
-    const char *corpus_path = NULL, *out_dir = NULL;
-    int samples = 8, length = 0;
-    bool eigen = false;
+    SpectrumArgs a = {.samples = 8};
     const ArgFlag flags[] = {
-        {"--samples", .integer = &samples, .lo = 1, .hi = 100000},
-        {"--length", .integer = &length, .lo = 2, .hi = 1 << 20},
-        {"--eigen", .on = &eigen},
-        {"--out", .text = &out_dir, .needs = "a folder"},
+        {"--samples", .integer = &a.samples, .lo = 1, .hi = 100000},
+        {"--length", .integer = &a.length, .lo = 2, .hi = 1 << 20},
+        {"--eigen", .on = &a.eigen},
+        {"--out", .text = &a.out_dir, .needs = "a folder"},
     };
     const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
@@ -412,12 +462,12 @@ int main(int argc, char **argv) {
     const char *last = pos.v[pos.n - 1];
     size_t ll = strlen(last);
     if (pos.n > 1 && !is_directory(last) && !(ll > 12 && !strcmp(last + ll - 12, ".safetensors"))) {
-        corpus_path = last;
+        a.corpus_path = last;
         n_runs--;
     }
     if (n_runs == 1) {
         LayerSkew skew;
-        return spectrum_one(pos.v[0], corpus_path, out_dir, samples, length, eigen, &skew);
+        return spectrum_one(pos.v[0], &a, &skew);
     }
     for (int r = 0; r < n_runs; r++)
         if (!is_directory(pos.v[r]) && !file_exists(pos.v[r])) {
@@ -428,8 +478,10 @@ int main(int argc, char **argv) {
      * the figures per layer across them, with 95% intervals, into --out (the
      * current folder by default). */
     LayerSkew *skews = xcalloc((size_t)n_runs, sizeof *skews);
+    SpectrumArgs each = a;
+    each.out_dir = NULL;
     for (int r = 0; r < n_runs; r++) {
-        int rc = spectrum_one(pos.v[r], corpus_path, NULL, samples, length, eigen, &skews[r]);
+        int rc = spectrum_one(pos.v[r], &each, &skews[r]);
         if (rc != 0) {
             free(skews);
             return rc;
@@ -441,7 +493,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    int rc = spectrum_summary(skews, n_runs, pos.v, eigen, out_dir ? out_dir : ".");
+    int rc = spectrum_summary(skews, n_runs, pos.v, a.eigen, a.out_dir ? a.out_dir : ".");
     free(skews);
     return rc;
 }

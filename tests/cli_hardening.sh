@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_hardening.sh: hostile input to ./train, ./spectrum and ./extrapolate.
+# tests/cli_hardening.sh: hostile input to ./train, ./spectrum, ./extrapolate and ./sample.
 #
 # Forged checkpoints (an all-zero RNG state, a config asking for a huge model,
 # tensors that overlap or leave bytes unreferenced), a FIFO where a checkpoint
@@ -14,7 +14,7 @@
 set -u
 
 . "$(dirname "$0")/cli_lib.sh"
-cli_begin cli_hardening ./train ./spectrum ./extrapolate
+cli_begin cli_hardening ./train ./spectrum ./extrapolate ./sample
 BG=""
 cleanup() { if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi; }
 FORGE="perl $(dirname "$0")/forge.pl"
@@ -63,6 +63,13 @@ expect "FIFO checkpoint: spectrum" 1 "not a regular file" timeout -k 5 30 ./spec
 expect "FIFO checkpoint: extrapolate" 1 "not a regular file" \
     timeout -k 5 30 ./extrapolate "$T/fifo.safetensors" "$T/small.txt" --lengths 32
 expect "FIFO checkpoint: train --resume" 1 "not a regular file" timeout -k 5 30 ./train --resume "$T/fiforun" --steps 40
+expect "FIFO checkpoint: sample" 1 "not a regular file" timeout -k 5 30 ./sample "$T/fifo.safetensors"
+# a checkpoint path longer than any the commands keep: refused as such by
+# the one opener (experiments/open.c), never cut short and opened
+LONG="$T/$(printf '%01200d' 0).safetensors"
+expect "a path too long: spectrum" 2 "path too long" ./spectrum "$LONG" "$T/small.txt"
+expect "a path too long: extrapolate" 2 "path too long" ./extrapolate "$LONG" "$T/small.txt" --lengths 32
+expect "a path too long: sample" 2 "path too long" ./sample "$LONG"
 # and a FIFO as the run's metrics, which a resume reads
 forge fifometrics ''
 rm "$T/fifometrics/metrics.jsonl"
