@@ -62,7 +62,7 @@ static void usage(FILE *f) {
             "Example: ./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --steps 1000 data/brown.txt\n",
             option_find("attn")->def);
     fprintf(f, "\nThe options (keys and --keys alike):\n");
-    options_print_help_without(f, 7, "out"); /* --out is the ablation's folder, above */
+    options_print_help_without(f, HELP_ALL, "out"); /* --out is the ablation's folder, above */
 }
 
 /* What the option table's --key value set: the shared options. */

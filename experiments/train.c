@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "scaled). Gradients are averaged with MPI_Allreduce; rank 0 writes the run\n"
             "folder; --threads 0 gives each rank its share of the host's cores. A run resumes\n"
             "on as many ranks as trained it.\n");
-    options_print_help(f, 7);
+    options_print_help(f, HELP_ALL);
 }
 
 /* Options given on the command line, in order, to apply over a resumed config. */

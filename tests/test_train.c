@@ -5,8 +5,8 @@
  *   and the same final checkpoint, bit for bit, as an uninterrupted run.
  * - A checkpoint without optimizer state cannot be resumed.
  * - The same under objective = mlm.
- * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives;
- *   under objective = mlm, samples.txt is a fill-in demo.
+ * - A short run learns, and writes the whole run folder in the formats docs/formats.md
+ *   gives; under objective = mlm, samples.txt is a fill-in demo.
  * - A diverging run stops with TRAIN_DIVERGED and the step, and leaves the last good
  *   checkpoint as it was; a parameter or moment that is not finite is never saved.
  * - Hostile input: a forged all-zero RNG state, a model too large for the memory,
