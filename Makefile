@@ -1,6 +1,7 @@
-# attnlab: `make` installs what is missing and builds the commands, `make
-# check` builds and runs the tests, `make check-asan` runs them under ASan +
-# UBSan. The reproductions, `make <name>-demo`, are in experiments/recipes.mk.
+# attnlab: `make` builds the commands, `make check` builds and runs the
+# tests, `make check-asan` runs them under ASan + UBSan; each first installs
+# what is missing (scripts/deps.sh). The reproductions, `make <name>-demo`,
+# are in experiments/recipes.mk.
 
 CC ?= cc
 # OpenBLAS's OpenMP build: our own loops use OpenMP too, so both share one
@@ -172,4 +173,5 @@ clean:
 
 include experiments/recipes.mk
 
+# The headers each object includes, as -MMD wrote them (none before the first build).
 -include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c))

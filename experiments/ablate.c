@@ -93,6 +93,29 @@ static void share_result(GridRun *r, int owner) {
     }
 }
 
+/* Trains run r (resuming its checkpoint when unfinished) and writes its
+ * result.json. 0 when trained (or diverged), 1 when a signal stopped it,
+ * -1 when it failed: recorded in its result, not fatal (the table says why,
+ * and running the command again retries it). */
+static int train_one(GridRun *r, const char *corpus, bool unfinished, const char *label) {
+    char ckpt[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
+    TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
+                    .resume = unfinished && file_exists(ckpt), .label = label, .quiet = true,
+                    .plain_progress = dist_size() > 1};
+    Err e;
+    if (train_run(&job, &r->result, &e) == 0) {
+        if (r->result.status == TRAIN_INTERRUPTED) return 1;
+        if (r->result.status == TRAIN_DIVERGED)
+            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
+        if (grid_record(r, &e) == 0) return 0; /* else: the run is trained, but not recorded */
+    }
+    r->result.status = TRAIN_FAILED;
+    snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
+    printf("run %s failed: %s; going on\n", r->name, e.msg);
+    return -1;
+}
+
 /* Trains the runs not finished before: this rank's share of them (run i of
  * the runs not skipped goes to rank i mod N), then every result goes to
  * every rank. 0, or the exit status; *some_failed when a run failed on
@@ -135,35 +158,14 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
                      format_duration(trained_s / done_here * left, eta, sizeof eta));
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
-        char ckpt[1100];
-        snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
-        TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                        .resume = state[i] == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true,
-                        .plain_progress = ranks > 1};
         double t0 = now_seconds();
-        if (train_run(&job, &r->result, &e) != 0) {
-            /* recorded, not fatal: the table says why, and running the command again retries it */
-            r->result.status = TRAIN_FAILED;
-            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-            printf("run %s failed: %s; going on\n", r->name, e.msg);
-            failed++;
-            continue;
+        int got = train_one(r, corpus, state[i] == GRID_UNFINISHED, label);
+        interrupted = got == 1;
+        failed += got < 0;
+        if (got == 0) {
+            trained_s += now_seconds() - t0;
+            done_here++;
         }
-        if (r->result.status == TRAIN_INTERRUPTED) {
-            interrupted = true;
-            continue;
-        }
-        if (r->result.status == TRAIN_DIVERGED)
-            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
-        if (grid_record(r, &e) != 0) { /* its result.json: the run is trained, but not recorded */
-            r->result.status = TRAIN_FAILED;
-            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-            printf("run %s failed: %s; going on\n", r->name, e.msg);
-            failed++;
-            continue;
-        }
-        trained_s += now_seconds() - t0;
-        done_here++;
     }
     fflush(stdout);
     if (ranks > 1)
