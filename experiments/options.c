@@ -26,67 +26,90 @@ static const char *const recompute_choices[] = {"auto", "off", "on", NULL};
 static const OptDef table_rows[] = {
     /* model */
     /* the defaults of these two come from their registries (build_table) */
-    {"attn", OPT_CHOICE, GROUP_MODEL, M(attn), NULL, 0, 0, NULL, 0,
-     "attention kernel (layers/attention/); a preset fixes some of its kernel's options", attn_choice_names},
-    {"pos", OPT_CHOICE, GROUP_MODEL, M(pos), NULL, 0, 0, NULL, 0, "position scheme", pos_scheme_names},
-    {"window", OPT_INT, GROUP_MODEL, M(window), "0", 0, 1048576, NULL, 0,
-     "sliding window: each query sees the keys at distance < W (the last W under clm, W - 1 each side under mlm); "
-     "0 = all (also at inference)", NULL},
-    {"logn", OPT_CHOICE, GROUP_MODEL, M(logn), "off", 0, 0, on_off_choices, 0,
-     "scale logits by max(1, log n / log context), n = keys seen (also at inference)", NULL},
-    {"bca", OPT_CHOICE, GROUP_MODEL, M(bca), "off", 0, 0, on_off_choices, 0,
-     "blockwise causal attention (XPOS): a query sees its block of context / 2 and the one before; inference only", NULL},
-    {"layers", OPT_INT, GROUP_MODEL, M(layers), "4", 1, 64, NULL, 0, "transformer blocks", NULL},
-    {"d_model", OPT_INT, GROUP_MODEL, M(d_model), "128", 8, 8192, NULL, 0, "model width", NULL},
-    {"heads", OPT_INT, GROUP_MODEL, M(heads), "4", 1, 256, NULL, 0, "attention heads", NULL},
-    {"key_size", OPT_INT, GROUP_MODEL, M(key_size), "0", 0, 4096, NULL, 0,
-     "per-head size of q and k; 0 = d_model / heads", NULL},
-    {"head_size", OPT_INT, GROUP_MODEL, M(head_size), "0", 0, 4096, NULL, 0,
-     "per-head size of v and the output; 0 = d_model / heads", NULL},
-    {"mlp_ratio", OPT_INT, GROUP_MODEL, M(mlp_ratio), "4", 1, 16, NULL, 0, "MLP hidden width / d_model", NULL},
-    {"norm", OPT_CHOICE, GROUP_MODEL, M(norm), "layernorm", 0, 0, norm_choices, 0, "normalisation", NULL},
-    {"context", OPT_INT, GROUP_MODEL, M(context), "128", 2, 65536, NULL, 0, "training length in bytes", NULL},
-    {"tie_embeddings", OPT_BOOL, GROUP_MODEL, M(tie_embeddings), "true", 0, 0, bool_choices, 0,
-     "LM head shares the token embedding", NULL},
-    {"objective", OPT_CHOICE, GROUP_MODEL, M(objective), "clm", 0, 0, objective_choices, 0,
-     "clm: causal LM; mlm: masked LM (bidirectional)", NULL},
+    {.name = "attn", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(attn), .choices_of = attn_choice_names,
+     .help = "attention kernel (layers/attention/); a preset fixes some of its kernel's options"},
+    {.name = "pos", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(pos), .choices_of = pos_scheme_names,
+     .help = "position scheme"},
+    {.name = "window", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(window), .def = "0", .min = 0,
+     .max = 1048576,
+     .help = "sliding window: each query sees the keys at distance < W (the last W under clm, W - 1 each side "
+             "under mlm); 0 = all (also at inference)"},
+    {.name = "logn", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(logn), .def = "off",
+     .choices = on_off_choices,
+     .help = "scale logits by max(1, log n / log context), n = keys seen (also at inference)"},
+    {.name = "bca", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(bca), .def = "off",
+     .choices = on_off_choices,
+     .help = "blockwise causal attention (XPOS): a query sees its block of context / 2 and the one before; "
+             "inference only"},
+    {.name = "layers", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(layers), .def = "4", .min = 1, .max = 64,
+     .help = "transformer blocks"},
+    {.name = "d_model", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(d_model), .def = "128", .min = 8,
+     .max = 8192, .help = "model width"},
+    {.name = "heads", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(heads), .def = "4", .min = 1, .max = 256,
+     .help = "attention heads"},
+    {.name = "key_size", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(key_size), .def = "0", .min = 0,
+     .max = 4096, .help = "per-head size of q and k; 0 = d_model / heads"},
+    {.name = "head_size", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(head_size), .def = "0", .min = 0,
+     .max = 4096, .help = "per-head size of v and the output; 0 = d_model / heads"},
+    {.name = "mlp_ratio", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(mlp_ratio), .def = "4", .min = 1,
+     .max = 16, .help = "MLP hidden width / d_model"},
+    {.name = "norm", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(norm), .def = "layernorm",
+     .choices = norm_choices, .help = "normalisation"},
+    {.name = "context", .type = OPT_INT, .group = GROUP_MODEL, .offset = M(context), .def = "128", .min = 2,
+     .max = 65536, .help = "training length in bytes"},
+    {.name = "tie_embeddings", .type = OPT_BOOL, .group = GROUP_MODEL, .offset = M(tie_embeddings), .def = "true",
+     .choices = bool_choices, .help = "LM head shares the token embedding"},
+    {.name = "objective", .type = OPT_CHOICE, .group = GROUP_MODEL, .offset = M(objective), .def = "clm",
+     .choices = objective_choices, .help = "clm: causal LM; mlm: masked LM (bidirectional)"},
     /* training */
-    {"batch", OPT_INT, GROUP_TRAIN, T(batch), "16", 1, 4096, NULL, 0, "windows per step", NULL},
-    {"steps", OPT_INT, GROUP_TRAIN, T(steps), "1500", 1, 100000000, NULL, 0, "optimizer steps", NULL},
-    {"lr", OPT_FLOAT, GROUP_TRAIN, T(lr), "2e-3", 0, 10, NULL, 0, "peak learning rate", NULL},
-    {"min_lr", OPT_FLOAT, GROUP_TRAIN, T(min_lr), "1e-4", 0, 10, NULL, 0, "learning rate at the end of the decay", NULL},
-    {"warmup", OPT_INT, GROUP_TRAIN, T(warmup), "100", 0, 100000000, NULL, 0, "linear warmup steps", NULL},
-    {"schedule", OPT_CHOICE, GROUP_TRAIN, T(schedule), "cosine", 0, 0, schedule_choices, 0,
-     "decay after warmup", NULL},
-    {"weight_decay", OPT_FLOAT, GROUP_TRAIN, T(weight_decay), "0.1", 0, 10, NULL, 0,
-     "AdamW decoupled decay, matrices only", NULL},
-    {"clip", OPT_FLOAT, GROUP_TRAIN, T(clip), "1.0", 0, 1e6, NULL, 0, "global gradient-norm clip; 0 = off", NULL},
-    {"seed", OPT_INT, GROUP_TRAIN, T(seed), "1337", 0, 9007199254740991.0, NULL, 0,
-     "seed for initialisation and data order", NULL},
-    {"eval_every", OPT_INT, GROUP_TRAIN, T(eval_every), "250", 1, 100000000, NULL, 0,
-     "steps between validation runs", NULL},
-    {"eval_batches", OPT_INT, GROUP_TRAIN, T(eval_batches), "8", 1, 100000, NULL, 0,
-     "validation batches (fixed, evenly spaced windows)", NULL},
-    {"save_every", OPT_INT, GROUP_TRAIN, T(save_every), "500", 1, 100000000, NULL, 0, "steps between checkpoints", NULL},
-    {"threads", OPT_INT, GROUP_TRAIN, T(threads), "0", 0, 1024, NULL, 0, "threads; 0 = all cores", NULL},
-    {"recompute", OPT_CHOICE, GROUP_TRAIN, T(recompute), "auto", 0, 0, recompute_choices, 0,
-     "keep only each block's input and run its forward again in backward (training gives the same bits; "
-     "validation goes a row at a time, the same to float rounding; a third more compute, a block's activations "
-     "alive at a time); auto = on when the step would need over 1 GiB",
-     NULL},
-    {"val_fraction", OPT_FLOAT, GROUP_TRAIN, T(val_fraction), "0.1", 1e-6, 0.9, NULL, 0,
-     "last part of the corpus held out", NULL},
-    {"log_every", OPT_INT, GROUP_TRAIN, T(log_every), "10", 1, 100000000, NULL, 0,
-     "steps between metrics lines", NULL},
-    {"out", OPT_STRING, GROUP_TRAIN, T(out), "", 0, 0, NULL, sizeof(((TrainConfig *)0)->out),
-     "run folder; default runs/<attn>_<changed options>-<date>-<time>, e.g. runs/softmax_pos-rope-20261123-101500", NULL},
+    {.name = "batch", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(batch), .def = "16", .min = 1, .max = 4096,
+     .help = "windows per step"},
+    {.name = "steps", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(steps), .def = "1500", .min = 1,
+     .max = 100000000, .help = "optimizer steps"},
+    {.name = "lr", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(lr), .def = "2e-3", .min = 0, .max = 10,
+     .help = "peak learning rate"},
+    {.name = "min_lr", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(min_lr), .def = "1e-4", .min = 0,
+     .max = 10, .help = "learning rate at the end of the decay"},
+    {.name = "warmup", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(warmup), .def = "100", .min = 0,
+     .max = 100000000, .help = "linear warmup steps"},
+    {.name = "schedule", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(schedule), .def = "cosine",
+     .choices = schedule_choices, .help = "decay after warmup"},
+    {.name = "weight_decay", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(weight_decay), .def = "0.1",
+     .min = 0, .max = 10, .help = "AdamW decoupled decay, matrices only"},
+    {.name = "clip", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(clip), .def = "1.0", .min = 0, .max = 1e6,
+     .help = "global gradient-norm clip; 0 = off"},
+    {.name = "seed", .type = OPT_INT64, .group = GROUP_TRAIN, .offset = T(seed), .def = "1337", .min = 0,
+     .max = 9007199254740991.0, .help = "seed for initialisation and data order"},
+    {.name = "eval_every", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(eval_every), .def = "250", .min = 1,
+     .max = 100000000, .help = "steps between validation runs"},
+    {.name = "eval_batches", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(eval_batches), .def = "8", .min = 1,
+     .max = 100000, .help = "validation batches (fixed, evenly spaced windows)"},
+    {.name = "save_every", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(save_every), .def = "500", .min = 1,
+     .max = 100000000, .help = "steps between checkpoints"},
+    {.name = "threads", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(threads), .def = "0", .min = 0,
+     .max = 1024, .help = "threads; 0 = all cores"},
+    {.name = "recompute", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(recompute), .def = "auto",
+     .choices = recompute_choices,
+     .help = "keep only each block's input and run its forward again in backward (training gives the same bits; "
+             "validation goes a row at a time, the same to float rounding; a third more compute, a block's "
+             "activations alive at a time); auto = on when the step would need over 1 GiB"},
+    {.name = "val_fraction", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(val_fraction), .def = "0.1",
+     .min = 1e-6, .max = 0.9, .help = "last part of the corpus held out"},
+    {.name = "log_every", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(log_every), .def = "10", .min = 1,
+     .max = 100000000, .help = "steps between metrics lines"},
+    {.name = "out", .type = OPT_STRING, .group = GROUP_TRAIN, .offset = T(out), .def = "",
+     .size = sizeof(((TrainConfig *)0)->out),
+     .help = "run folder; default runs/<attn>_<changed options>-<date>-<time>, "
+             "e.g. runs/softmax_pos-rope-20261123-101500"},
     /* sampling */
-    {"prompt", OPT_STRING, GROUP_SAMPLE, S(prompt), "The ", 0, 0, NULL, sizeof(((SampleConfig *)0)->prompt),
-     "text the sample starts from", NULL},
-    {"temperature", OPT_FLOAT, GROUP_SAMPLE, S(temperature), "0.8", 0, 100, NULL, 0,
-     "sampling temperature; 0 = greedy", NULL},
-    {"top_k", OPT_INT, GROUP_SAMPLE, S(top_k), "40", 0, 256, NULL, 0, "sample among the k likeliest; 0 = all", NULL},
-    {"sample_length", OPT_INT, GROUP_SAMPLE, S(length), "400", 0, 100000, NULL, 0, "bytes to sample", NULL},
+    {.name = "prompt", .type = OPT_STRING, .group = GROUP_SAMPLE, .offset = S(prompt), .def = "The ",
+     .size = sizeof(((SampleConfig *)0)->prompt), .help = "text the sample starts from"},
+    {.name = "temperature", .type = OPT_FLOAT, .group = GROUP_SAMPLE, .offset = S(temperature), .def = "0.8",
+     .min = 0, .max = 100, .help = "sampling temperature; 0 = greedy"},
+    {.name = "top_k", .type = OPT_INT, .group = GROUP_SAMPLE, .offset = S(top_k), .def = "40", .min = 0, .max = 256,
+     .help = "sample among the k likeliest; 0 = all"},
+    {.name = "sample_length", .type = OPT_INT, .group = GROUP_SAMPLE, .offset = S(length), .def = "400", .min = 0,
+     .max = 100000, .help = "bytes to sample"},
 };
 
 /* The whole table: table_rows with the position schemes' rows after pos and
@@ -207,6 +230,71 @@ static void store_int(char *f, int v) { memcpy(f, &v, sizeof v); }
 static void store_float(char *f, float v) { memcpy(f, &v, sizeof v); }
 static void store_bool(char *f, bool v) { memcpy(f, &v, sizeof v); }
 
+/* An OPT_INT or OPT_INT64 value, range-checked, stored as its type. */
+static int set_integer(const OptDef *o, char *field, const char *value, Err *e) {
+    char *end;
+    errno = 0;
+    double x = strtod(value, &end);
+    if (end == value || *end || errno || x != floor(x) || x < o->min || x > o->max)
+        return err_set(e, "--%s: expected an integer in [%.0f, %.0f], got '%s'", o->name, o->min, o->max, value);
+    if (o->type == OPT_INT64)
+        store_i64(field, (int64_t)x);
+    else
+        store_int(field, (int)x);
+    return 0;
+}
+
+/* OPT_INTS: "64" or "64,32,16", all checked before any is stored. */
+static int set_ints(const OptDef *o, char *field, const char *value, Err *e) {
+    int v[64] = {0}, n = 0;
+    const char *at = value;
+    char *end;
+    if ((size_t)o->size > sizeof v / sizeof *v) DIE("--%s: more than 64 values", o->name);
+    errno = 0;
+    for (;;) {
+        double x = strtod(at, &end);
+        if (end == at || errno || x != floor(x) || x < o->min || x > o->max || n == (int)o->size ||
+            (*end && *end != ','))
+            return err_set(e, "--%s: expected up to %zu comma-separated integers in [%.0f, %.0f] (one per layer), "
+                              "got '%s'", o->name, o->size, o->min, o->max, value);
+        v[n++] = (int)x;
+        if (!*end) break;
+        at = end + 1;
+    }
+    memcpy(field, v, o->size * sizeof(int));
+    return 0;
+}
+
+static int set_float(const OptDef *o, char *field, const char *value, Err *e) {
+    char *end;
+    errno = 0;
+    double x = strtod(value, &end);
+    if (end == value || *end || errno || !isfinite(x) || x < o->min || x > o->max)
+        return err_set(e, "--%s: expected a number in [%g, %g], got '%s'", o->name, o->min, o->max, value);
+    store_float(field, (float)x);
+    return 0;
+}
+
+/* OPT_CHOICE and OPT_BOOL: the value's index among the choices. */
+static int set_choice(const OptDef *o, char *field, const char *value, Err *e) {
+    const char *const *choices = option_choices(o);
+    int n = 0;
+    for (; choices[n]; n++) {
+        if (strcmp(choices[n], value) != 0) continue;
+        if (o->type == OPT_BOOL)
+            store_bool(field, n);
+        else
+            store_int(field, n);
+        return 0;
+    }
+    char list[256];
+    choices_text(o, list, sizeof list);
+    err_set(e, "--%s: '%s' is not one of: %s", o->name, value, list);
+    const char *near = closest_word(value, choices, n);
+    if (near) err_hint(e, "did you mean %s?", near);
+    return -1;
+}
+
 int option_set(Config *c, const char *name, const char *value, Err *e) {
     const OptDef *o = option_find(name);
     if (!o) {
@@ -218,64 +306,14 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
         return near ? err_hint(e, "did you mean %s? (--help lists the options)", near)
                     : err_hint(e, "--help lists the options");
     }
-    char *field = (char *)c + o->offset, *end;
-    errno = 0;
+    char *field = (char *)c + o->offset;
     switch (o->type) {
-        case OPT_INT: {
-            double x = strtod(value, &end);
-            if (end == value || *end || errno || x != floor(x) || x < o->min || x > o->max)
-                return err_set(e, "--%s: expected an integer in [%.0f, %.0f], got '%s'", name, o->min, o->max, value);
-            if (o->offset == offsetof(Config, train.seed))
-                store_i64(field, (int64_t)x);
-            else
-                store_int(field, (int)x);
-            return 0;
-        }
-        case OPT_INTS: { /* "64" or "64,32,16": all checked before any is stored */
-            int v[64] = {0}, n = 0;
-            const char *at = value;
-            if ((size_t)o->size > sizeof v / sizeof *v) DIE("--%s: more than 64 values", name);
-            for (;;) {
-                double x = strtod(at, &end);
-                if (end == at || errno || x != floor(x) || x < o->min || x > o->max || n == (int)o->size ||
-                    (*end && *end != ','))
-                    return err_set(e, "--%s: expected up to %zu comma-separated integers in [%.0f, %.0f] (one per layer), got '%s'",
-                                   name, o->size, o->min, o->max, value);
-                v[n++] = (int)x;
-                if (!*end) break;
-                at = end + 1;
-            }
-            memcpy(field, v, o->size * sizeof(int));
-            return 0;
-        }
-        case OPT_FLOAT: {
-            double x = strtod(value, &end);
-            if (end == value || *end || errno || !isfinite(x) || x < o->min || x > o->max)
-                return err_set(e, "--%s: expected a number in [%g, %g], got '%s'", name, o->min, o->max, value);
-            store_float(field, (float)x);
-            return 0;
-        }
+        case OPT_INT:
+        case OPT_INT64: return set_integer(o, field, value, e);
+        case OPT_INTS: return set_ints(o, field, value, e);
+        case OPT_FLOAT: return set_float(o, field, value, e);
         case OPT_CHOICE:
-        case OPT_BOOL:
-            for (int i = 0; option_choices(o)[i]; i++) {
-                if (strcmp(option_choices(o)[i], value) == 0) {
-                    if (o->type == OPT_BOOL)
-                        store_bool(field, i);
-                    else
-                        store_int(field, i);
-                    return 0;
-                }
-            }
-            {
-                char list[256];
-                choices_text(o, list, sizeof list);
-                err_set(e, "--%s: '%s' is not one of: %s", name, value, list);
-                int n = 0;
-                while (option_choices(o)[n]) n++;
-                const char *near = closest_word(value, option_choices(o), n);
-                if (near) err_hint(e, "did you mean %s?", near);
-                return -1;
-            }
+        case OPT_BOOL: return set_choice(o, field, value, e);
         case OPT_STRING:
             if (strlen(value) >= o->size)
                 return err_set(e, "--%s: value longer than %zu bytes", name, o->size - 1);
@@ -288,12 +326,8 @@ int option_set(Config *c, const char *name, const char *value, Err *e) {
 const char *option_format(const Config *c, const OptDef *o, char *buf, size_t size) {
     const char *field = (const char *)c + o->offset;
     switch (o->type) {
-        case OPT_INT:
-            if (o->offset == offsetof(Config, train.seed))
-                snprintf(buf, size, "%lld", (long long)load_i64(field));
-            else
-                snprintf(buf, size, "%d", load_int(field));
-            break;
+        case OPT_INT: snprintf(buf, size, "%d", load_int(field)); break;
+        case OPT_INT64: snprintf(buf, size, "%lld", (long long)load_i64(field)); break;
         case OPT_FLOAT: { /* the fewest digits that give the same float back: 0.002, not 0.00200000009 */
             float x = load_float(field);
             for (int digits = 1; digits <= 9; digits++) {
@@ -494,12 +528,13 @@ void config_run_name(const Config *c, char *buf, size_t size) {
     }
 }
 
-void options_print_help(FILE *f, int group_mask) { options_print_help_without(f, group_mask, NULL); }
+void options_print_help(FILE *f, int groups) { options_print_help_without(f, groups, NULL); }
 
-void options_print_help_without(FILE *f, int group_mask, const char *skip) {
-    static const char *const titles[] = {"model", "training", "sampling"};
-    for (int g = 0; g < 3; g++) {
-        if (!(group_mask & (1 << g))) continue;
+void options_print_help_without(FILE *f, int groups, const char *skip) {
+    static const char *const titles[] = {[GROUP_MODEL] = "model", [GROUP_TRAIN] = "training",
+                                         [GROUP_SAMPLE] = "sampling"};
+    for (int g = 0; g < (int)(sizeof titles / sizeof *titles); g++) {
+        if (!(groups & (1 << g))) continue;
         fprintf(f, "\n%s options:\n", titles[g]);
         for (int i = 0; i < option_count(); i++) {
             const OptDef *o = option_at(i);
@@ -507,7 +542,7 @@ void options_print_help_without(FILE *f, int group_mask, const char *skip) {
             char allowed[256] = "";
             if (o->type == OPT_CHOICE || o->type == OPT_BOOL)
                 choices_text(o, allowed, sizeof allowed);
-            else if (o->type == OPT_INT)
+            else if (o->type == OPT_INT || o->type == OPT_INT64)
                 snprintf(allowed, sizeof allowed, "integer in [%.0f, %.0f]", o->min, o->max);
             else if (o->type == OPT_FLOAT)
                 snprintf(allowed, sizeof allowed, "number in [%g, %g]", o->min, o->max);
@@ -528,12 +563,8 @@ cJSON *config_to_json(const Config *c) {
         const char *field = (const char *)c + o->offset;
         char buf[320];
         switch (o->type) {
-            case OPT_INT:
-                if (o->offset == offsetof(Config, train.seed))
-                    cJSON_AddNumberToObject(j, o->name, (double)load_i64(field));
-                else
-                    cJSON_AddNumberToObject(j, o->name, load_int(field));
-                break;
+            case OPT_INT: cJSON_AddNumberToObject(j, o->name, load_int(field)); break;
+            case OPT_INT64: cJSON_AddNumberToObject(j, o->name, (double)load_i64(field)); break;
             case OPT_FLOAT:
                 /* as the fewest digits that give the float back bit for bit (option_format) */
                 cJSON_AddRawToObject(j, o->name, option_format(c, o, buf, sizeof buf));

@@ -90,10 +90,17 @@ bool option_bookkeeping(const OptDef *o);
  * "_key-value" (values made folder-safe), e.g. "softmax_pos-rope_steps-2000";
  * "_etc" ends it when they would not fit in about 100 characters. */
 void config_run_name(const Config *c, char *buf, size_t size);
-/* Prints the table for --help: the groups given, one line per option. */
-void options_print_help(FILE *f, int group_mask);
+/* The groups of options --help prints, as a mask of these. */
+enum {
+    HELP_MODEL = 1 << GROUP_MODEL,
+    HELP_TRAIN = 1 << GROUP_TRAIN,
+    HELP_SAMPLE = 1 << GROUP_SAMPLE,
+    HELP_ALL = HELP_MODEL | HELP_TRAIN | HELP_SAMPLE,
+};
+/* Prints the table for --help: the groups given (HELP_*), one line per option. */
+void options_print_help(FILE *f, int groups);
 /* The same without option `skip` (a command's own flag of that name: ablate's --out). */
-void options_print_help_without(FILE *f, int group_mask, const char *skip);
+void options_print_help_without(FILE *f, int groups, const char *skip);
 /* The whole config as a JSON object of option name -> value. */
 cJSON *config_to_json(const Config *c);
 /* Reads such an object (unknown keys are an error; missing keys keep their

@@ -34,7 +34,7 @@ static void usage(FILE *f) {
             "scaled). Gradients are averaged with MPI_Allreduce; rank 0 writes the run\n"
             "folder; --threads 0 gives each rank its share of the host's cores. A run resumes\n"
             "on as many ranks as trained it.\n");
-    options_print_help(f, 7);
+    options_print_help(f, HELP_ALL);
 }
 
 /* Options given on the command line, in order, to apply over a resumed config. */
@@ -94,15 +94,122 @@ static void note_resume_changes(const Config *was, const Config *now, long step)
                "that now ends at step %d\n", step + 1, planned, lr, n->steps);
 }
 
-static int train_main(int argc, char **argv) {
-    Config cfg;
-    config_defaults(&cfg);
-    const char *corpus = NULL, *resume = NULL;
+/* The checkpoint's config with the options given applied over it (a model
+ * option may not change, and --out may only name the same folder), and
+ * where the corpus and the step are. 0, or the status to exit with. */
+static int resume_config(const TrainArgs *args, const char *resume, CheckpointInfo *info, Config *cfg) {
+    char ckpt[1100];
+    StFile st;
     Err e;
-    TrainArgs args = {.cfg = &cfg};
-    const ArgFlag flags[] = {{"--resume", .text = &resume, .needs = "a run folder"}};
+    int opened = path_join(ckpt, sizeof ckpt, resume, "model.safetensors", &e) == 0 &&
+                         checkpoint_open(&st, ckpt, info, &e) == 0 ? 0 : -1;
+    if (opened == 0) st_close(&st);
+    if (dist_agree(opened, &e) != 0) { /* every rank reads it: a host without it says so */
+        err_print(&e);
+        return 1;
+    }
+    if (info->ranks != dist_size()) {
+        fprintf(stderr, "error: %s: trained on %d rank%s (effective batch %d x %d), resumed on %d: its batches, and "
+                        "so the run, would change\n", resume, info->ranks, info->ranks == 1 ? "" : "s", info->ranks,
+                info->cfg.train.batch, dist_size());
+        if (info->ranks > 1)
+            fprintf(stderr, "hint: mpirun -np %d ./train --resume %s\n", info->ranks, resume);
+        else
+            fprintf(stderr, "hint: resume it without mpirun: ./train --resume %s\n", resume);
+        return 2;
+    }
+    const Config given = *cfg;
+    *cfg = info->cfg;
+    for (int k = 0; k < args->n_set; k++)
+        if (!strcmp(args->keys[k], "out") && !same_folder(given.train.out, resume)) {
+            fprintf(stderr, "error: --out %s: a resumed run stays in its folder (%s)\n"
+                            "hint: drop --out, or copy the run folder to %s and resume that copy\n",
+                    given.train.out, resume, given.train.out);
+            return 2;
+        }
+    for (int k = 0; k < args->n_set; k++) {
+        const OptDef *o = option_find(args->keys[k]);
+        char a[320], b[320];
+        if (o->group == GROUP_MODEL &&
+            strcmp(option_format(&given, o, a, sizeof a), option_format(cfg, o, b, sizeof b)) != 0) {
+            fprintf(stderr, "error: --%s: a model option cannot change when resuming (the run has %s)\n", o->name, b);
+            return 2;
+        }
+        option_set(cfg, args->keys[k], args->values[k], NULL);
+    }
+    if (info->step >= cfg->train.steps) {
+        fprintf(stderr, "error: %s: already trained for %ld steps (--steps %d)\nhint: raise --steps to train further\n",
+                resume, info->step, cfg->train.steps);
+        return 2;
+    }
+    return 0;
+}
+
+/* A new run's folder: --out, or runs/<name>-<date>-<time>. */
+static void new_run_dir(const Config *cfg, char *run_dir, size_t size) {
+    if (cfg->train.out[0]) {
+        snprintf(run_dir, size, "%s", cfg->train.out);
+        return;
+    }
+    char stamp[32], name[128];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    config_run_name(cfg, name, sizeof name);
+    snprintf(run_dir, size, "runs/%s-%s", name, stamp);
+}
+
+/* The start-up line: the run folder, the threads, and the ranks when data parallel. */
+static void print_banner(const Config *cfg, const char *run_dir, bool resumed) {
+    int N = dist_size();
+    int threads = engine_set_threads(cfg->train.threads || N == 1 ? cfg->train.threads : dist_default_threads());
+    if (N > 1)
+        printf("attnlab train: %s%s, %d ranks x %s\ndata parallel: effective batch %d = %d ranks x batch %d\n", run_dir,
+               resumed ? " (resumed)" : "", N, threads_banner(threads), N * cfg->train.batch, N, cfg->train.batch);
+    else
+        printf("attnlab train: %s%s, %s\n", run_dir, resumed ? " (resumed)" : "", threads_banner(threads));
+}
+
+/* What the run came to, on stdout or stderr; the status to exit with. */
+static int report(const TrainResult *r, const Config *cfg, const char *run_dir) {
+    int N = dist_size();
+    switch (r->status) {
+        case TRAIN_DIVERGED: {
+            char ckpt[1100];
+            fprintf(stderr, "error: step %ld: %s; stopped\n", r->diverged_step, r->why);
+            if (path_join(ckpt, sizeof ckpt, run_dir, "model.safetensors", NULL) == 0 && file_exists(ckpt))
+                fprintf(stderr, "hint: the last good checkpoint is %s; try a lower --lr\n", ckpt);
+            else
+                fprintf(stderr, "hint: no checkpoint was saved before it; try a lower --lr\n");
+            return 1;
+        }
+        case TRAIN_INTERRUPTED: {
+            if (r->step < cfg->train.steps) {
+                char launch[32] = "";
+                if (N > 1) snprintf(launch, sizeof launch, "mpirun -np %d ", N);
+                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: %s./train --resume %s\n", r->step,
+                       launch, run_dir);
+            }
+            else /* in the final evaluation or the sampling: training itself is done */
+                printf("interrupted after the last step (%ld); checkpoint saved, samples.txt not written.\n", r->step);
+            /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM; data parallel, every rank exits
+             * with the status of the signal some rank received */
+            int status = dist_max(interrupt_signal() ? interrupt_exit_status() : 0);
+            return status ? status : interrupt_exit_status();
+        }
+        default:
+            printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r->val_bpb, r->best_val_bpb,
+                   cfg->model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r->step, r->tok_s);
+            printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
+            return 0;
+    }
+}
+
+/* The command line: the options into args->cfg, --resume and the corpus.
+ * ARGS_OK, or the status to exit with (0 after --help). */
+static int parse(int argc, char **argv, TrainArgs *args, const char **resume, const char **corpus) {
+    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}};
     const ArgSpec cli = {.command = "train", .usage = usage, .flags = flags,
-                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &args};
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = args};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
@@ -110,93 +217,41 @@ static int train_main(int argc, char **argv) {
         fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", pos.v[0], pos.v[1]);
         return 2;
     }
-    if (pos.n) corpus = pos.v[0];
+    if (pos.n) *corpus = pos.v[0];
+    if (!*resume && !*corpus) {
+        fprintf(stderr, "error: no corpus given\nhint: ./train corpus.txt (make data fetches data/brown.txt)\n");
+        return 2;
+    }
+    return ARGS_OK;
+}
 
+static int train_main(int argc, char **argv) {
+    Config cfg;
+    config_defaults(&cfg);
+    const char *corpus = NULL, *resume = NULL;
+    TrainArgs args = {.cfg = &cfg};
+    int status = parse(argc, argv, &args, &resume, &corpus);
+    if (status != ARGS_OK) return status;
     char run_dir[1024];
     CheckpointInfo info;
     if (resume) {
-        char ckpt[1100];
-        StFile st;
-        int opened = path_join(ckpt, sizeof ckpt, resume, "model.safetensors", &e) == 0 &&
-                             checkpoint_open(&st, ckpt, &info, &e) == 0 ? 0 : -1;
-        if (opened == 0) st_close(&st);
-        if (dist_agree(opened, &e) != 0) { /* every rank reads it: a host without it says so */
-            err_print(&e);
-            return 1;
-        }
-        if (info.ranks != dist_size()) {
-            fprintf(stderr, "error: %s: trained on %d rank%s (effective batch %d x %d), resumed on %d: its batches, and "
-                            "so the run, would change\n", resume, info.ranks, info.ranks == 1 ? "" : "s", info.ranks,
-                    info.cfg.train.batch, dist_size());
-            if (info.ranks > 1)
-                fprintf(stderr, "hint: mpirun -np %d ./train --resume %s\n", info.ranks, resume);
-            else
-                fprintf(stderr, "hint: resume it without mpirun: ./train --resume %s\n", resume);
-            return 2;
-        }
-        Config given = cfg;
-        cfg = info.cfg;
-        for (int k = 0; k < args.n_set; k++)
-            if (!strcmp(args.keys[k], "out") && !same_folder(given.train.out, resume)) {
-                fprintf(stderr, "error: --out %s: a resumed run stays in its folder (%s)\n"
-                                "hint: drop --out, or copy the run folder to %s and resume that copy\n",
-                        given.train.out, resume, given.train.out);
-                return 2;
-            }
-        for (int k = 0; k < args.n_set; k++) {
-            const OptDef *o = option_find(args.keys[k]);
-            if (o->group == GROUP_MODEL) {
-                char a[320], b[320];
-                if (strcmp(option_format(&given, o, a, sizeof a), option_format(&cfg, o, b, sizeof b)) != 0) {
-                    fprintf(stderr, "error: --%s: a model option cannot change when resuming (the run has %s)\n", args.keys[k], b);
-                    return 2;
-                }
-            }
-            option_set(&cfg, args.keys[k], args.values[k], NULL);
-        }
+        if ((status = resume_config(&args, resume, &info, &cfg)) != 0) return status;
         if (!corpus) corpus = info.corpus;
         snprintf(run_dir, sizeof run_dir, "%s", resume);
-        if (info.step >= cfg.train.steps) {
-            fprintf(stderr, "error: %s: already trained for %ld steps (--steps %d)\nhint: raise --steps to train further\n",
-                    resume, info.step, cfg.train.steps);
-            return 2;
-        }
     } else {
-        if (!corpus) {
-            fprintf(stderr, "error: no corpus given\nhint: ./train corpus.txt (make data fetches data/brown.txt)\n");
-            return 2;
-        }
-        if (cfg.train.out[0]) {
-            snprintf(run_dir, sizeof run_dir, "%s", cfg.train.out);
-        } else {
-            char stamp[32];
-            time_t now = time(NULL);
-            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-            char name[128];
-            config_run_name(&cfg, name, sizeof name);
-            snprintf(run_dir, sizeof run_dir, "runs/%s-%s", name, stamp);
-        }
+        new_run_dir(&cfg, run_dir, sizeof run_dir);
     }
-    if (config_validate(&cfg, &e) != 0) {
+    Err e;
+    if (config_validate(&cfg, &e) != 0 || train_refuses(&cfg, &e) != 0) {
         err_print(&e);
         return 2;
     }
-    if (cfg.model.bca == ON) {
-        fprintf(stderr, "error: --bca on: blockwise causal attention is an inference-time option\n"
-                        "hint: train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on\n");
-        return 2;
-    }
-    int N = dist_size();
-    int threads = engine_set_threads(cfg.train.threads || N == 1 ? cfg.train.threads : dist_default_threads());
-    if (N > 1)
-        printf("attnlab train: %s%s, %d ranks x %s\ndata parallel: effective batch %d = %d ranks x batch %d\n", run_dir,
-               resume ? " (resumed)" : "", N, threads_banner(threads), N * cfg.train.batch, N, cfg.train.batch);
-    else
-        printf("attnlab train: %s%s, %s\n", run_dir, resume ? " (resumed)" : "", threads_banner(threads));
+    print_banner(&cfg, run_dir, resume != NULL);
     if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
     fflush(stdout); /* seen at once in a log, before the first step */
 
     interrupt_install(); /* the loop saves a checkpoint and stops */
+    int N = dist_size();
     char label[64] = "train";
     if (N > 1) snprintf(label, sizeof label, "train %dx%d=%d", N, cfg.train.batch, N * cfg.train.batch);
     TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = label,
@@ -206,35 +261,7 @@ static int train_main(int argc, char **argv) {
         err_print(&e);
         return 1;
     }
-    switch (r.status) {
-        case TRAIN_DIVERGED: {
-            char ckpt[1100];
-            fprintf(stderr, "error: step %ld: %s; stopped\n", r.diverged_step, r.why);
-            if (path_join(ckpt, sizeof ckpt, run_dir, "model.safetensors", NULL) == 0 && file_exists(ckpt))
-                fprintf(stderr, "hint: the last good checkpoint is %s; try a lower --lr\n", ckpt);
-            else
-                fprintf(stderr, "hint: no checkpoint was saved before it; try a lower --lr\n");
-            return 1;
-        }
-        case TRAIN_INTERRUPTED:
-            if (r.step < cfg.train.steps) {
-                char launch[32] = "";
-                if (N > 1) snprintf(launch, sizeof launch, "mpirun -np %d ", N);
-                printf("interrupted at step %ld; checkpoint saved.\ncontinue with: %s./train --resume %s\n", r.step,
-                       launch, run_dir);
-            }
-            else /* in the final evaluation or the sampling: training itself is done */
-                printf("interrupted after the last step (%ld); checkpoint saved, samples.txt not written.\n", r.step);
-            /* the shell's convention: 130 for Ctrl-C, 143 for SIGTERM; data parallel, every rank exits
-             * with the status of the signal some rank received */
-            int status = dist_max(interrupt_signal() ? interrupt_exit_status() : 0);
-            return status ? status : interrupt_exit_status();
-        default:
-            printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r.val_bpb, r.best_val_bpb,
-                   cfg.model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r.step, r.tok_s);
-            printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
-            return 0;
-    }
+    return report(&r, &cfg, run_dir);
 }
 
 int main(int argc, char **argv) {

@@ -35,6 +35,10 @@ typedef struct {
  * evaluation, sampling) has its last completed step saved. */
 int train_run(const TrainJob *job, TrainResult *r, Err *e);
 
+/* Refuses (-1 with e set) a config that can be evaluated but not trained:
+ * --bca on, an inference-time mask. */
+int train_refuses(const Config *cfg, Err *e);
+
 /* For tests: the next train_run stops exactly as if SIGINT had arrived once
  * `steps` steps were done (checkpoint saved, status TRAIN_INTERRUPTED), which a
  * real signal cannot do deterministically. Applies to that one run only; a

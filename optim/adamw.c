@@ -20,8 +20,6 @@
  * parameter, so the decay factor is chosen once per piece, not per element. */
 #include <math.h>
 #include <omp.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "optim.h"
 #include "util.h"
@@ -31,13 +29,7 @@
  * bitwise the same for any thread count. */
 #define ADAMW_PARALLEL_MIN (1L << 15)
 
-/* adamw_break's setting: ADAMW_BREAK_NONE outside tests. */
-static AdamWBreak adamw_broken = ADAMW_BREAK_NONE;
-
-void adamw_break(AdamWBreak b) {
-    if ((unsigned)b >= ADAMW_BREAK_COUNT) DIE("adamw_break: bad setting %d", (int)b);
-    adamw_broken = b;
-}
+AdamWUpdate adamw_update = adamw_elements;
 
 AdamWConfig adamw_default(void) {
     return (AdamWConfig){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
@@ -46,19 +38,12 @@ AdamWConfig adamw_default(void) {
 /* Matrices (linear weights, embeddings) are decayed; vectors (biases, norm gains) are not. */
 static bool adamw_decays(const Tensor *t) { return t->ndim >= 2; }
 
-/* One step's scalars, the same for every element. */
-typedef struct {
-    float b1, b2, one_minus_b1, one_minus_b2, eps;
-    float step_size; /* lr / (1 - b1^t) */
-    float bc2_sqrt;  /* sqrt(1 - b2^t) */
-    float grad_scale;
-} AdamWScalars;
-
-/* Elements [lo, hi) of the slabs, all of one parameter: one decay factor. */
-static void adamw_range(ParamSet *p, long lo, long hi, const AdamWScalars *s, float decay) {
+/* Elements [lo, hi) of the slabs, all of parameter k: one decay factor. */
+void adamw_elements(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
     float *restrict w = p->value, *restrict g = p->grad, *restrict m = p->m, *restrict v = p->v;
     const float b1 = s->b1, b2 = s->b2, one_minus_b1 = s->one_minus_b1, one_minus_b2 = s->one_minus_b2;
     const float eps = s->eps, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, scale = s->grad_scale;
+    const float decay = adamw_decays(p->list[k]) ? s->decay : 1.0f;
     for (long i = lo; i < hi; i++) {
         const float gi = g[i] * scale;
         g[i] = 0.0f;
@@ -73,7 +58,6 @@ static void adamw_range(ParamSet *p, long lo, long hi, const AdamWScalars *s, fl
 void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_scale) {
     if (t < 1) DIE("adamw_step: step number t = %ld, but it is 1-based", t);
     if (!p->value) DIE("adamw_step: the parameter slabs are not allocated (params_alloc)");
-    const AdamWBreak broken = adamw_broken;
     const float b1 = c->beta1, b2 = c->beta2;
     /* bias corrections 1 - b^t: m and v start at 0, so early averages are too small by this factor */
     const double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
@@ -85,33 +69,21 @@ void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_
         .eps = c->eps,
         .step_size = (float)((double)lr / bc1),
         .bc2_sqrt = (float)sqrt(bc2),
-        .grad_scale = broken == ADAMW_BREAK_SCALE ? 1.0f : grad_scale,
+        .grad_scale = grad_scale,
+        .decay = (float)(1.0 - (double)lr * c->weight_decay),
     };
-    const float decay = (float)(1.0 - (double)lr * c->weight_decay);
     const long n = p->total;
     const int count = params_count(p);
-    float *kept = NULL; /* ADAMW_BREAK_ZERO: the gradients as given, put back after the step */
-    if (broken == ADAMW_BREAK_ZERO) {
-        kept = xmalloc((size_t)n * sizeof(float));
-        memcpy(kept, p->grad, (size_t)n * sizeof(float));
-    }
+    const AdamWUpdate update = adamw_update;
 #pragma omp parallel if (n >= ADAMW_PARALLEL_MIN)
     {
         /* this thread's share of the slab, and the pieces of it each parameter holds */
         const long id = omp_get_thread_num(), threads = omp_get_num_threads();
-        long lo = n * id / threads;
-        const long hi = n * (id + 1) / threads;
-        if (broken == ADAMW_BREAK_SHARE && id > 0 && lo < hi) lo++;
+        const long lo = n * id / threads, hi = n * (id + 1) / threads;
         for (int k = 0; k < count; k++) {
             const long start = p->offset[k], end = start + p->list[k]->n;
             const long from = start > lo ? start : lo, to = end < hi ? end : hi;
-            if (from >= to) continue;
-            const Tensor *decided = p->list[broken == ADAMW_BREAK_DECAY && k > 0 ? k - 1 : k];
-            adamw_range(p, from, to, &s, adamw_decays(decided) ? decay : 1.0f);
+            if (from < to) update(p, k, from, to, &s);
         }
-    }
-    if (kept) {
-        memcpy(p->grad, kept, (size_t)n * sizeof(float));
-        free(kept);
     }
 }

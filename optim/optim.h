@@ -46,17 +46,24 @@ AdamWConfig adamw_default(void);
  * operations. Each element is independent: the same bits for any thread count. */
 void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_scale);
 
-/* For tests: every following adamw_step is wrong in one way, so that a test
- * can show its comparison catches it; ADAMW_BREAK_NONE puts it right. */
-typedef enum {
-    ADAMW_BREAK_NONE,
-    ADAMW_BREAK_SCALE, /* grad_scale is not applied */
-    ADAMW_BREAK_DECAY, /* each parameter gets the decay (or none) of the one declared before it */
-    ADAMW_BREAK_ZERO,  /* the gradients are left as they were given */
-    ADAMW_BREAK_SHARE, /* threaded, every thread's share of the slab but the first starts one element late */
-    ADAMW_BREAK_COUNT
-} AdamWBreak;
-void adamw_break(AdamWBreak b);
+/* One step's scalars, the same for every element. */
+typedef struct {
+    float b1, b2, one_minus_b1, one_minus_b2, eps;
+    float step_size;  /* lr / (1 - b1^t) */
+    float bc2_sqrt;   /* sqrt(1 - b2^t) */
+    float grad_scale; /* the clipping factor, applied as each gradient is read */
+    float decay;      /* 1 - lr weight_decay, for the parameters that decay */
+} AdamWScalars;
+
+/* The per-element update of elements [lo, hi) of the slabs, which all belong
+ * to parameter k (whose shape decides whether they decay): the gradient
+ * scaled, the moments, the decay and the step, and the gradient zeroed.
+ * adamw_step calls it through adamw_update on each thread's share of each
+ * parameter; a test swaps in a wrong one to show that its comparisons catch
+ * it, as tests swap op_defs' backward passes, and puts adamw_elements back. */
+typedef void (*AdamWUpdate)(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s);
+void adamw_elements(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s);
+extern AdamWUpdate adamw_update;
 
 typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT, SCHEDULE_COUNT } Schedule;
 

@@ -223,7 +223,7 @@ fi
 if "$TRAIN" --help >"$T/out" 2>"$T/err"; then
     missing=""
     count=0
-    for opt in $(sed -n 's/^ *{"\([a-z_]*\)", OPT_.*/\1/p' experiments/options.c); do
+    for opt in $(sed -n 's/^ *{\.name = "\([a-z_]*\)", \.type = OPT_.*/\1/p' experiments/options.c); do
         count=$((count + 1))
         grep -q -- "--$opt " "$T/out" || missing="$missing --$opt"
     done

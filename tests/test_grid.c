@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "grid.h"
+#include "grid_report.h"
 #include "memory.h"
 #include "run.h"
 #include "stats.h"

@@ -59,9 +59,9 @@ typedef enum {
     VARIANT_NO_CLIP,          /* max_norm 0 */
     VARIANT_TORCH_BETA2,      /* beta2 0.999 (PyTorch's default) instead of 0.95 */
     VARIANT_LAST_MICRO_BATCH, /* only the last micro-batch's gradient: a zeroing between them */
-    VARIANT_BREAK_SCALE,      /* adamw_break: the clipping factor not applied in the pass */
-    VARIANT_BREAK_DECAY,      /* adamw_break: each parameter decayed as the one declared before it */
-    VARIANT_BREAK_ZERO,       /* adamw_break: the gradients not zeroed, so the next step adds to them */
+    VARIANT_BREAK_SCALE,      /* broken_scale: the clipping factor not applied in the pass */
+    VARIANT_BREAK_DECAY,      /* broken_decay: each parameter decayed as the one declared before it */
+    VARIANT_BREAK_ZERO,       /* broken_zero: the gradients not zeroed, so the next step adds to them */
     VARIANT_COUNT
 } Variant;
 
@@ -97,13 +97,40 @@ static bool compare_param(StFile *sf, const char *prefix, int k, const float *go
     return true;
 }
 
-/* The adamw_break setting of a variant. */
-static AdamWBreak variant_break(Variant var) {
+/* Wrong per-element updates for adamw_update, each wrong in one way, made
+ * from the right one (adamw_elements), so that a test can show that its
+ * comparison catches it. */
+/* The clipping factor not applied. */
+static void broken_scale(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
+    AdamWScalars unscaled = *s;
+    unscaled.grad_scale = 1.0f;
+    adamw_elements(p, k, lo, hi, &unscaled);
+}
+/* Each parameter decayed (or not) as the one declared before it. */
+static void broken_decay(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
+    adamw_elements(p, k > 0 ? k - 1 : k, lo, hi, s);
+}
+/* The gradients left as they were given, so the next step adds to them. */
+static void broken_zero(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
+    float *kept = xmalloc((size_t)(hi - lo) * sizeof(float));
+    memcpy(kept, p->grad + lo, (size_t)(hi - lo) * sizeof(float));
+    adamw_elements(p, k, lo, hi, s);
+    memcpy(p->grad + lo, kept, (size_t)(hi - lo) * sizeof(float));
+    free(kept);
+}
+/* A thread's share that starts inside a parameter starts one element late,
+ * so that element is never updated. */
+static void broken_share(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
+    adamw_elements(p, k, lo > p->offset[k] ? lo + 1 : lo, hi, s);
+}
+
+/* The per-element update of a variant. */
+static AdamWUpdate variant_update(Variant var) {
     switch (var) {
-    case VARIANT_BREAK_SCALE: return ADAMW_BREAK_SCALE;
-    case VARIANT_BREAK_DECAY: return ADAMW_BREAK_DECAY;
-    case VARIANT_BREAK_ZERO: return ADAMW_BREAK_ZERO;
-    default: return ADAMW_BREAK_NONE;
+    case VARIANT_BREAK_SCALE: return broken_scale;
+    case VARIANT_BREAK_DECAY: return broken_decay;
+    case VARIANT_BREAK_ZERO: return broken_zero;
+    default: return adamw_elements;
     }
 }
 
@@ -142,7 +169,7 @@ static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
     for (int k = 0; k < FX_NPARAMS; k++)
         if (!read_param(sf, "init/", k, p.value + p.offset[k], msg, size)) goto done;
     rounding_move_input(p.value, p.total);
-    adamw_break(variant_break(var));
+    adamw_update = variant_update(var);
     for (int step = 0; step < FX_STEPS; step++) {
         char prefix[64];
         /* each micro-batch's gradient added into the slab, as backward adds */
@@ -181,7 +208,7 @@ static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
     }
     ok = true;
 done:
-    adamw_break(ADAMW_BREAK_NONE);
+    adamw_update = adamw_elements;
     free(scratch);
     free(part);
     params_free(&p);
@@ -353,10 +380,10 @@ static void big_run(int threads, bool one_pass, float *out, double norms[BIG_STE
     engine_set_threads(old);
 }
 
-/* The one pass on `threads` threads with adamw_break(b) against the separate
- * passes: true when every bit and both norms agree, else false and the first
- * difference in msg. */
-static bool big_same_bits(int threads, AdamWBreak b, char *msg, int size) {
+/* The one pass on `threads` threads with the per-element update `update`
+ * against the separate passes: true when every bit and both norms agree,
+ * else false and the first difference in msg. */
+static bool big_same_bits(int threads, AdamWUpdate update, char *msg, int size) {
     ParamSet shape;
     big_params(&shape);
     const long n = shape.total;
@@ -365,9 +392,9 @@ static bool big_same_bits(int threads, AdamWBreak b, char *msg, int size) {
     float *want = xmalloc((size_t)BIG_SLABS * n * sizeof(float)), *got = xmalloc((size_t)BIG_SLABS * n * sizeof(float));
     double want_norms[BIG_STEPS], got_norms[BIG_STEPS];
     big_run(1, false, want, want_norms);
-    adamw_break(b);
+    adamw_update = update;
     big_run(threads, true, got, got_norms);
-    adamw_break(ADAMW_BREAK_NONE);
+    adamw_update = adamw_elements;
     ck_assert_double_gt(want_norms[0], 1.0);
     ck_assert_double_lt(want_norms[1], 1.0);
     bool same = true;
@@ -394,22 +421,27 @@ static bool big_same_bits(int threads, AdamWBreak b, char *msg, int size) {
 START_TEST(test_adamw_one_pass_same_bits) {
     for (int threads = 1; threads <= 4; threads++) {
         char msg[256] = "";
-        ck_assert_msg(big_same_bits(threads, ADAMW_BREAK_NONE, msg, sizeof msg), "%s", msg);
+        ck_assert_msg(big_same_bits(threads, adamw_elements, msg, sizeof msg), "%s", msg);
     }
 }
 END_TEST
 
 /* ... and that comparison fails when the pass is wrong in any of the ways
- * adamw_break knows, on 3 threads (the share boundaries fall inside parameters). */
+ * above, on 3 threads (the share boundaries fall inside parameters). */
 START_TEST(test_adamw_one_pass_check_catches_breaks) {
-    static const char *const break_names[] = {
-        "right", "no clipping factor", "the previous parameter's decay", "no zeroing", "a shifted thread share",
+    static const struct {
+        const char *name;
+        AdamWUpdate update;
+    } breaks[] = {
+        {"no clipping factor", broken_scale},
+        {"the previous parameter's decay", broken_decay},
+        {"no zeroing", broken_zero},
+        {"a shifted thread share", broken_share},
     };
-    static_assert(sizeof break_names / sizeof break_names[0] == ADAMW_BREAK_COUNT, "break_names and AdamWBreak out of step");
-    for (int b = ADAMW_BREAK_NONE + 1; b < ADAMW_BREAK_COUNT; b++) {
+    for (size_t b = 0; b < sizeof breaks / sizeof breaks[0]; b++) {
         char msg[256] = "";
-        ck_assert_msg(!big_same_bits(3, (AdamWBreak)b, msg, sizeof msg), "the one pass with %s matched the separate passes",
-                      break_names[b]);
+        ck_assert_msg(!big_same_bits(3, breaks[b].update, msg, sizeof msg),
+                      "the one pass with %s matched the separate passes", breaks[b].name);
     }
 }
 END_TEST

@@ -129,8 +129,8 @@ START_TEST(test_refusals) {
 }
 END_TEST
 
-/* The rules of DESIGN.md and the issue, restated: what a valid model
- * combination is, for the options the grids below walk. */
+/* The rules of docs/attention.md and docs/positions.md, restated: what a
+ * valid model combination is, for the options the grids below walk. */
 static bool valid_attention(int attn, int phi, int reweight, int talking, int objective) {
     if (attn > ATTN_LINFORMER) { /* a kernel added to the registry: the rules every kernel has */
         const AttnKernel *k = attn_kernel_for(attn);
@@ -313,6 +313,61 @@ START_TEST(test_floats_as_typed) {
 }
 END_TEST
 
+/* The seed is an OPT_INT64: every integer up to 2^53 - 1 (the largest a JSON
+ * number keeps exactly) is stored whole, shown, and read back from
+ * config.json; one past it is refused. The neighbours of the field keep
+ * their values (a store of the wrong width would spill into them). */
+START_TEST(test_int64_seed) {
+    ck_assert_int_eq(option_find("seed")->type, OPT_INT64);
+    const char *seeds[] = {"0", "2147483648", "4294967297", "9007199254740991"};
+    for (int i = 0; i < 4; i++) {
+        Config c, back;
+        config_defaults(&c);
+        config_defaults(&back);
+        int eval_every = c.train.eval_every;
+        Err e;
+        ck_assert_msg(option_set(&c, "seed", seeds[i], &e) == 0, "%s", e.msg);
+        ck_assert_int_eq(c.train.seed, strtoll(seeds[i], NULL, 10));
+        ck_assert_int_eq(c.train.eval_every, eval_every);
+        char buf[64];
+        ck_assert_str_eq(option_format(&c, option_find("seed"), buf, sizeof buf), seeds[i]);
+        cJSON *j = config_to_json(&c);
+        ck_assert_int_eq(config_from_json(&back, j, &e), 0);
+        cJSON_Delete(j);
+        ck_assert_int_eq(back.train.seed, c.train.seed);
+    }
+    Config c;
+    config_defaults(&c);
+    Err e;
+    ck_assert_int_eq(option_set(&c, "seed", "9007199254740992", &e), -1);
+    ck_assert_ptr_nonnull(strstr(e.msg, "expected an integer in [0, 9007199254740991]"));
+    ck_assert_int_eq(option_set(&c, "seed", "1.5", &e), -1);
+}
+END_TEST
+
+/* --help prints the groups asked for, by name, and every row of each. */
+START_TEST(test_help_groups) {
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    options_print_help(f, HELP_TRAIN | HELP_SAMPLE);
+    fclose(f);
+    ck_assert_ptr_null(strstr(text, "model options:"));
+    ck_assert_ptr_nonnull(strstr(text, "training options:"));
+    ck_assert_ptr_nonnull(strstr(text, "sampling options:"));
+    ck_assert_ptr_nonnull(strstr(text, "--seed "));
+    ck_assert_ptr_null(strstr(text, "--heads "));
+    free(text);
+    f = open_memstream(&text, &len);
+    options_print_help_without(f, HELP_ALL, "out");
+    fclose(f);
+    int lines = 0;
+    for (const char *p = text; (p = strstr(p, "\n  --")); p++) lines++;
+    ck_assert_int_eq(lines, option_count() - 1);
+    free(text);
+}
+END_TEST
+
 /* An option given on the command line that the model does not use is
  * refused even at its default value; the same value from a default or a
  * loaded config is not "given". */
@@ -451,6 +506,8 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
     tcase_add_test(tc, test_floats_as_typed);
+    tcase_add_test(tc, test_int64_seed);
+    tcase_add_test(tc, test_help_groups);
     tcase_add_test(tc, test_given_at_default_refused);
     tcase_add_test(tc, test_per_layer_k);
     tcase_add_test(tc, test_run_name);

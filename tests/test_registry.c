@@ -18,7 +18,7 @@
 
 #include "attention.h"
 #include "bench.h"
-#include "grid.h"
+#include "grid_report.h"
 #include "ops.h"
 #include "options.h"
 #include "test_util.h"

@@ -5,8 +5,8 @@
  *   and the same final checkpoint, bit for bit, as an uninterrupted run.
  * - A checkpoint without optimizer state cannot be resumed.
  * - The same under objective = mlm.
- * - A short run learns, and writes the whole run folder in the formats DESIGN.md gives;
- *   under objective = mlm, samples.txt is a fill-in demo.
+ * - A short run learns, and writes the whole run folder in the formats docs/formats.md
+ *   gives; under objective = mlm, samples.txt is a fill-in demo.
  * - A diverging run stops with TRAIN_DIVERGED and the step, and leaves the last good
  *   checkpoint as it was; a parameter or moment that is not finite is never saved.
  * - Hostile input: a forged all-zero RNG state, a model too large for the memory,
@@ -851,6 +851,30 @@ START_TEST(test_bad_corpus_makes_no_folder) {
 }
 END_TEST
 
+/* A config that can be evaluated but not trained (--bca on) is refused by
+ * train_run itself, so ./ablate's runs are refused as ./train is, and
+ * nothing is written. */
+START_TEST(test_inference_only_refused) {
+    Config cfg = tiny_config();
+    Err e;
+    ck_assert_int_eq(option_set(&cfg, "pos", "xpos", &e), 0);
+    ck_assert_int_eq(option_set(&cfg, "bca", "on", &e), 0);
+    ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
+    char dir[1024], corpus[1024];
+    tpath(dir, sizeof dir, "bca", NULL);
+    TrainJob job = {.cfg = cfg, .corpus = tpath(corpus, sizeof corpus, "missing.txt", NULL), .run_dir = dir,
+                    .label = "test", .quiet = true};
+    TrainResult r;
+    ck_assert_int_eq(train_refuses(&cfg, &e), -1);
+    ck_assert_int_eq(train_run(&job, &r, &e), -1);
+    ck_assert_msg(strstr(e.msg, "--bca on: blockwise causal attention is an inference-time option") != NULL, "%s",
+                  e.msg);
+    ck_assert(!file_exists(dir));
+    ck_assert_int_eq(option_set(&cfg, "bca", "off", &e), 0);
+    ck_assert_int_eq(train_refuses(&cfg, &e), 0);
+}
+END_TEST
+
 /* Fills a stretch of the stack with huge floats, where the next call's locals
  * will be, so that a read of a slot before it is written shows. */
 __attribute__((noinline)) static float poison_stack(void) {
@@ -915,6 +939,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_best_across_resume);
     tcase_add_test(tc, test_memory_refused);
     tcase_add_test(tc, test_run_folder_locked);
+    tcase_add_test(tc, test_inference_only_refused);
     tcase_add_test(tc, test_generate_draw_top_k);
     suite_add_tcase(s, tc);
     return s;

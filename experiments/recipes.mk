@@ -1,0 +1,141 @@
+# recipes.mk: the reproductions of EXPERIMENTS.md and docs/experiments.md, one
+# `make <name>-demo` target each, included by the Makefile. Each builds what
+# is missing, fetches the corpus, and runs the grid with its options (./ablate,
+# ./spectrum or a script of scripts/); run again, a target resumes where it
+# stopped. The options of each grid are here, beside the comment that says
+# why they are what they are.
+
+.PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
+	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo \
+	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo
+
+# Trains on the default corpus with the default options (a few minutes on 2
+# cores), then prints the validation bpb, a sample and where the loss plot is.
+demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./train data/brown.txt
+
+# The cosFormer ablation (EXPERIMENTS.md): phi x re-weighting plus a softmax
+# baseline, one small model for all, about 20 minutes on 2 cores.
+ABLATE_DEMO_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 256 --batch 8 --steps 600 --warmup 60
+ablate-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos $(ABLATE_DEMO_OPTS) --out runs/ablate-cosformer data/brown.txt
+
+# The cosFormer ablation with 3 seeds per point, at a budget that takes the
+# softmax baseline past the byte plateau (about 2.4 bpb on Brown; 2500 steps
+# of 16 x 128 bytes, about 4 minutes a run on one thread, 27 runs). The run
+# folders' small files are kept in results/cosformer-seeds, so it resumes
+# where any machine left it.
+COSFORMER_SEEDS_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 128 --batch 16 --steps 2500 --warmup 100 \
+	--threads 1 --sample_length 0
+cosformer-seeds-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --seeds 3 $(COSFORMER_SEEDS_OPTS) \
+	    --out results/cosformer-seeds data/brown.txt
+
+# cos re-weighting at a longer context: cosFormer's locality bias has more to
+# act on at 512 bytes than at 128, where the grid above finds no effect. The
+# same model and steps as cosformer-seeds-demo with 16 windows of 512 bytes a
+# step (at 4 x 512 the linear models stay on the byte plateau), relu with and
+# without cos plus the softmax baseline, 5 seeds.
+COSFORMER_LONG_OPTS ?= --phi relu --layers 2 --d_model 128 --heads 4 --context 512 --batch 16 --steps 2500 \
+	--warmup 100 --threads 1 --sample_length 0 --seeds 5
+cosformer-long-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate reweight=none/cos $(COSFORMER_LONG_OPTS) --out results/cosformer-long data/brown.txt
+
+# More reproductions at the same budget, 3 seeds each, resumable from
+# results/ (EXPERIMENTS.md): the low-rank bottleneck's key_size sweep at
+# fixed heads and head_size; Talking-Heads over the number of heads at fixed
+# d_model; Linformer's k at two lengths (masked LMs, k matters, not n/k).
+REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
+	--sample_length 0 --seeds 3
+# The low-rank bottleneck's second grid holds the parameter count (the runs'
+# results tables give it): the standard layout (d_model 128, key_size 16)
+# against larger key sizes with d_model re-balanced: 445,952, 443,758 and
+# 446,040 parameters.
+lowrank-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
+	./ablate d_model:key_size:head_size=128:16:16/117:32:15/100:64:12 --heads 8 --no-baseline $(REPRO_OPTS) \
+	    --out results/lowrank-equal data/brown.txt
+talking-heads-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
+# Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
+# learned positions stay on the byte plateau (val ~4.07 bpb, softmax as well as
+# Linformer), with RoPE the softmax baseline reaches 1.82 (EXPERIMENTS.md §6).
+LINFORMER_OPTS ?= --attn linformer --objective mlm --pos rope
+linformer-k-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_k=16/32/64 context=128/256 $(LINFORMER_OPTS) $(REPRO_OPTS) \
+	    --out results/linformer-k data/brown.txt
+# Linformer at k = 32, context 128: the sharing modes, the projections, and a
+# non-uniform k (per layer, the last value repeating) against uniform ones.
+# Each grid's effects table compares its first value with the others; the
+# softmax baseline at these options is linformer-k-demo's.
+linformer-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_share=none/headwise/kv/layerwise --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
+	    $(REPRO_OPTS) --out results/linformer-share data/brown.txt
+	./ablate linformer_proj=linear/mean/max/conv --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
+	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
+	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
+	    --out results/linformer-layers data/brown.txt
+
+# The reproductions' options at twice the steps, for the Linformer checks below.
+REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
+# Linformer's per-layer k at twice the steps: does the 2,500-step verdict hold
+# once every run is well past the plateau?
+linformer-long-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
+	    $(REPRO_LONG_OPTS) --out results/linformer-layers-5k data/brown.txt
+
+# "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the
+# same k at both (256:32).
+linformer-nk-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
+	    $(REPRO_LONG_OPTS) --out results/linformer-nk-5k data/brown.txt
+
+# The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
+# seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
+# the k reaching 90% / 99% with 95% intervals (is "higher layers are more
+# skewed" more than one model's accident?).
+SPECTRUM_SEEDS_OPTS ?= --layers 4 --d_model 128 --context 128 --batch 16 --steps 2500 --warmup 100 --threads 1 \
+	--sample_length 0 --seeds 3
+spectrum-seeds-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	./ablate attn=softmax/cosformer --no-baseline $(SPECTRUM_SEEDS_OPTS) --out results/spectrum-seeds data/brown.txt
+	./spectrum results/spectrum-seeds/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/softmax
+	./spectrum results/spectrum-seeds/attn-cosformer_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/cosformer
+
+# Length extrapolation with 3 seeds per scheme at the reproductions' budget
+# (scripts/extrapolate_seeds.sh): causal models with every position scheme,
+# and the "super baseline" (a window plus log-n at inference) on masked LMs.
+EXTRAP_SEEDS_BYTES ?= 131072
+extrapolate-seeds-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_seeds.sh clm results/extrapolate-seeds $(EXTRAP_SEEDS_BYTES) data/brown.txt \
+	    learned/sinusoidal/rope/alibi/kerple_power/kerple_log/sandwich/xpos \
+	    "rope@window=128 sinusoidal@window=128 alibi@logn=on rope@logn=on rope@window=128,logn=on xpos@bca=on" \
+	    -- $(REPRO_OPTS)
+extrapolate-mlm-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_seeds.sh mlm results/extrapolate-mlm $(EXTRAP_SEEDS_BYTES) data/brown.txt \
+	    sinusoidal/rope/alibi \
+	    "sinusoidal@window=128 rope@window=128 rope@logn=on rope@window=128,logn=on alibi@logn=on sinusoidal@window=128,logn=on" \
+	    -- $(REPRO_OPTS)
+
+# The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
+# position scheme at context 128 with the same budget, into runs/extrap/<pos>
+# (finished runs are skipped, interrupted ones resumed), then one ./extrapolate
+# at 128 to 2048 bytes (1x-16x) with window, log-n and BCA variants, writing
+# runs/extrap/extrapolate.csv and extrapolate.png.
+EXTRAP_STEPS ?= 1500
+EXTRAP_BYTES ?= 131072
+extrapolate-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_BYTES) data/brown.txt runs/extrap
