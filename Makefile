@@ -66,6 +66,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_kill.sh
 	sh tests/cli_torch.sh
 	sh tests/docs_links.sh
+	sh tests/results_layout.sh
 	sh tests/cli_mpi.sh
 
 # The commands are built with the same flags, so that they compile there too.

@@ -20,7 +20,7 @@
 
 #include "tensor.h"
 
-/* q, k, v and both Talking-Heads mixing matrices (layers/attention/softmax.c) */
+/* q, k, v and both Talking-Heads mixing matrices (layers/attention/talking.c) */
 #define NODE_MAX_IN 5
 /* Room for an op's attribute struct (ggml's op_params are 64 bytes too). */
 #define NODE_ATTR_BYTES 64

@@ -4,6 +4,12 @@
 # ./spectrum or a script of scripts/); run again, a target resumes where it
 # stopped. The options of each grid are here, beside the comment that says
 # why they are what they are.
+#
+# A grid kept in results/ holds its runs' small files in one archive
+# (scripts/results.sh): a target unpacks it first, so that finished runs are
+# skipped, and packs the finished runs into it at the end.
+grid_unpack = [ ! -f $(1)/runs.tar.xz ] || sh scripts/results.sh unpack $(1)
+grid_pack = sh scripts/results.sh pack $(1)
 
 .PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
 	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo \
@@ -24,15 +30,17 @@ ablate-demo: deps
 
 # The cosFormer ablation with 3 seeds per point, at a budget that takes the
 # softmax baseline past the byte plateau (about 2.4 bpb on Brown; 2500 steps
-# of 16 x 128 bytes, about 4 minutes a run on one thread, 27 runs). The run
-# folders' small files are kept in results/cosformer-seeds, so it resumes
+# of 16 x 128 bytes, about 4 minutes a run on one thread, 27 runs). The runs'
+# small files are kept in results/cosformer-seeds/runs.tar.xz, so it resumes
 # where any machine left it.
 COSFORMER_SEEDS_OPTS ?= --layers 2 --d_model 128 --heads 4 --context 128 --batch 16 --steps 2500 --warmup 100 \
 	--threads 1 --sample_length 0
 cosformer-seeds-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/cosformer-seeds)
 	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --seeds 3 $(COSFORMER_SEEDS_OPTS) \
 	    --out results/cosformer-seeds data/brown.txt
+	$(call grid_pack,results/cosformer-seeds)
 
 # cos re-weighting at a longer context: cosFormer's locality bias has more to
 # act on at 512 bytes than at 128, where the grid above finds no effect. The
@@ -43,7 +51,9 @@ COSFORMER_LONG_OPTS ?= --phi relu --layers 2 --d_model 128 --heads 4 --context 5
 	--warmup 100 --threads 1 --sample_length 0 --seeds 5
 cosformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/cosformer-long)
 	./ablate reweight=none/cos $(COSFORMER_LONG_OPTS) --out results/cosformer-long data/brown.txt
+	$(call grid_pack,results/cosformer-long)
 
 # More reproductions at the same budget, 3 seeds each, resumable from
 # results/ (EXPERIMENTS.md): the low-rank bottleneck's key_size sweep at
@@ -57,32 +67,46 @@ REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --w
 # 446,040 parameters.
 lowrank-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/lowrank)
 	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
+	$(call grid_pack,results/lowrank)
+	$(call grid_unpack,results/lowrank-equal)
 	./ablate d_model:key_size:head_size=128:16:16/117:32:15/100:64:12 --heads 8 --no-baseline $(REPRO_OPTS) \
 	    --out results/lowrank-equal data/brown.txt
+	$(call grid_pack,results/lowrank-equal)
 talking-heads-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/talking-heads)
 	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
+	$(call grid_pack,results/talking-heads)
 # Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
-# learned positions stay on the byte plateau (val ~4.07 bpb, softmax as well as
-# Linformer), with RoPE the softmax baseline reaches 1.82 (EXPERIMENTS.md §6).
+# learned positions stay on the byte plateau, softmax as well as Linformer;
+# with RoPE the softmax baseline reaches 1.82 (EXPERIMENTS.md §6).
 LINFORMER_OPTS ?= --attn linformer --objective mlm --pos rope
 linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/linformer-k)
 	./ablate linformer_k=16/32/64 context=128/256 $(LINFORMER_OPTS) $(REPRO_OPTS) \
 	    --out results/linformer-k data/brown.txt
+	$(call grid_pack,results/linformer-k)
 # Linformer at k = 32, context 128: the sharing modes, the projections, and a
 # non-uniform k (per layer, the last value repeating) against uniform ones.
 # Each grid's effects table compares its first value with the others; the
 # softmax baseline at these options is linformer-k-demo's.
 linformer-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/linformer-share)
 	./ablate linformer_share=none/headwise/kv/layerwise --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
 	    $(REPRO_OPTS) --out results/linformer-share data/brown.txt
+	$(call grid_pack,results/linformer-share)
+	$(call grid_unpack,results/linformer-proj)
 	./ablate linformer_proj=linear/mean/max/conv --linformer_k 32 $(LINFORMER_OPTS) --no-baseline \
 	    $(REPRO_OPTS) --out results/linformer-proj data/brown.txt
+	$(call grid_pack,results/linformer-proj)
+	$(call grid_unpack,results/linformer-layers)
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
 	    --out results/linformer-layers data/brown.txt
+	$(call grid_pack,results/linformer-layers)
 
 # The reproductions' options at twice the steps, for the Linformer checks below.
 REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
@@ -90,15 +114,19 @@ REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
 # once every run is well past the plateau?
 linformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/linformer-layers-5k)
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
 	    $(REPRO_LONG_OPTS) --out results/linformer-layers-5k data/brown.txt
+	$(call grid_pack,results/linformer-layers-5k)
 
 # "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the
 # same k at both (256:32).
 linformer-nk-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/linformer-nk-5k)
 	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
 	    $(REPRO_LONG_OPTS) --out results/linformer-nk-5k data/brown.txt
+	$(call grid_pack,results/linformer-nk-5k)
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
 # seeds each, then ./spectrum over each kernel's runs: per layer, c(T/4) and
@@ -108,9 +136,11 @@ SPECTRUM_SEEDS_OPTS ?= --layers 4 --d_model 128 --context 128 --batch 16 --steps
 	--sample_length 0 --seeds 3
 spectrum-seeds-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/spectrum-seeds)
 	./ablate attn=softmax/cosformer --no-baseline $(SPECTRUM_SEEDS_OPTS) --out results/spectrum-seeds data/brown.txt
 	./spectrum results/spectrum-seeds/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/softmax
 	./spectrum results/spectrum-seeds/attn-cosformer_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/cosformer
+	$(call grid_pack,results/spectrum-seeds)
 
 # Length extrapolation with 3 seeds per scheme at the reproductions' budget
 # (scripts/extrapolate_seeds.sh): causal models with every position scheme,
@@ -118,16 +148,20 @@ spectrum-seeds-demo: deps
 EXTRAP_SEEDS_BYTES ?= 131072
 extrapolate-seeds-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/extrapolate-seeds)
 	sh scripts/extrapolate_seeds.sh clm results/extrapolate-seeds $(EXTRAP_SEEDS_BYTES) data/brown.txt \
 	    learned/sinusoidal/rope/alibi/kerple_power/kerple_log/sandwich/xpos \
 	    "rope@window=128 sinusoidal@window=128 alibi@logn=on rope@logn=on rope@window=128,logn=on xpos@bca=on" \
 	    -- $(REPRO_OPTS)
+	$(call grid_pack,results/extrapolate-seeds)
 extrapolate-mlm-demo: deps
 	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/extrapolate-mlm)
 	sh scripts/extrapolate_seeds.sh mlm results/extrapolate-mlm $(EXTRAP_SEEDS_BYTES) data/brown.txt \
 	    sinusoidal/rope/alibi \
 	    "sinusoidal@window=128 rope@window=128 rope@logn=on rope@window=128,logn=on alibi@logn=on sinusoidal@window=128,logn=on" \
 	    -- $(REPRO_OPTS)
+	$(call grid_pack,results/extrapolate-mlm)
 
 # The length-extrapolation study (scripts/extrapolate_demo.sh): one model per
 # position scheme at context 128 with the same budget, into runs/extrap/<pos>

@@ -356,7 +356,7 @@ class Attention(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, h * self.head_size))
 
     def key_ranges(self, t):
-        """[lo_i, hi_i]: the keys query i sees (layers/attention/softmax.c's plan)."""
+        """[lo_i, hi_i]: the keys query i sees (layers/attention/softmax_op.c's plan)."""
         cfg, causal = self.cfg, self.cfg["causal"]
         i = torch.arange(t)
         lo, hi = torch.zeros(t, dtype=torch.long), (i.clone() if causal else torch.full((t,), t - 1))

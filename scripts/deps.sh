@@ -9,7 +9,7 @@
 set -eu
 
 PACKAGES="gcc make pkg-config libopenblas-openmp-dev check libsubunit-dev libstb-dev libcjson-dev
-libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin libdnnl-dev"
+libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin libdnnl-dev xz-utils"
 if [ "${1:-}" = "--fuzz" ]; then
     PACKAGES="$PACKAGES clang libclang-rt-dev libomp-dev"
 fi

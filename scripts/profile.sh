@@ -7,7 +7,7 @@
 # and kernel.perf_event_paranoid <= 2.
 #
 # usage: sh scripts/profile.sh [BENCH_OPTIONS...]
-#   e.g. env -u OPENBLAS_CORETYPE sh scripts/profile.sh --steps 20
+#   e.g. env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE sh scripts/profile.sh --steps 20
 set -eu
 cd "$(dirname "$0")/.."
 command -v perf >/dev/null 2>&1 || { echo "error: perf: not found" >&2; echo "hint: apt-get install linux-perf" >&2; exit 1; }

@@ -104,7 +104,7 @@ START_TEST(test_new_kernel_is_one_registration) {
     size_t help_len = 0;
     FILE *f = open_memstream(&help, &help_len);
     ck_assert_ptr_nonnull(f);
-    options_print_help(f, 1);
+    options_print_help(f, HELP_MODEL);
     fclose(f);
     const char *line = strstr(help, "--attn");
     ck_assert_ptr_nonnull(line);

@@ -71,6 +71,7 @@ static void build_choices(void) {
             size_t width = r->type == OPT_FLOAT  ? sizeof(float)
                            : r->type == OPT_BOOL ? sizeof(bool)
                            : r->type == OPT_INTS ? r->size * sizeof(int)
+                           : r->type == OPT_INT64 ? sizeof(int64_t)
                                                  : sizeof(int);
             if (r->offset + width > kern->options_size)
                 DIE("attention kernel %s: option %s lies outside its %zu bytes of options", kern->name, r->name,
