@@ -1,4 +1,4 @@
-/* ops_pointwise.c: gelu (tanh form), relu, leakyrelu, elu.
+/* ops_pointwise.c: gelu (tanh form), relu, leakyrelu, elu, exp, sigmoid.
  *
  * Each op is two kernels over a range of elements: forward o = f(x) and
  * backward dx += dout * f'(x). parallel_range() gives each thread one
@@ -45,18 +45,24 @@ Tensor *op_leakyrelu(Tensor *x, float slope) { return pointwise(OP_LEAKYRELU, x,
 Tensor *op_elu(Tensor *x, float alpha, float shift) {
     return pointwise(OP_ELU, x, (PointwiseAttrs){.alpha = alpha, .shift = shift});
 }
+Tensor *op_exp(Tensor *x) { return pointwise(OP_EXP, x, (PointwiseAttrs){0}); }
+Tensor *op_sigmoid(Tensor *x) { return pointwise(OP_SIGMOID, x, (PointwiseAttrs){0}); }
 
 static void run_forward(Node *n, RangeFn fn) {
     Pointwise p = {n->in[0]->data, NULL, n->out->data, *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, n->out->n, fn);
 }
 
-static void run_backward(Node *n, RangeFn fn) {
+/* fn gets p->x = the input, or the output when from_out (exp and sigmoid
+ * have their derivative in terms of it). */
+static void run_backward_of(Node *n, RangeFn fn, bool from_out) {
     Tensor *x = n->in[0];
     if (!x->requires_grad) return;
-    Pointwise p = {x->data, n->out->grad, tensor_grad(x), *NODE_ATTRS(n, PointwiseAttrs)};
+    Pointwise p = {from_out ? n->out->data : x->data, n->out->grad, tensor_grad(x), *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, x->n, fn);
 }
+
+static void run_backward(Node *n, RangeFn fn) { run_backward_of(n, fn, false); }
 
 /* ---- gelu: 0.5 x (1 + tanh u), u = c (x + a x^3) -------------------------- */
 
@@ -144,3 +150,40 @@ static void elu_bwd(const Pointwise *p, long lo, long hi) {
 
 void op_elu_forward(Node *n) { run_forward(n, elu_fwd); }
 void op_elu_backward(Node *n) { run_backward(n, elu_bwd); }
+
+/* ---- exp and sigmoid: derivatives from the output o, e^x' = o and
+ * sigmoid' = o (1 - o) --------------------------------------------------------- */
+
+static void exp_fwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict x = p->x;
+    float *restrict o = p->o;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) o[i] = fm_expf(x[i]);
+}
+
+static void exp_bwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict o = p->x, *restrict g = p->g;
+    float *restrict dx = p->o;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i];
+}
+
+void op_exp_forward(Node *n) { run_forward(n, exp_fwd); }
+void op_exp_backward(Node *n) { run_backward_of(n, exp_bwd, true); }
+
+static void sigmoid_fwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict x = p->x;
+    float *restrict o = p->o;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) o[i] = fm_sigmoidf(x[i]);
+}
+
+static void sigmoid_bwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict o = p->x, *restrict g = p->g;
+    float *restrict dx = p->o;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i] * (1.0f - o[i]);
+}
+
+void op_sigmoid_forward(Node *n) { run_forward(n, sigmoid_fwd); }
+void op_sigmoid_backward(Node *n) { run_backward_of(n, sigmoid_bwd, true); }
