@@ -149,6 +149,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_linear.py tests/fixtures/attn_linear.safetensors
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 	/usr/bin/python3 tests/reference/lm_cross_entropy.py tests/fixtures/lm_cross_entropy.safetensors
+	/usr/bin/python3 tests/reference/kernel_sigmoid.py tests/fixtures/kernel_sigmoid.safetensors
 
 # Trains on the default corpus with the default options (a few minutes on 2
 # cores), then prints the validation bpb, a sample and where the loss plot is.

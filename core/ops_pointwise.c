@@ -9,9 +9,10 @@
 #include "fastmath.h"
 #include "ops_impl.h"
 
-/* leakyrelu's slope (relu: 0), elu's alpha and shift; gelu has none. */
+/* leakyrelu's slope (relu: 0), elu's alpha and shift, 1 for sigmoid (0:
+ * exp); gelu has none. */
 typedef struct {
-    float slope, alpha, shift;
+    float slope, alpha, shift, logistic;
 } PointwiseAttrs;
 NODE_ATTRS_DECLARE(PointwiseAttrs);
 
@@ -46,7 +47,7 @@ Tensor *op_elu(Tensor *x, float alpha, float shift) {
     return pointwise(OP_ELU, x, (PointwiseAttrs){.alpha = alpha, .shift = shift});
 }
 Tensor *op_exp(Tensor *x) { return pointwise(OP_EXP, x, (PointwiseAttrs){0}); }
-Tensor *op_sigmoid(Tensor *x) { return pointwise(OP_SIGMOID, x, (PointwiseAttrs){0}); }
+Tensor *op_sigmoid(Tensor *x) { return pointwise(OP_SIGMOID, x, (PointwiseAttrs){.logistic = 1.0f}); }
 
 static void run_forward(Node *n, RangeFn fn) {
     Pointwise p = {n->in[0]->data, NULL, n->out->data, *NODE_ATTRS(n, PointwiseAttrs)};
@@ -151,39 +152,27 @@ static void elu_bwd(const Pointwise *p, long lo, long hi) {
 void op_elu_forward(Node *n) { run_forward(n, elu_fwd); }
 void op_elu_backward(Node *n) { run_backward(n, elu_bwd); }
 
-/* ---- exp and sigmoid: derivatives from the output o, e^x' = o and
- * sigmoid' = o (1 - o) --------------------------------------------------------- */
+/* ---- exp, and sigmoid = 1 / (1 + e^-x): derivatives from the output o,
+ * e^x' = o and sigmoid' = o (1 - o), so o (1 - k o) with k = 0 or 1 (the
+ * attribute `logistic`) ------------------------------------------------------- */
 
 static void exp_fwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x;
     float *restrict o = p->o;
+    bool logistic = p->a.logistic != 0.0f;
     #pragma omp simd
-    for (long i = lo; i < hi; i++) o[i] = fm_expf(x[i]);
+    for (long i = lo; i < hi; i++) o[i] = logistic ? fm_sigmoidf(x[i]) : fm_expf(x[i]);
 }
 
 static void exp_bwd(const Pointwise *p, long lo, long hi) {
     const float *restrict o = p->x, *restrict g = p->g;
     float *restrict dx = p->o;
+    float k = p->a.logistic;
     #pragma omp simd
-    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i];
+    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i] * (1.0f - k * o[i]);
 }
 
 void op_exp_forward(Node *n) { run_forward(n, exp_fwd); }
 void op_exp_backward(Node *n) { run_backward_of(n, exp_bwd, true); }
-
-static void sigmoid_fwd(const Pointwise *p, long lo, long hi) {
-    const float *restrict x = p->x;
-    float *restrict o = p->o;
-    #pragma omp simd
-    for (long i = lo; i < hi; i++) o[i] = fm_sigmoidf(x[i]);
-}
-
-static void sigmoid_bwd(const Pointwise *p, long lo, long hi) {
-    const float *restrict o = p->x, *restrict g = p->g;
-    float *restrict dx = p->o;
-    #pragma omp simd
-    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i] * (1.0f - o[i]);
-}
-
-void op_sigmoid_forward(Node *n) { run_forward(n, sigmoid_fwd); }
-void op_sigmoid_backward(Node *n) { run_backward_of(n, sigmoid_bwd, true); }
+void op_sigmoid_forward(Node *n) { run_forward(n, exp_fwd); }
+void op_sigmoid_backward(Node *n) { run_backward_of(n, exp_bwd, true); }

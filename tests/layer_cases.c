@@ -62,6 +62,29 @@ static Tensor *softmax_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     return op_matmul(p, v, false, false);
 }
 
+/* ---- sigmoid (layers/attention/sigmoid.c): its cases, and its lines in the
+ * tables below, are all a kernel needs here ---------------------------------- */
+
+static Tensor *sigmoid_causal(Tensor **in) { return run_kernel("sigmoid", true, in); }
+static Tensor *sigmoid_bidirectional(Tensor **in) { return run_kernel("sigmoid", false, in); }
+
+/* P = sigmoid(scale q k^T - log T) M from core's ops, M zeroing keys j > i
+ * when causal. */
+static Tensor *sigmoid_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
+    int T = c->T;
+    Tensor *shift = tensor_new(0, NULL);
+    shift->data[0] = -logf((float)T);
+    Tensor *p = op_sigmoid(op_add(op_scale(op_matmul(q, k, false, true), c->scale), shift));
+    if (c->causal) {
+        Tensor *mask = tensor_2d(T, T);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) mask->data[i * T + j] = j <= i ? 1.0f : 0.0f;
+        p = op_mul(p, mask);
+    }
+    *probs = p;
+    return op_matmul(p, v, false, false);
+}
+
 /* ---- the tables ------------------------------------------------------------ */
 
 #define QKV {{4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, {4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, \
@@ -74,6 +97,8 @@ const KernelCase kernel_cases[] = {
     POSITIONS_KERNEL_CASES, /* tests/cases_positions.c */
     LINFORMER_KERNEL_CASES, /* tests/cases_linformer.c */
     LINEAR_KERNEL_CASES, /* tests/cases_linear.c */
+    {{"attn_sigmoid_causal", 3, QKV, sigmoid_causal}, "sigmoid", true},
+    {{"attn_sigmoid_bidirectional", 3, QKV, sigmoid_bidirectional}, "sigmoid", false},
 };
 const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
 
@@ -84,5 +109,7 @@ const KernelRef kernel_refs[] = {
     POSITIONS_KERNEL_REFS, /* tests/cases_positions.c */
     LINFORMER_KERNEL_REFS, /* tests/cases_linformer.c */
     LINEAR_KERNEL_REFS, /* tests/cases_linear.c */
+    {"sigmoid causal", "sigmoid", true, NULL, 0, {{0}}, sigmoid_compose, true},
+    {"sigmoid bidirectional", "sigmoid", false, NULL, 0, {{0}}, sigmoid_compose, true},
 };
 const int n_kernel_refs = (int)(sizeof kernel_refs / sizeof kernel_refs[0]);

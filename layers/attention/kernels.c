@@ -8,12 +8,15 @@
 #include "attention/kernel.h"
 #include "util.h"
 
+extern const AttnKernel attn_kernel_sigmoid; /* sigmoid.c */
+
 /* Every kernel once, in the order --help lists them; the first is the
  * default. */
 const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {
     &attn_kernel_softmax,
     &attn_kernel_linear,
     &attn_kernel_linformer,
+    &attn_kernel_sigmoid,
 };
 const char *const attn_scaling_reference = "cosformer";
 
