@@ -118,11 +118,12 @@ for suite in model reference; do
 done
 n_with=$(CK_RUN_SUITE=model ./build/test_all 2>/dev/null | sed -n 's/.*Checks: \([0-9]*\).*/\1/p')
 n_without=$( (cd "$W" && CK_RUN_SUITE=model ./build/test_all 2>/dev/null) | sed -n 's/.*Checks: \([0-9]*\).*/\1/p')
-# 2 gradient-check cases, and 2 references each compared twice (output and P)
-if [ "${n_with:-0}" -eq $((${n_without:-0} + 6)) ]; then
+# its gradient-check cases (2 or more), and its references each compared
+# twice (output and P)
+if [ "${n_with:-0}" -ge $((${n_without:-0} + 6)) ]; then
     pass "its cases are checked: $n_with checks with it, $n_without without"
 else
-    fail "its cases are checked" "$n_with checks with it, $n_without without, want 6 more"
+    fail "its cases are checked" "$n_with checks with it, $n_without without, want 6 more at least"
 fi
 
 cli_end

@@ -7,6 +7,7 @@
 #include "cases_linformer.h"
 #include "cases_positions.h"
 #include "cases_talking.h"
+#include "attention/positions.h"
 #include "ops.h"
 #include "util.h"
 
@@ -68,6 +69,23 @@ static Tensor *softmax_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
 static Tensor *sigmoid_causal(Tensor **in) { return run_kernel("sigmoid", true, in); }
 static Tensor *sigmoid_bidirectional(Tensor **in) { return run_kernel("sigmoid", false, in); }
 
+/* The score-map op's masks and bias: a window of 3 with ALiBi and log-n
+ * (context 2, so a row that sees 3 keys scales its logits by log 3 / log 2),
+ * and causally BCA with ALiBi, in blocks of 2 query rows. */
+static Tensor *sigmoid_masked(Tensor **in, bool causal, int window, bool bca) {
+    AttnCall c = kernel_case_call(causal);
+    c.m.window = window, c.m.bca = bca ? ON : OFF, c.m.logn = window ? ON : OFF;
+    c.m.pos = POS_ALIBI, c.m.context = 2;
+    int qb = attn_query_block;
+    attn_query_block = 2;
+    Tensor *out = kernel_by_name("sigmoid")->forward(&c, in[0], in[1], in[2]);
+    attn_query_block = qb;
+    return out;
+}
+static Tensor *sigmoid_window_causal(Tensor **in) { return sigmoid_masked(in, true, 3, false); }
+static Tensor *sigmoid_window_bidirectional(Tensor **in) { return sigmoid_masked(in, false, 3, false); }
+static Tensor *sigmoid_bca(Tensor **in) { return sigmoid_masked(in, true, 0, true); }
+
 /* P = sigmoid(scale q k^T - log T) M from core's ops, M zeroing keys j > i
  * when causal. */
 static Tensor *sigmoid_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
@@ -99,6 +117,9 @@ const KernelCase kernel_cases[] = {
     LINEAR_KERNEL_CASES, /* tests/cases_linear.c */
     {{"attn_sigmoid_causal", 3, QKV, sigmoid_causal}, "sigmoid", true},
     {{"attn_sigmoid_bidirectional", 3, QKV, sigmoid_bidirectional}, "sigmoid", false},
+    {{"attn_sigmoid_window_causal", 3, QKV, sigmoid_window_causal}, "sigmoid", true},
+    {{"attn_sigmoid_window_bidirectional", 3, QKV, sigmoid_window_bidirectional}, "sigmoid", false},
+    {{"attn_sigmoid_bca", 3, QKV, sigmoid_bca}, "sigmoid", true},
 };
 const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
 

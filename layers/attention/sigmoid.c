@@ -12,13 +12,10 @@ static void sigmoid_map(const float *s, float *p, int n, int T) {
     float b = -logf((float)T);
     for (int j = 0; j < n; j++) p[j] = fm_sigmoidf(s[j] + b);
 }
-
-/* sigmoid' = p (1 - p) */
 static void sigmoid_grad(const float *s, const float *p, float *d, int n, int T) {
     (void)s, (void)T;
-    for (int j = 0; j < n; j++) d[j] *= p[j] * (1.0f - p[j]);
+    for (int j = 0; j < n; j++) d[j] *= p[j] * (1.0f - p[j]); /* sigmoid' = p (1 - p) */
 }
-
 static const ScoreMap sigmoid_map_ = {sigmoid_map, sigmoid_grad};
 
 static Tensor *sigmoid_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
@@ -27,11 +24,11 @@ static Tensor *sigmoid_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
 static Tensor *sigmoid_probs(const AttnCall *c, Tensor *q, Tensor *k) { return scoremap_probs(&sigmoid_map_, c, q, k); }
 
 const AttnKernel attn_kernel_sigmoid = {
-    .name = "sigmoid",
+    .name = "sigmoid",              /* the attn value */
     .forward = sigmoid_forward,
-    .probs = sigmoid_probs,
-    .ops = {&scoremap_op},
-    .title = "attn=sigmoid",
-    .validate = scoremap_validate,
-    .scores = true,
+    .probs = sigmoid_probs,         /* P [B, H, T, T] for ./spectrum */
+    .ops = {&scoremap_op},          /* its fused ops, for the tests */
+    .title = "attn=sigmoid",        /* how errors name it */
+    .validate = scoremap_validate,  /* refuses the learned score biases */
+    .scores = true,                 /* it forms a score matrix: biases and masks apply */
 };
