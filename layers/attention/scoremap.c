@@ -39,19 +39,25 @@ typedef struct {
     float *lambda, *bias;
 } Plan;
 
+/* The keys [*lo, *hi] that query i of T sees (softmax.c's rules). */
+static void row_keys(const ScoreMapAttrs *a, int i, int T, int *lo, int *hi) {
+    int blen = a->context / 2 > 1 ? a->context / 2 : 1;
+    *lo = 0, *hi = a->causal ? i : T - 1;
+    if (a->window > 0) *lo = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
+    if (a->window > 0 && !a->causal) *hi = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
+    if (a->causal && a->bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+}
+
 static Plan plan_make(const ScoreMapAttrs *a, int H, int T, int dk) {
     Arena *ar = engine_arena();
     Plan p = {.T = T, .qb = a->qb};
     p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
     p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
     p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
-    int blen = a->context / 2 > 1 ? a->context / 2 : 1;
     double log_ctx = a->context > 1 ? log((double)a->context) : 0.0;
     for (int i = 0; i < T; i++) {
-        int lo = 0, hi = a->causal ? i : T - 1;
-        if (a->window > 0) lo = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
-        if (a->window > 0 && !a->causal) hi = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
-        if (a->causal && a->bca) lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+        int lo, hi;
+        row_keys(a, i, T, &lo, &hi);
         p.lo[i] = lo, p.hi[i] = hi;
         double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
         p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
@@ -225,6 +231,20 @@ Tensor *scoremap_probs(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *
         }
     }
     return P;
+}
+
+/* Per head, forward's q.k and P v, backward's q.k again, dV, dP, dQ and dK
+ * over the keys each row sees: 2 sum_i n_i (4 key_size + 3 head_size). */
+double scoremap_flops(const ModelConfig *m, int T) {
+    bool causal = m->objective == OBJECTIVE_CLM;
+    ScoreMapAttrs a = {.window = m->window, .context = m->context, .causal = causal, .bca = causal && m->bca == ON};
+    double keys = 0;
+    for (int i = 0; i < T; i++) {
+        int lo, hi;
+        row_keys(&a, i, T, &lo, &hi);
+        keys += hi - lo + 1;
+    }
+    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
 }
 
 int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,

@@ -33,4 +33,7 @@ extern OpDef scoremap_op;
 int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                       Err *e);
 
+/* A kernel's flops hook: the products above over the keys each row sees. */
+double scoremap_flops(const ModelConfig *m, int T);
+
 #endif

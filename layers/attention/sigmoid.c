@@ -30,5 +30,6 @@ const AttnKernel attn_kernel_sigmoid = {
     .ops = {&scoremap_op},          /* its fused ops, for the tests */
     .title = "attn=sigmoid",        /* how errors name it */
     .validate = scoremap_validate,  /* refuses the learned score biases */
+    .flops = scoremap_flops,        /* its products, for ./bench --scaling */
     .scores = true,                 /* it forms a score matrix: biases and masks apply */
 };
