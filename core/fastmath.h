@@ -49,4 +49,7 @@ static inline float fm_expf(float x) {
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): exact limits +-1, absolute error ~1e-7. */
 static inline float fm_tanhf(float u) { return 1.0f - 2.0f / (fm_expf(2.0f * u) + 1.0f); }
 
+/* sigmoid(x) = 1 / (1 + e^{-x}): exact limits 0 and 1. */
+static inline float fm_sigmoidf(float x) { return 1.0f / (1.0f + fm_expf(-x)); }
+
 #endif

@@ -26,6 +26,42 @@ static double reduced(const GradCase *c, Tensor **leaves, Arena *work, const flo
     return f;
 }
 
+/* Numeric gradients by central differences, compared with the analytic ones
+ * as they come: r's worst ratio, or r->ok false at a non-finite one. */
+static void numeric_compare(const GradCase *c, Tensor **leaves, float *const *analytic, Arena *work, const float *R,
+                            const GcOptions *o, GcResult *r) {
+    for (int k = 0; k < c->n_in && r->ok; k++) {
+        Tensor *x = leaves[k];
+        long step = x->n > o->max_per_input ? (x->n + o->max_per_input - 1) / o->max_per_input : 1;
+        for (long i = 0; i < x->n; i += step) {
+            float saved = x->data[i];
+            x->data[i] = saved + (float)o->eps;
+            double fp = reduced(c, leaves, work, R);
+            x->data[i] = saved - (float)o->eps;
+            double fm = reduced(c, leaves, work, R);
+            x->data[i] = saved;
+            /* The step actually taken, after rounding to float. */
+            double h = (double)(saved + (float)o->eps) - (double)(saved - (float)o->eps);
+            double num = (fp - fm) / h, ana = analytic[k][i];
+            r->checked++;
+            if (!isfinite(ana)) {
+                r->ok = false;
+                snprintf(r->why, sizeof r->why, "input %d [%ld]: analytic gradient is not finite", k, i);
+            }
+            double tol = o->atol + o->rtol * fmax(fabs(ana), fabs(num));
+            double ratio = fabs(ana - num) / tol;
+            if (!(ratio <= r->worst_ratio) && isfinite(ana)) {
+                r->worst_ratio = ratio;
+                r->worst_in = k;
+                r->worst_index = i;
+                r->worst_analytic = ana;
+                r->worst_numeric = num;
+            }
+            if (!r->ok) break;
+        }
+    }
+}
+
 bool gradcheck(const GradCase *c, uint64_t seed, const GcOptions *opt, GcResult *r) {
     GcOptions o = {1e-2, 1e-3, 1e-2, 256};
     if (opt) {
@@ -81,37 +117,7 @@ bool gradcheck(const GradCase *c, uint64_t seed, const GcOptions *opt, GcResult 
     tape_reset();
     grad_set(false);
 
-    /* Numeric gradients, compared as they come. */
-    for (int k = 0; k < c->n_in && r->ok; k++) {
-        Tensor *x = leaves[k];
-        long step = x->n > o.max_per_input ? (x->n + o.max_per_input - 1) / o.max_per_input : 1;
-        for (long i = 0; i < x->n; i += step) {
-            float saved = x->data[i];
-            x->data[i] = saved + (float)o.eps;
-            double fp = reduced(c, leaves, &work, R);
-            x->data[i] = saved - (float)o.eps;
-            double fm = reduced(c, leaves, &work, R);
-            x->data[i] = saved;
-            /* The step actually taken, after rounding to float. */
-            double h = (double)(saved + (float)o.eps) - (double)(saved - (float)o.eps);
-            double num = (fp - fm) / h, ana = analytic[k][i];
-            r->checked++;
-            if (!isfinite(ana)) {
-                r->ok = false;
-                snprintf(r->why, sizeof r->why, "input %d [%ld]: analytic gradient is not finite", k, i);
-            }
-            double tol = o.atol + o.rtol * fmax(fabs(ana), fabs(num));
-            double ratio = fabs(ana - num) / tol;
-            if (!(ratio <= r->worst_ratio) && isfinite(ana)) {
-                r->worst_ratio = ratio;
-                r->worst_in = k;
-                r->worst_index = i;
-                r->worst_analytic = ana;
-                r->worst_numeric = num;
-            }
-            if (!r->ok) break;
-        }
-    }
+    numeric_compare(c, leaves, analytic, &work, R, &o, r);
     if (r->ok && !(r->worst_ratio < 1.0)) {
         r->ok = false;
         snprintf(r->why, sizeof r->why, "input %d [%ld]: analytic %.6g, numeric %.6g", r->worst_in,

@@ -19,6 +19,7 @@ typedef enum {
     OP_LINEAR,
     OP_ADD,
     OP_MUL,
+    OP_DIV,
     OP_SCALE,
     OP_SUM,
     OP_MEAN,
@@ -29,6 +30,8 @@ typedef enum {
     OP_RELU,
     OP_LEAKYRELU,
     OP_ELU,
+    OP_EXP,
+    OP_SIGMOID,
     OP_IDENTITY,
     OP_LAYERNORM,
     OP_RMSNORM,
@@ -79,10 +82,11 @@ float logsumexp_row(const float *z, int n);
 
 /* ---- arithmetic --------------------------------------------------------- */
 
-/* a + b and a * b, where b's shape is a's or a suffix of it: a row bias [N]
- * on [..., N], a [T, d] table on [B, T, d], a scalar on anything. */
+/* a + b, a * b and a / b, where b's shape is a's or a suffix of it: a row
+ * bias [N] on [..., N], a [T, d] table on [B, T, d], a scalar on anything. */
 Tensor *op_add(Tensor *a, Tensor *b);
 Tensor *op_mul(Tensor *a, Tensor *b);
+Tensor *op_div(Tensor *a, Tensor *b);
 Tensor *op_scale(Tensor *a, float s);
 /* Sum and mean of all elements: a scalar (ndim 0). */
 Tensor *op_sum(Tensor *a);
@@ -106,6 +110,9 @@ Tensor *op_leakyrelu(Tensor *x, float slope);
 /* elu(x) + shift, elu(x) = x if x > 0 else alpha (exp(x) - 1). shift = 1 gives
  * the positive feature map elu(x) + 1 of linear attention. */
 Tensor *op_elu(Tensor *x, float alpha, float shift);
+/* e^x, and the logistic sigmoid 1 / (1 + e^-x). */
+Tensor *op_exp(Tensor *x);
+Tensor *op_sigmoid(Tensor *x);
 /* Returns a view of x. Exists so that phi = identity is an op like the others. */
 Tensor *op_identity(Tensor *x);
 

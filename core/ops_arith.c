@@ -1,4 +1,4 @@
-/* ops_arith.c: add and mul with suffix broadcasting, scale, sum, mean. */
+/* ops_arith.c: add, mul and div with suffix broadcasting, scale, sum, mean. */
 #include <string.h>
 
 #include "ops_impl.h"
@@ -21,6 +21,7 @@ static Tensor *binary(OpId id, Tensor *a, Tensor *b) {
 
 Tensor *op_add(Tensor *a, Tensor *b) { return binary(OP_ADD, a, b); }
 Tensor *op_mul(Tensor *a, Tensor *b) { return binary(OP_MUL, a, b); }
+Tensor *op_div(Tensor *a, Tensor *b) { return binary(OP_DIV, a, b); }
 
 /* out = a + b, b repeated over a's leading dims */
 void op_add_forward(Node *n) {
@@ -72,6 +73,33 @@ void op_mul_backward(Node *n) {
         float *db = tensor_grad(b);
         for (long r = 0; r < reps; r++)
             for (long j = 0; j < bn; j++) db[j] += g[r * bn + j] * a->data[r * bn + j];
+    }
+}
+
+/* out = a / b, b repeated over a's leading dims */
+void op_div_forward(Node *n) {
+    const Tensor *a = n->in[0], *b = n->in[1];
+    long bn = b->n, reps = a->n / (bn ? bn : 1);
+    float *o = n->out->data;
+    #pragma omp parallel for if (a->n > PAR_MIN)
+    for (long r = 0; r < reps; r++)
+        for (long j = 0; j < bn; j++) o[r * bn + j] = a->data[r * bn + j] / b->data[j];
+}
+
+void op_div_backward(Node *n) {
+    Tensor *a = n->in[0], *b = n->in[1];
+    long bn = b->n, reps = a->n / (bn ? bn : 1);
+    const float *g = n->out->grad, *o = n->out->data;
+    if (a->requires_grad) { /* da = dout / b */
+        float *da = tensor_grad(a);
+        #pragma omp parallel for if (a->n > PAR_MIN)
+        for (long r = 0; r < reps; r++)
+            for (long j = 0; j < bn; j++) da[r * bn + j] += g[r * bn + j] / b->data[j];
+    }
+    if (b->requires_grad) { /* db = -sum over repeats of dout * a / b^2 = -sum dout * out / b */
+        float *db = tensor_grad(b);
+        for (long r = 0; r < reps; r++)
+            for (long j = 0; j < bn; j++) db[j] -= g[r * bn + j] * o[r * bn + j] / b->data[j];
     }
 }
 

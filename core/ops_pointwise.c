@@ -1,4 +1,4 @@
-/* ops_pointwise.c: gelu (tanh form), relu, leakyrelu, elu.
+/* ops_pointwise.c: gelu (tanh form), relu, leakyrelu, elu, exp, sigmoid.
  *
  * Each op is two kernels over a range of elements: forward o = f(x) and
  * backward dx += dout * f'(x). parallel_range() gives each thread one
@@ -9,9 +9,10 @@
 #include "fastmath.h"
 #include "ops_impl.h"
 
-/* leakyrelu's slope (relu: 0), elu's alpha and shift; gelu has none. */
+/* leakyrelu's slope (relu: 0), elu's alpha and shift, 1 for sigmoid (0:
+ * exp); gelu has none. */
 typedef struct {
-    float slope, alpha, shift;
+    float slope, alpha, shift, logistic;
 } PointwiseAttrs;
 NODE_ATTRS_DECLARE(PointwiseAttrs);
 
@@ -45,18 +46,24 @@ Tensor *op_leakyrelu(Tensor *x, float slope) { return pointwise(OP_LEAKYRELU, x,
 Tensor *op_elu(Tensor *x, float alpha, float shift) {
     return pointwise(OP_ELU, x, (PointwiseAttrs){.alpha = alpha, .shift = shift});
 }
+Tensor *op_exp(Tensor *x) { return pointwise(OP_EXP, x, (PointwiseAttrs){0}); }
+Tensor *op_sigmoid(Tensor *x) { return pointwise(OP_SIGMOID, x, (PointwiseAttrs){.logistic = 1.0f}); }
 
 static void run_forward(Node *n, RangeFn fn) {
     Pointwise p = {n->in[0]->data, NULL, n->out->data, *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, n->out->n, fn);
 }
 
-static void run_backward(Node *n, RangeFn fn) {
+/* fn gets p->x = the input, or the output when from_out (exp and sigmoid
+ * have their derivative in terms of it). */
+static void run_backward_of(Node *n, RangeFn fn, bool from_out) {
     Tensor *x = n->in[0];
     if (!x->requires_grad) return;
-    Pointwise p = {x->data, n->out->grad, tensor_grad(x), *NODE_ATTRS(n, PointwiseAttrs)};
+    Pointwise p = {from_out ? n->out->data : x->data, n->out->grad, tensor_grad(x), *NODE_ATTRS(n, PointwiseAttrs)};
     run(&p, x->n, fn);
 }
+
+static void run_backward(Node *n, RangeFn fn) { run_backward_of(n, fn, false); }
 
 /* ---- gelu: 0.5 x (1 + tanh u), u = c (x + a x^3) -------------------------- */
 
@@ -144,3 +151,28 @@ static void elu_bwd(const Pointwise *p, long lo, long hi) {
 
 void op_elu_forward(Node *n) { run_forward(n, elu_fwd); }
 void op_elu_backward(Node *n) { run_backward(n, elu_bwd); }
+
+/* ---- exp, and sigmoid = 1 / (1 + e^-x): derivatives from the output o,
+ * e^x' = o and sigmoid' = o (1 - o), so o (1 - k o) with k = 0 or 1 (the
+ * attribute `logistic`) ------------------------------------------------------- */
+
+static void exp_fwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict x = p->x;
+    float *restrict o = p->o;
+    bool logistic = p->a.logistic != 0.0f;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) o[i] = logistic ? fm_sigmoidf(x[i]) : fm_expf(x[i]);
+}
+
+static void exp_bwd(const Pointwise *p, long lo, long hi) {
+    const float *restrict o = p->x, *restrict g = p->g;
+    float *restrict dx = p->o;
+    float k = p->a.logistic;
+    #pragma omp simd
+    for (long i = lo; i < hi; i++) dx[i] += g[i] * o[i] * (1.0f - k * o[i]);
+}
+
+void op_exp_forward(Node *n) { run_forward(n, exp_fwd); }
+void op_exp_backward(Node *n) { run_backward_of(n, exp_bwd, true); }
+void op_sigmoid_forward(Node *n) { run_forward(n, exp_fwd); }
+void op_sigmoid_backward(Node *n) { run_backward_of(n, exp_bwd, true); }

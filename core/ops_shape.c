@@ -5,6 +5,7 @@
 
 static Tensor *view(OpId id, Tensor *a, int ndim, const int *shape) {
     Node *n = node_with(id, 1, a, NULL, NULL);
+    n->view = true;
     /* The output header is new; its data is a's. Nothing writes into an op's
      * output after forward, so sharing is safe. */
     n->out = arena_alloc(engine_arena(), sizeof(Tensor));

@@ -4,17 +4,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "ops.h"
 #include "util.h"
 
 static bool grad_on = true;
 static Node *last;
 
-#define PROFILE_MAX 64
-static bool profiling;
-static OpProfile profile[PROFILE_MAX];
-static const OpDef *profile_def[PROFILE_MAX];
-static int n_profile;
+static TapeWatcher watcher;
+
+void tape_watch(TapeWatcher w) { watcher = w; }
 
 static double seconds(void) {
     struct timespec ts;
@@ -22,35 +19,15 @@ static double seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static OpProfile *profile_entry(const OpDef *def) {
-    for (int i = 0; i < n_profile; i++)
-        if (profile_def[i] == def) return &profile[i];
-    if (n_profile == PROFILE_MAX) DIE("profile: more than %d ops", PROFILE_MAX);
-    profile_def[n_profile] = def;
-    profile[n_profile] = (OpProfile){.name = def->name};
-    return &profile[n_profile++];
-}
-
-void profile_start(void) {
-    n_profile = 0;
-    profiling = true;
-}
-
-void profile_stop(void) { profiling = false; }
-
-static int by_total_time(const void *a, const void *b) {
-    const OpProfile *x = a, *y = b;
-    double tx = x->forward_s + x->backward_s, ty = y->forward_s + y->backward_s;
-    return (tx < ty) - (tx > ty);
-}
-
-int profile_read(OpProfile *out, int max) {
-    int n = n_profile < max ? n_profile : max;
-    OpProfile all[PROFILE_MAX];
-    memcpy(all, profile, (size_t)n_profile * sizeof *all);
-    qsort(all, (size_t)n_profile, sizeof *all, by_total_time);
-    memcpy(out, all, (size_t)n * sizeof *out);
-    return n;
+/* Runs f(n), timed as def's forward or backward when watched. */
+static void run_watched(Node *n, void (*f)(Node *n), bool is_backward) {
+    if (!watcher) {
+        f(n);
+        return;
+    }
+    double t = seconds();
+    f(n);
+    watcher(n->def, is_backward, seconds() - t);
 }
 
 bool grad_enabled(void) { return grad_on; }
@@ -67,19 +44,6 @@ Node *node_new(const OpDef *def) {
     return n;
 }
 
-/* Runs forward(n), timed as n's op when profiling. */
-static void run_forward(Node *n, void (*forward)(Node *n)) {
-    if (profiling) {
-        double t = seconds();
-        forward(n);
-        OpProfile *p = profile_entry(n->def);
-        p->forward_s += seconds() - t;
-        p->calls++;
-    } else {
-        forward(n);
-    }
-}
-
 static void record(Node *n) {
     bool needs = false;
     for (int k = 0; k < n->n_in; k++) needs |= n->in[k]->requires_grad;
@@ -92,13 +56,13 @@ static void record(Node *n) {
 }
 
 Tensor *node_run(Node *n) {
-    run_forward(n, n->def->forward);
+    run_watched(n, n->def->forward, false);
     record(n);
     return n->out;
 }
 
 Tensor *node_run_fused(Node *first, Node *n, void (*forward)(Node *n)) {
-    run_forward(n, forward);
+    run_watched(n, forward, false);
     record(first);
     record(n);
     return n->out;
@@ -110,10 +74,7 @@ void tape_reset(void) { last = NULL; }
 
 /* A view's output shares its input's data (ops_shape.c): it is pointed at
  * the input again, never handed back on its own. */
-static bool is_view(const Node *n) {
-    int id = op_id(n);
-    return id == OP_RESHAPE || id == OP_IDENTITY;
-}
+static bool is_view(const Node *n) { return n->view; }
 
 /* A tensor whose data was handed back after forward, made again from its
  * producer's inputs (which are alive: nothing releases those) when the first
@@ -212,13 +173,7 @@ void backward_seeded(Tensor *out, const float *seed) {
             continue;
         }
         for (int k = 0; k < n->n_in; k++) recompute(n->in[k]);
-        if (profiling) {
-            double t = seconds();
-            n->def->backward(n);
-            profile_entry(n->def)->backward_s += seconds() - t;
-        } else {
-            n->def->backward(n);
-        }
+        run_watched(n, n->def->backward, true);
         /* nothing reads n's output gradient any more: the nodes that used
          * n->out came after n on the tape, so their backward has run */
         tensor_grad_release(n->out);

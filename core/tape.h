@@ -45,6 +45,8 @@ struct Node {
     long saved_n;    /* > 0: saved is a tensor_scratch buffer of that many floats, handed back
                       * with the output when the output is made again in backward */
     Node *rerun_from; /* the last node of a checkpointed span: its first (tape_checkpoint) */
+    bool view;       /* out shares in[0]'s data (a reshape, the identity): checkpointing and
+                      * recompute point it at the input again instead of running forward */
     Node *prev;      /* the node recorded before this one */
 };
 
@@ -103,17 +105,10 @@ void backward(Tensor *loss);
 /* The same from any tensor, with the given seed gradient (out->n values). */
 void backward_seeded(Tensor *out, const float *seed);
 
-/* Time per op, for ./bench: while profiling is on, every forward and every
- * backward is timed and added to its op's entry. */
-typedef struct {
-    const char *name;
-    double forward_s, backward_s;
-    long calls;
-} OpProfile;
-
-void profile_start(void); /* zeroes the entries and turns profiling on */
-void profile_stop(void);
-/* Copies up to max entries, slowest (forward + backward) first; returns how many. */
-int profile_read(OpProfile *out, int max);
+/* Watches every op run (core/profile.c times them with it): once set, each
+ * forward and each backward is timed and reported with its op and phase.
+ * NULL turns it off (nothing is timed). */
+typedef void (*TapeWatcher)(const OpDef *def, bool backward, double seconds);
+void tape_watch(TapeWatcher w);
 
 #endif

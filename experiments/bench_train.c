@@ -15,6 +15,7 @@
 #include "model.h"
 #include "ops.h"
 #include "optim.h"
+#include "profile.h"
 #include "rng.h"
 #include "run.h"
 #include "util.h"

@@ -23,7 +23,8 @@ reweight; chunk does not change the math) with pos = none, learned, sinusoidal o
 sinusoidal or rope, every linformer_proj (linear, mean, max, conv) and linformer_share (none,
 headwise, kv, layerwise: then the model holds the one linformer.E), and a per-layer
 linformer_k (a list; later layers take the last value), as layers/attention/linformer.c
-computes it. Any other value of these options (a kernel or position scheme this file does not
+computes it. attn=sigmoid, and every score-map kernel SCORE_MAPS knows, with the softmax
+kernel's positions and masks but for the learned biases (kerple_*). Any other value of these options (a kernel or position scheme this file does not
 know, or a combination attnlab itself refuses) is refused with a ValueError naming the
 option, never run with the wrong math.
 
@@ -99,6 +100,27 @@ def read_safetensors(path):
     return tensors, meta
 
 
+# ---------------------------------------------------------------- score maps
+
+# The attn values whose kernel is a score map (layers/attention/scoremap.h): P = f(S) on the
+# keys a query sees and 0 elsewhere, S the logits the softmax kernel forms (scale, logn, the
+# score bias), O = P V. Teaching this file such a kernel is one function, with @score_map.
+SCORE_MAPS = {}
+
+
+def score_map(name):
+    def register(f):
+        SCORE_MAPS[name] = f
+        return f
+    return register
+
+
+@score_map("sigmoid")
+def sigmoid_attention(s, t):
+    """attn=sigmoid (layers/attention/sigmoid.c): P = sigmoid(S - log T)."""
+    return torch.sigmoid(s - math.log(t))
+
+
 # ---------------------------------------------------------------- the config
 
 
@@ -158,6 +180,14 @@ def resolve_config(cfg):
             _refuse("attn=linear with window")
     elif attn == "linformer":
         resolve_linformer(c)
+    elif attn in SCORE_MAPS:  # the softmax kernel's scores; its learned biases are refused in C too
+        if pos not in ("none", "learned", "sinusoidal", "rope", "alibi", "sandwich", "xpos"):
+            _refuse(f"attn={attn} with pos={pos}")
+        if c["talking_heads"] != "none":
+            _refuse(f"attn={attn} with talking_heads={c['talking_heads']}")
+        for key in ("logn", "bca"):
+            if c[key] not in ("on", "off"):
+                _refuse(f"{key}={c[key]}")
     else:
         _refuse(f"attn={attn}")
     return c
@@ -389,7 +419,10 @@ class Attention(nn.Module):
         bias = self.score_bias((i - j) if cfg["causal"] else (i - j).abs())
         if bias is not None:
             s = s + bias.to(s.dtype)
-        p = torch.softmax(s.masked_fill(hidden, float("-inf")), -1)
+        if cfg["attn"] in SCORE_MAPS:
+            p = SCORE_MAPS[cfg["attn"]](s, t).masked_fill(hidden, 0.0)
+        else:
+            p = torch.softmax(s.masked_fill(hidden, float("-inf")), -1)
         if hasattr(self, "talking_post"):
             p = torch.einsum("gh,bhij->bgij", self.talking_post.weight, p)
         return p @ v

@@ -63,6 +63,23 @@ lf-conv-headwise|$LF --linformer_k 4,8 --layers 2 --linformer_proj conv --linfor
 lf-conv-kv|$LF --linformer_k 8 --linformer_proj conv --linformer_share kv --pos none||16,40
 lf-conv-layerwise|$LF --linformer_k 4 --layers 2 --linformer_proj conv --linformer_share layerwise --pos rope||16,40
 "
+# and every other attn value --help lists (a kernel added to the registry,
+# which attnlab_torch must know too), with its defaults and under alibi and a
+# window when it takes them
+HELP_ATTN=$(./train --help 2>&1 | sed -n 's/^  --attn .*(default: \([^;]*\); \(.*\))$/\1 \2/p' | tr -d ',')
+set -- $HELP_ATTN
+default=${1:-softmax}
+if [ $# -lt 2 ]; then fail "--help lists the attn values" "no --attn line with its values"; else shift; fi
+for attn in "$@"; do
+    case "$MODELS" in *"--attn $attn "* | *"--attn $attn|"*) continue ;; esac
+    [ "$attn" = "$default" ] && continue
+    MODELS="$MODELS
+kernel-$attn|--attn $attn||8,16"
+    # (a refused configuration exits 2 before it opens the corpus)
+    ./train --attn "$attn" --pos alibi --window 5 --out "$T/probe" "$T/none" >/dev/null 2>&1
+    [ $? -eq 2 ] || MODELS="$MODELS
+kernel-$attn-alibi|--attn $attn --pos alibi --window 5 --layers 2|@logn=on"
+done
 : >"$T/csvs"
 while IFS='|' read -r name opts variants lengths; do
     [ -n "$name" ] || continue

@@ -7,6 +7,7 @@
 #include "cases_linformer.h"
 #include "cases_positions.h"
 #include "cases_talking.h"
+#include "attention/positions.h"
 #include "ops.h"
 #include "options.h"
 #include "util.h"
@@ -59,6 +60,45 @@ static Tensor *softmax_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *
     return op_matmul(p, v, false, false);
 }
 
+/* ---- sigmoid (layers/attention/sigmoid.c): its cases, and its lines in the
+ * tables below, are all a kernel needs here ---------------------------------- */
+
+static Tensor *sigmoid_causal(Tensor **in) { return run_kernel("sigmoid", true, in); }
+static Tensor *sigmoid_bidirectional(Tensor **in) { return run_kernel("sigmoid", false, in); }
+
+/* The score-map op's masks and bias: a window of 3 with ALiBi and log-n
+ * (context 2, so a row that sees 3 keys scales its logits by log 3 / log 2),
+ * and causally BCA with ALiBi, in blocks of 2 query rows. */
+static Tensor *sigmoid_masked(Tensor **in, bool causal, int window, bool bca) {
+    const AttnKernel *kern = kernel_by_name("sigmoid");
+    ModelConfig m;
+    AttnCall c = kernel_case_call(&m, kern, causal);
+    m.window = window, m.bca = bca ? ON : OFF, m.logn = window ? ON : OFF;
+    m.pos = POS_ALIBI, m.context = 2;
+    c.query_block = 2;
+    return kern->forward(&c, in[0], in[1], in[2]);
+}
+static Tensor *sigmoid_window_causal(Tensor **in) { return sigmoid_masked(in, true, 3, false); }
+static Tensor *sigmoid_window_bidirectional(Tensor **in) { return sigmoid_masked(in, false, 3, false); }
+static Tensor *sigmoid_bca(Tensor **in) { return sigmoid_masked(in, true, 0, true); }
+
+/* P = sigmoid(scale q k^T - log T) M from core's ops, M zeroing keys j > i
+ * when causal. */
+static Tensor *sigmoid_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Tensor **probs) {
+    int T = c->T;
+    Tensor *shift = tensor_new(0, NULL);
+    shift->data[0] = -logf((float)T);
+    Tensor *p = op_sigmoid(op_add(op_scale(op_matmul(q, k, false, true), c->scale), shift));
+    if (c->causal) {
+        Tensor *mask = tensor_2d(T, T);
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++) mask->data[i * T + j] = j <= i ? 1.0f : 0.0f;
+        p = op_mul(p, mask);
+    }
+    *probs = p;
+    return op_matmul(p, v, false, false);
+}
+
 /* ---- the tables ------------------------------------------------------------ */
 
 #define QKV {{4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, {4, {KC_B, KC_H, KC_T, KC_DK}, GC_NORMAL}, \
@@ -71,6 +111,11 @@ const KernelCase kernel_cases[] = {
     POSITIONS_KERNEL_CASES, /* tests/cases_positions.c */
     LINFORMER_KERNEL_CASES, /* tests/cases_linformer.c */
     LINEAR_KERNEL_CASES, /* tests/cases_linear.c */
+    {{"attn_sigmoid_causal", 3, QKV, sigmoid_causal}, "sigmoid", true},
+    {{"attn_sigmoid_bidirectional", 3, QKV, sigmoid_bidirectional}, "sigmoid", false},
+    {{"attn_sigmoid_window_causal", 3, QKV, sigmoid_window_causal}, "sigmoid", true},
+    {{"attn_sigmoid_window_bidirectional", 3, QKV, sigmoid_window_bidirectional}, "sigmoid", false},
+    {{"attn_sigmoid_bca", 3, QKV, sigmoid_bca}, "sigmoid", true},
 };
 const int n_kernel_cases = (int)(sizeof kernel_cases / sizeof kernel_cases[0]);
 
@@ -81,5 +126,7 @@ const KernelRef kernel_refs[] = {
     POSITIONS_KERNEL_REFS, /* tests/cases_positions.c */
     LINFORMER_KERNEL_REFS, /* tests/cases_linformer.c */
     LINEAR_KERNEL_REFS, /* tests/cases_linear.c */
+    {"sigmoid causal", "sigmoid", true, NULL, 0, {{0}}, sigmoid_compose, true},
+    {"sigmoid bidirectional", "sigmoid", false, NULL, 0, {{0}}, sigmoid_compose, true},
 };
 const int n_kernel_refs = (int)(sizeof kernel_refs / sizeof kernel_refs[0]);

@@ -21,6 +21,9 @@ static Tensor *add(Tensor **in) { return op_add(in[0], in[1]); }
 static Tensor *add_twice(Tensor **in) { return op_add(in[0], in[0]); }
 static Tensor *mul(Tensor **in) { return op_mul(in[0], in[1]); }
 static Tensor *mul_twice(Tensor **in) { return op_mul(in[0], in[0]); }
+static Tensor *div(Tensor **in) { return op_div(in[0], in[1]); }
+/* x / (x x): both operands' gradients meet in one leaf */
+static Tensor *div_twice(Tensor **in) { return op_div(in[0], op_mul(in[0], in[0])); }
 static Tensor *scale(Tensor **in) { return op_scale(in[0], -1.7f); }
 static Tensor *sum(Tensor **in) { return op_sum(in[0]); }
 static Tensor *mean(Tensor **in) { return op_mean(in[0]); }
@@ -34,6 +37,8 @@ static Tensor *relu(Tensor **in) { return op_relu(in[0]); }
 static Tensor *leakyrelu(Tensor **in) { return op_leakyrelu(in[0], 0.1f); }
 static Tensor *elu_plus_one(Tensor **in) { return op_elu(in[0], 1.0f, 1.0f); }
 static Tensor *elu_alpha(Tensor **in) { return op_elu(in[0], 0.5f, 0.0f); }
+static Tensor *exponential(Tensor **in) { return op_exp(in[0]); }
+static Tensor *sigmoid(Tensor **in) { return op_sigmoid(in[0]); }
 static Tensor *identity(Tensor **in) { return op_identity(in[0]); }
 
 static Tensor *layernorm(Tensor **in) { return op_layernorm(in[0], in[1], in[2], 1e-5f); }
@@ -133,6 +138,9 @@ const GradCase op_cases[] = {
     {"mul_same", 2, {N(2, 3, 4), N(2, 3, 4)}, mul},
     {"mul_bias", 2, {N(3, 2, 3, 4), N(1, 4)}, mul},
     {"mul_twice", 1, {N(2, 3, 4)}, mul_twice},
+    {"div_same", 2, {N(2, 3, 4), POS(2, 3, 4)}, div},
+    {"div_bias", 2, {N(3, 2, 3, 4), POS(1, 4)}, div},
+    {"div_twice", 1, {POS(2, 3, 4)}, div_twice},
     {"scale", 1, {N(2, 3, 4)}, scale},
     {"sum", 1, {N(2, 3, 4)}, sum},
     {"mean", 1, {N(3, 2, 3, 4)}, mean},
@@ -144,6 +152,8 @@ const GradCase op_cases[] = {
     {"leakyrelu", 1, {NZ(2, 4, 5)}, leakyrelu},
     {"elu_plus_one", 1, {NZ(2, 4, 5)}, elu_plus_one},
     {"elu_alpha", 1, {NZ(2, 4, 5)}, elu_alpha},
+    {"exp", 1, {N(2, 4, 5)}, exponential},
+    {"sigmoid", 1, {N(2, 4, 5)}, sigmoid},
     {"identity", 1, {N(2, 4, 5)}, identity},
     {"layernorm", 3, {N(3, 3, 4, 6), N(1, 6), N(1, 6)}, layernorm},
     {"rmsnorm", 2, {N(2, 3, 6), N(1, 6)}, rmsnorm},

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "layer_cases.h"
 #include "op_cases.h"
 #include "safetensors.h"
 #include "test_util.h"
@@ -29,9 +31,8 @@ static float *read_tensor(StFile *sf, const char *c, const char *what, int ndim,
     return dst;
 }
 
-/* Runs case k on the fixture's inputs; false and a message on any difference. */
-static bool reference_case_once(StFile *sf, int k, char *msg, int size) {
-    const GradCase *c = &op_cases[k];
+/* Runs case c on the fixture's inputs; false and a message on any difference. */
+static bool reference_case_once(StFile *sf, const GradCase *c, char *msg, int size) {
     Arena a;
     arena_init(&a, 1 << 16);
     engine_set_arena(&a);
@@ -78,9 +79,8 @@ done:
     return ok;
 }
 
-/* The longest sum of case k, bounded by its largest dimension. */
-static long case_sum_length(int k) {
-    const GradCase *c = &op_cases[k];
+/* The longest sum of case c, bounded by its largest dimension. */
+static long case_sum_length(const GradCase *c) {
     long K = 1;
     for (int i = 0; i < c->n_in; i++)
         for (int d = 0; d < c->in[i].ndim; d++)
@@ -90,11 +90,13 @@ static long case_sum_length(int k) {
 
 /* reference_case_once in ROUNDING_PASSES (test_util.h): its comparisons allow
  * the rounding carried from its inputs, moved by gamma_K. */
-static bool reference_case(StFile *sf, int k, char *msg, int size) {
+static bool reference_gradcase(StFile *sf, const GradCase *c, char *msg, int size) {
     bool ok = false;
-    ROUNDING_PASSES(case_sum_length(k), KERNEL_ROUNDING_SLACK) ok = reference_case_once(sf, k, msg, size);
+    ROUNDING_PASSES(case_sum_length(c), KERNEL_ROUNDING_SLACK) ok = reference_case_once(sf, c, msg, size);
     return ok;
 }
+
+static bool reference_case(StFile *sf, int k, char *msg, int size) { return reference_gradcase(sf, &op_cases[k], msg, size); }
 
 START_TEST(test_reference_case) {
     StFile sf = fixture_open("ops.safetensors");
@@ -146,6 +148,74 @@ START_TEST(test_reference_catches_broken_backward) {
 }
 END_TEST
 
+/* ---- kernels: a kernel's gradient-check cases (tests/layer_cases.c) against
+ * tests/fixtures/kernel_<name>.safetensors, in ops.safetensors' format
+ * (made by tests/reference/kernel_<name>.py), for every kernel that has one;
+ * the built-in kernels have fixtures of their own formats, tests/test_attn_*.c. */
+
+/* Opens kernel kern's fixture; false when it has none. */
+static bool kernel_fixture_open(const AttnKernel *kern, StFile *sf) {
+    char name[128], path[600];
+    snprintf(name, sizeof name, "kernel_%s.safetensors", kern->name);
+    const char *dir = getenv("ATTNLAB_FIXTURES");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    if (access(path, R_OK) != 0) return false;
+    *sf = fixture_open(name);
+    return true;
+}
+
+/* Every case of a kernel with a fixture is in it and matches; every tensor
+ * of the fixture belongs to one of the kernel's cases, and it has some. */
+START_TEST(test_kernel_reference) {
+    for (int i = 0; i < attn_kernel_count(); i++) {
+        int checked = 0;
+        StFile sf;
+        if (!kernel_fixture_open(attn_kernels[i], &sf)) continue;
+        for (int e = 0; e < sf.n_entries; e++) {
+            bool found = false;
+            for (int c = 0; c < n_kernel_cases && !found; c++) {
+                size_t len = strlen(kernel_cases[c].gc.name);
+                found = !strcmp(kernel_cases[c].kernel, attn_kernels[i]->name) &&
+                        !strncmp(sf.entries[e].name, kernel_cases[c].gc.name, len) && sf.entries[e].name[len] == '/';
+            }
+            ck_assert_msg(found, "fixture tensor %s is no case of kernel %s", sf.entries[e].name, attn_kernels[i]->name);
+        }
+        for (int c = 0; c < n_kernel_cases; c++) {
+            if (strcmp(kernel_cases[c].kernel, attn_kernels[i]->name)) continue;
+            char msg[512] = "";
+            ck_assert_msg(reference_gradcase(&sf, &kernel_cases[c].gc, msg, sizeof msg), "%s", msg);
+            checked++;
+        }
+        st_close(&sf);
+        ck_assert_msg(checked > 0, "kernel %s has a fixture but no gradient-check case", attn_kernels[i]->name);
+    }
+}
+END_TEST
+
+/* Each fused op of a kernel with a fixture, its backward 10% scaled or
+ * missing, fails a comparison. */
+START_TEST(test_kernel_reference_catches_broken_backward) {
+    for (int i = 0; i < attn_kernel_count(); i++) {
+        const AttnKernel *kern = attn_kernels[i];
+        StFile sf;
+        if (!kernel_fixture_open(kern, &sf)) continue;
+        for (int o = 0; kern->ops[o]; o++)
+            for (int m = 0; m < MUTATION_COUNT; m++) {
+                bool caught = false;
+                kernel_mutation_install(kern->ops[o], (Mutation)m);
+                for (int c = 0; c < n_kernel_cases && !caught; c++) {
+                    char msg[512];
+                    if (!strcmp(kernel_cases[c].kernel, kern->name))
+                        caught = !reference_gradcase(&sf, &kernel_cases[c].gc, msg, sizeof msg);
+                }
+                kernel_mutation_remove(kern->ops[o]);
+                ck_assert_msg(caught, "a %s backward for %s matched PyTorch", mutation_name((Mutation)m), kern->ops[o]->name);
+            }
+        st_close(&sf);
+    }
+}
+END_TEST
+
 Suite *reference_suite(void) {
     Suite *s = suite_create("reference");
     TCase *tc = tcase_create("pytorch");
@@ -153,6 +223,8 @@ Suite *reference_suite(void) {
     tcase_add_loop_test(tc, test_reference_case, 0, n_op_cases);
     tcase_add_test(tc, test_reference_cases_match);
     tcase_add_test(tc, test_reference_catches_broken_backward);
+    tcase_add_test(tc, test_kernel_reference);
+    tcase_add_test(tc, test_kernel_reference_catches_broken_backward);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -22,7 +22,11 @@
  *   pos = sinusoidal (softmax, cosformer), alibi (clm, mlm), kerple_power,
  *     kerple_log (mlm), sandwich, and the masks: alibi with a window of 8
  *     and log-n, rope with a window of 12, log-n alone;
- *   and an mlm run with neither learned positions nor tied embeddings.
+ *   and an mlm run with neither learned positions nor tied embeddings;
+ *   every other attn value (a kernel added to the registry, which so needs
+ *   no line here): clm (unless bidirectional-only) and mlm with its
+ *   defaults, and with alibi, a window of 8 and log-n when it forms a score
+ *   matrix.
  * And a check that each kernel runs causally under clm (no logit moves when
  * a later byte changes) and bidirectionally under mlm (the first one does).
  *
@@ -64,7 +68,7 @@ typedef struct {
     const char *kv[24]; /* key, value, ...; NULL-terminated */
 } ZooRun;
 
-static ZooRun runs[64];
+static ZooRun runs[96];
 static int n_runs;
 
 static ZooRun *zoo_add(const char *name) {
@@ -89,6 +93,43 @@ static const char *const objectives[] = {"clm", "mlm"};
 static const char *const talking[] = {"none", "pre", "post", "both"};
 static const char *const shares[] = {"none", "headwise", "kv", "layerwise"};
 static const char *const projs[] = {"linear", "mean", "max", "conv"};
+
+/* The runs of the matrix with attn = kinds[k]. */
+static int runs_of(int k) {
+    int count = 0;
+    for (int i = 0; i < n_runs; i++) {
+        const char *attn = "softmax"; /* the default */
+        for (int j = 0; runs[i].kv[j]; j += 2)
+            if (!strcmp(runs[i].kv[j], "attn")) attn = runs[i].kv[j + 1];
+        count += !strcmp(attn, kinds[k]);
+    }
+    return count;
+}
+
+/* Every attn value the lists above do not name (a kernel added to the
+ * registry, layers/attention/kernels.c) trains with its defaults under each
+ * objective it has, and, when it forms a score matrix, under a score bias and
+ * the masks. */
+static void add_registry_runs(void) {
+    char name[96];
+    for (int k = 0; k < n_kinds; k++) {
+        if (runs_of(k) > 0) continue;
+        const AttnKernel *kern = attn_kernel_for(k);
+        for (int o = kern->bidirectional_only ? 1 : 0; o < 2; o++) {
+            snprintf(name, sizeof name, "%s-%s", kinds[k], objectives[o]);
+            ZooRun *r = zoo_add(name);
+            zoo_set(r, "attn", kinds[k]);
+            zoo_set(r, "objective", objectives[o]);
+            if (!kern->scores) continue;
+            snprintf(name, sizeof name, "%s-%s-alibi-window8-logn", kinds[k], objectives[o]);
+            r = zoo_add(name);
+            static const char *const masks[] = {"pos", "alibi", "window", "8", "logn", "on", NULL};
+            zoo_set(r, "attn", kinds[k]);
+            zoo_set(r, "objective", objectives[o]);
+            for (int i = 0; masks[i]; i += 2) zoo_set(r, masks[i], masks[i + 1]);
+        }
+    }
+}
 
 static void build_matrix(void) {
     char name[96];
@@ -177,6 +218,7 @@ static void build_matrix(void) {
     zoo_set(r, "objective", "mlm");
     zoo_set(r, "pos", "none");
     zoo_set(r, "tie_embeddings", "false");
+    add_registry_runs();
 }
 
 /* ---------------------------------------------------------------- fixtures */
@@ -439,17 +481,11 @@ START_TEST(test_zoo_directions) {
 }
 END_TEST
 
-/* Every choice of the `attn` option has runs in the matrix (a new kind must
- * add its own), and every kind has its kernel by now. */
+/* Every choice of the `attn` option has runs in the matrix (add_registry_runs
+ * gives a new kind its own), and every kind has its kernel by now. */
 START_TEST(test_zoo_covers_every_kind) {
     for (int k = 0; k < n_kinds; k++) {
-        int count = 0;
-        for (int i = 0; i < n_runs; i++) {
-            const char *attn = "softmax"; /* the default */
-            for (int j = 0; runs[i].kv[j]; j += 2)
-                if (!strcmp(runs[i].kv[j], "attn")) attn = runs[i].kv[j + 1];
-            count += !strcmp(attn, kinds[k]);
-        }
+        int count = runs_of(k);
         ck_assert_msg(count > 0, "attn=%s has no run in the zoo's matrix (tests/test_zoo.c build_matrix)", kinds[k]);
         ck_assert_msg(kind_available[k], "attn=%s has no kernel in layers/attention/kernels.c", kinds[k]);
     }

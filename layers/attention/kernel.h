@@ -53,6 +53,10 @@ typedef struct {
     /* The kernel's own options struct inside *cfg (the struct its
      * option_rows describe), found once when the layer is built. */
     const void *opts;
+    /* Query rows per block of a kernel that works in blocks of queries (the
+     * score-map op): 0 is the kernel's own choice; tests lower it so that a
+     * short sequence spans several blocks. */
+    int query_block;
 } AttnCall;
 
 /* A preset of a kernel: another value of the `attn` option that runs the

@@ -15,13 +15,18 @@ AttnStats attn_stats;
 
 void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
 
-/* Every kernel once, in the order --help lists them; the first is the
- * default. */
-const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {
-    &attn_kernel_softmax,
-    &attn_kernel_linear,
-    &attn_kernel_linformer,
-};
+/* Every kernel once, one line each, in the order --help lists them; the
+ * first is the default. A kernel's line both declares it and lists it. */
+#define ATTN_KERNEL_LIST(X)  \
+    X(attn_kernel_softmax)   \
+    X(attn_kernel_linear)    \
+    X(attn_kernel_linformer) \
+    X(attn_kernel_sigmoid)
+
+#define ATTN_DECLARE(k) extern const AttnKernel k;
+ATTN_KERNEL_LIST(ATTN_DECLARE)
+#define ATTN_ENTRY(k) &k,
+const AttnKernel *attn_kernels[ATTN_MAX_KERNELS] = {ATTN_KERNEL_LIST(ATTN_ENTRY)};
 const char *const attn_scaling_reference = "cosformer";
 
 static int n_attn_kernels = -1; /* counted when first asked for */

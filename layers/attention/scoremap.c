@@ -1,0 +1,259 @@
+/* scoremap.c: score-map attention (scoremap.h).
+ *
+ * Query i sees keys [lo_i, hi_i] under the masks, and its logits are
+ *   z_ij = lambda_i s q_i . k_j + b_h(i - j)
+ * as in the softmax kernel (softmax.c gives the rules for causal, window, bca
+ * and logn; bias.c the bias b). P = f(z) on those keys and 0 elsewhere.
+ * Queries run in blocks of AttnCall.query_block rows (64 by default); a block [r0, r1) needs the
+ * keys [lo_r0, hi_(r1-1)], so it costs one score sgemm and one P V sgemm.
+ * Because f acts on each score alone, nothing is kept for backward: backward
+ * computes each block's z and P again from q and k, the same operations on
+ * the same inputs, so the same bits as forward's. Per block, backward does
+ *   dV[span] += P^T dO,  dP = dO V[span]^T,  dz = f'(z) dP,
+ *   dQ += s (lambda dz) K[span],  dK[span] += s (lambda dz)^T Q.
+ * Memory is O(T) per head plus a few blocks per thread. Heads run in parallel;
+ * each (b, h) writes only its own rows. */
+#include "scoremap.h"
+
+#include "gemm.h"
+#include <math.h>
+#include <string.h>
+
+#include "attention/positions.h"
+#include "op_kernel.h"
+#include "softmax_parts.h"
+
+typedef struct {
+    const ScoreMap *f;
+    float scale, sandwich_lambda;
+    int pos, window, context, qb;
+    bool causal, bca, logn;
+} ScoreMapAttrs;
+NODE_ATTRS_DECLARE(ScoreMapAttrs);
+
+/* The keys each row sees and its log-n factor, the bias table [H, T] (NULL
+ * without a bias) and the widest block, for one call. */
+typedef struct {
+    int T, qb, max_w;
+    int *lo, *hi;
+    float *lambda, *bias;
+} Plan;
+
+/* The keys [*lo, *hi] that query i of T sees (softmax.c's rules). */
+static void row_keys(const ScoreMapAttrs *a, int i, int T, int *lo, int *hi) {
+    int blen = a->context / 2 > 1 ? a->context / 2 : 1;
+    *lo = 0, *hi = a->causal ? i : T - 1;
+    if (a->window > 0) *lo = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
+    if (a->window > 0 && !a->causal) *hi = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
+    if (a->causal && a->bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
+}
+
+static Plan plan_make(const ScoreMapAttrs *a, int H, int T, int dk) {
+    Arena *ar = engine_arena();
+    Plan p = {.T = T, .qb = a->qb};
+    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
+    double log_ctx = a->context > 1 ? log((double)a->context) : 0.0;
+    for (int i = 0; i < T; i++) {
+        int lo, hi;
+        row_keys(a, i, T, &lo, &hi);
+        p.lo[i] = lo, p.hi[i] = hi;
+        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
+        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
+    }
+    for (int r0 = 0; r0 < T; r0 += p.qb) {
+        int r1 = r0 + p.qb < T ? r0 + p.qb : T, w = p.hi[r1 - 1] - p.lo[r0] + 1;
+        if (w > p.max_w) p.max_w = w;
+    }
+    p.bias = NULL;
+    if (pos_has_bias(a->pos)) {
+        p.bias = arena_alloc(ar, (size_t)H * T * sizeof(float));
+        pos_bias_table(a->pos, H, T, dk, a->sandwich_lambda, NULL, NULL, p.bias);
+    }
+    return p;
+}
+
+/* n blocks of [qb, max_w] floats for each thread, and this thread's k-th. */
+static float *block_scratch(const Plan *p, int n) {
+    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * n * p->qb * p->max_w * sizeof(float));
+}
+static float *thread_block(float *scratch, const Plan *p, int n, int k) {
+    return scratch + ((long)omp_get_thread_num() * n + k) * p->qb * p->max_w;
+}
+
+/* One block of one head: rows [r0, r1) over keys [k0, k0 + w). */
+typedef struct {
+    int r0, r1, k0, w;
+} Block;
+
+static Block block_at(const Plan *p, int r0) {
+    Block b = {.r0 = r0, .r1 = r0 + p->qb < p->T ? r0 + p->qb : p->T, .k0 = p->lo[r0]};
+    b.w = p->hi[b.r1 - 1] - b.k0 + 1;
+    return b;
+}
+
+/* The block's logits z into Z and P = f(z) into P [r1 - r0, w] (P may be Z),
+ * 0 outside each row's keys. q, k are the head's [T, dk]; bias its [T]. */
+static void block_map(const ScoreMapAttrs *a, const Plan *p, const Block *b, const float *q, const float *k,
+                      const float *bias, float *Z, float *P, int dk) {
+    int R = b->r1 - b->r0, w = b->w;
+    gemm(false, true, R, w, dk, a->scale, q + (long)b->r0 * dk, dk,
+                k + (long)b->k0 * dk, dk, 0.0f, Z, w);
+    for (int r = 0; r < R; r++) {
+        int i = b->r0 + r, lo = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [lo, e) */
+        float *z = Z + (long)r * w, *pr = P + (long)r * w, l = p->lambda[i];
+        for (int c = lo; c < e; c++) {
+            int d = i - (b->k0 + c);
+            z[c] = l * z[c] + (bias ? bias[a->causal ? d : d < 0 ? -d : d] : 0.0f);
+        }
+        a->f->map(z + lo, pr + lo, e - lo, p->T);
+        for (int c = 0; c < lo; c++) pr[c] = z[c] = 0.0f;
+        for (int c = e; c < w; c++) pr[c] = z[c] = 0.0f;
+    }
+}
+
+static void scoremap_forward(Node *n) {
+    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    Plan p = plan_make(a, H, T, dk);
+    float *scratch = block_scratch(&p, 1);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv, *bias = p.bias ? p.bias + (long)(bh % H) * T : NULL;
+        float *Pb = thread_block(scratch, &p, 1, 0), *oh = n->out->data + (long)bh * T * dv;
+        for (int r0 = 0; r0 < T; r0 += p.qb) {
+            Block b = block_at(&p, r0);
+            block_map(a, &p, &b, qh, kh, bias, Pb, Pb, dk);
+            gemm(false, false, b.r1 - b.r0, dv, b.w, 1.0f, Pb, b.w,
+                        vh + (long)b.k0 * dv, dv, 0.0f, oh + (long)b.r0 * dv, dv);
+        }
+    }
+}
+
+/* dz of one block in place of dP: f'(z) dP on each row's keys, times lambda. */
+static void block_grad(const ScoreMapAttrs *a, const Plan *p, const Block *b, const float *Z, const float *P,
+                       float *D) {
+    for (int r = 0; r < b->r1 - b->r0; r++) {
+        int i = b->r0 + r, lo = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1;
+        float *d = D + (long)r * b->w;
+        a->f->grad(Z + (long)r * b->w + lo, P + (long)r * b->w + lo, d + lo, e - lo, p->T);
+        for (int c = lo; c < e; c++) d[c] *= p->lambda[i];
+        for (int c = 0; c < lo; c++) d[c] = 0.0f;
+        for (int c = e; c < b->w; c++) d[c] = 0.0f;
+    }
+}
+
+static void scoremap_backward(Node *n) {
+    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    Plan p = plan_make(a, H, T, dk);
+    const float *dO = n->out->grad;
+    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dkk = k->requires_grad ? tensor_grad(k) : NULL;
+    float *dvv = v->requires_grad ? tensor_grad(v) : NULL, *scratch = block_scratch(&p, 3);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+        const float *vh = v->data + (long)bh * T * dv, *dOh = dO + (long)bh * T * dv;
+        const float *bias = p.bias ? p.bias + (long)(bh % H) * T : NULL;
+        float *Z = thread_block(scratch, &p, 3, 0), *Pb = thread_block(scratch, &p, 3, 1);
+        float *D = thread_block(scratch, &p, 3, 2);
+        for (int r0 = 0; r0 < T; r0 += p.qb) {
+            Block b = block_at(&p, r0);
+            int R = b.r1 - b.r0, w = b.w;
+            block_map(a, &p, &b, qh, kh, bias, Z, Pb, dk);
+            if (dvv) /* dV[span] += P^T dO[r0:r1] */
+                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)r0 * dv, dv,
+                            1.0f, dvv + ((long)bh * T + b.k0) * dv, dv);
+            if (!dq && !dkk) continue;
+            /* dP = dO[r0:r1] V[span]^T, then dz in its place */
+            gemm(false, true, R, w, dv, 1.0f, dOh + (long)r0 * dv, dv,
+                        vh + (long)b.k0 * dv, dv, 0.0f, D, w);
+            block_grad(a, &p, &b, Z, Pb, D);
+            if (dq) /* dQ[r0:r1] += s dz K[span] */
+                gemm(false, false, R, dk, w, a->scale, D, w,
+                            kh + (long)b.k0 * dk, dk, 1.0f, dq + ((long)bh * T + r0) * dk, dk);
+            if (dkk) /* dK[span] += s dz^T Q[r0:r1] */
+                gemm(true, false, w, dk, R, a->scale, D, w, qh + (long)r0 * dk,
+                            dk, 1.0f, dkk + ((long)bh * T + b.k0) * dk, dk);
+        }
+    }
+}
+
+OpDef scoremap_op = {"attn_scoremap", scoremap_forward, scoremap_backward};
+
+static ScoreMapAttrs call_attrs(const ScoreMap *f, const AttnCall *c) {
+    if (pos_bias_n_params(c->cfg->pos))
+        DIE("%s: pos %d has learned parameters (scoremap_validate refuses it)", scoremap_op.name, c->cfg->pos);
+    return (ScoreMapAttrs){
+        .f = f,
+        .scale = c->scale,
+        .sandwich_lambda = c->cfg->sandwich_lambda,
+        .pos = c->cfg->pos,
+        .window = c->cfg->window,
+        .context = c->cfg->context,
+        .qb = c->query_block > 0 && c->query_block < 1 << 14 ? c->query_block : 64,
+        .causal = c->causal,
+        .bca = c->causal && c->cfg->bca,
+        .logn = c->cfg->logn,
+    };
+}
+
+Tensor *scoremap_attention(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    attn_check_qkv(scoremap_op.name, q, k, v);
+    Node *n = node_new(&scoremap_op);
+    n->n_in = 3;
+    n->in[0] = q, n->in[1] = k, n->in[2] = v;
+    *NODE_ATTRS(n, ScoreMapAttrs) = call_attrs(f, c);
+    n->out = tensor_4d(q->shape[0], q->shape[1], q->shape[2], v->shape[3]);
+    return node_run(n);
+}
+
+/* P [B, H, T, T]: forward's blocks laid into the full matrix. */
+Tensor *scoremap_probs(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *k) {
+    attn_check_qkv(scoremap_op.name, q, k, k);
+    ScoreMapAttrs a = call_attrs(f, c);
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
+    Plan p = plan_make(&a, H, T, dk);
+    Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
+    float *scratch = block_scratch(&p, 1);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        float *Pb = thread_block(scratch, &p, 1, 0);
+        for (int r0 = 0; r0 < T; r0 += p.qb) {
+            Block b = block_at(&p, r0);
+            block_map(&a, &p, &b, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                      p.bias ? p.bias + (long)(bh % H) * T : NULL, Pb, Pb, dk);
+            for (int r = 0; r < b.r1 - b.r0; r++)
+                memcpy(P->data + ((long)bh * T + r0 + r) * T + b.k0, Pb + (long)r * b.w, (size_t)b.w * sizeof(float));
+        }
+    }
+    return P;
+}
+
+/* Per head, forward's q.k and P v, backward's q.k again, dV, dP, dQ and dK
+ * over the keys each row sees: 2 sum_i n_i (4 key_size + 3 head_size). */
+double scoremap_flops(const ModelConfig *m, int T) {
+    bool causal = m->objective == OBJECTIVE_CLM;
+    ScoreMapAttrs a = {.window = m->window, .context = m->context, .causal = causal, .bca = causal && m->bca == ON};
+    double keys = 0;
+    for (int i = 0; i < T; i++) {
+        int lo, hi;
+        row_keys(&a, i, T, &lo, &hi);
+        keys += hi - lo + 1;
+    }
+    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
+}
+
+int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+                      Err *e) {
+    (void)changed, (void)ctx;
+    if (pos_bias_n_params(m->pos))
+        return err_set(e, "--pos %s learns its bias, and a score-map kernel declares no parameters of its own",
+                       pos_name(m->pos)),
+               err_hint(e, "use --pos alibi or sandwich for a fixed score bias");
+    return 0;
+}
