@@ -257,9 +257,53 @@ static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C
     bf16_madds += (double)s->M * s->N * s->K;
 }
 
+static double jitter;
+static uint64_t jitter_seed, jitter_count;
+
+void gemm_set_jitter(double rel, uint64_t seed) {
+    jitter = rel;
+    jitter_seed = seed;
+    jitter_count = 0;
+}
+
+static float jittered(float x, uint64_t key) {
+    uint64_t z = key + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    double r = (double)(z >> 11) * 0x1p-53 * 2 - 1;
+    return (float)(x * (1 + jitter * r));
+}
+
+/* op(X)'s stored rows x cols (row stride ld), each element moved. */
+static float *jitter_copy(const float *x, int rows, int cols, int ld, uint64_t key) {
+    float *y = malloc_check(sizeof(float) * (size_t)rows * ld, __FILE__, __LINE__);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) y[(long)r * ld + c] = jittered(x[(long)r * ld + c], key + (uint64_t)r * ld + c);
+    return y;
+}
+
+static void gemm_jittered(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                          int ldb, float beta, float *C, int ldc) {
+    uint64_t call;
+#pragma omp atomic capture
+    call = jitter_count++;
+    uint64_t key = jitter_seed ^ (call << 40);
+    float *a = jitter_copy(A, ta ? K : M, ta ? M : K, lda, key);
+    float *b = jitter_copy(B, tb ? N : K, tb ? K : N, ldb, key ^ (1ULL << 39));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a,
+                lda, b, ldb, beta, C, ldc);
+    free(a);
+    free(b);
+}
+
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
+    if (jitter > 0 && precision == PRECISION_FP32 && K > 0) {
+        gemm_jittered(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     if (precision == PRECISION_BF16 && K > 0) {
         Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                      .beta = beta};

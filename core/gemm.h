@@ -66,6 +66,13 @@ static inline float bf16_round(float x) { return bf16_to_float(bf16_from_float(x
 /* n floats to bf16 (round to nearest even). */
 void bf16_from_floats(uint16_t *out, const float *x, long n);
 
+/* For the tests' error analysis: every fp32 product from now on multiplies
+ * each element of its inputs by (1 + rel r), r uniform in [-1, 1] from a
+ * hash of seed, the product's number and the element's place (0 turns it
+ * off). With rel = 2^-8, bf16's unit roundoff, a computation shows how far
+ * rounding every product's inputs to bf16 could move its results. */
+void gemm_set_jitter(double rel, uint64_t seed);
+
 /* The bf16 products since the count was last cleared, and their
  * multiply-adds (M N K summed), for the tests and ./bench. */
 void gemm_bf16_count_clear(void);

@@ -1,3 +1,4 @@
+#include "precision.h"
 #include "open.h"
 
 #include <stdio.h>
@@ -33,6 +34,7 @@ int open_run_load(OpenRun *o, Model *m, const OpenMemory *need, bool with_optim,
         model_free(m);
         return 1;
     }
+    precision_begin(o->info.cfg.train.precision, &m->params, false, e); /* never refuses when not strict */
     return 0;
 }
 

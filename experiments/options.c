@@ -1,4 +1,5 @@
 /* options.c: the option table and everything made from it. */
+#include "precision.h"
 #include "options.h"
 
 #include <ctype.h>
@@ -88,6 +89,10 @@ static const OptDef table_rows[] = {
      .max = 100000000, .help = "steps between checkpoints"},
     {.name = "threads", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(threads), .def = "0", .min = 0,
      .max = 1024, .help = "threads; 0 = all cores"},
+    {.name = "precision", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(precision), .def = "fp32",
+     .choices = precision_choices,
+     .help = "matrix products: fp32, or bf16 (inputs rounded to bfloat16, sums in fp32; needs AVX512-BF16 or "
+             "AMX); weights, optimizer, norms, softmax and loss stay fp32"},
     {.name = "recompute", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(recompute), .def = "auto",
      .choices = recompute_choices,
      .help = "keep only each block's input and run its forward again in backward (training gives the same bits; "

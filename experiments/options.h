@@ -28,6 +28,7 @@ typedef struct {
     int eval_every, eval_batches;
     int save_every;
     int threads;
+    int precision; /* Precision (core/gemm.h) */
     int recompute; /* RECOMPUTE_AUTO, _OFF, _ON */
     float val_fraction;
     int log_every;

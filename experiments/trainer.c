@@ -27,6 +27,7 @@
  * every eval_every steps. Rank 0 alone writes the run folder. Every decision
  * that one rank could make alone (a signal, an error, a save that failed) is
  * agreed by a collective at the same point on every rank (dist.h). */
+#include "precision.h"
 #include "trainer.h"
 
 #include <math.h>
@@ -106,6 +107,7 @@ int train_refuses(const Config *cfg, Err *e) {
     if (cfg->model.bca == ON)
         return err_set(e, "--bca on: blockwise causal attention is an inference-time option"),
                err_hint(e, "train without it, then evaluate with ./extrapolate CHECKPOINT corpus.txt --bca on");
+    if (cfg->train.precision == PRECISION_BF16 && gemm_bf16_check(e) != 0) return -1;
     return 0;
 }
 
@@ -202,6 +204,7 @@ static void run_share(Run *run, double *best) {
 }
 
 static void run_close(Run *run) {
+    precision_end();
     train_folder_close(&run->folder);
     corpus_close(&run->corpus);
     if (run->model_made) model_free(&run->m);
@@ -335,6 +338,7 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     if (!isfinite(l->loss) || !isfinite(l->grad_norm)) return false;
     /* clipping, the update and the zeroing of the gradients, in one pass */
     adamw_step(&m->params, &lp->opt, l->lr, step + 1, clip_scale(norm, tc->clip));
+    if (tc->precision == PRECISION_BF16) gemm_weights_changed();
     lp->tokens_since += (long)B * T * N;
     return true;
 }
@@ -459,6 +463,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     int rc = -1;
     if (agree(&run, run_check(&run, e), e) == 0 && agree(&run, run_open(&run, &r->best_val_bpb, e), e) == 0) {
         run_share(&run, &r->best_val_bpb);
+        precision_begin(run.cfg.train.precision, &run.m.params, true, e); /* checked by train_refuses */
         int files = run.rank > 0 ? 0
                                  : train_folder_files(&run.folder, &run.cfg, job->corpus, run.ranks, run.start,
                                                       &r->best_val_bpb, e);

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gemm.h"
 #include "checkpoint.h"
 #include "generate.h"
 #include "memory.h"
@@ -353,6 +354,31 @@ START_TEST(test_resume_exact_mlm) {
     Err e;
     ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
     check_resume_exact(&cfg, "mlm");
+}
+END_TEST
+
+/* The same with precision = bf16: the products' bf16 weight copy is made
+ * again from the loaded weights, so a resumed run continues exactly. The
+ * run differs from the fp32 one (its products did round), and on a CPU
+ * without AVX512-BF16 or AMX the test says why and passes. */
+START_TEST(test_resume_exact_bf16) {
+    Err e = {0};
+    if (gemm_bf16_check(&e) != 0) {
+        printf("test_resume_exact_bf16: skipped: %s\n", e.msg);
+        return;
+    }
+    Config cfg = tiny_config();
+    set(&cfg, "precision", "bf16");
+    ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
+    check_resume_exact(&cfg, "bf16");
+    Config plain = tiny_config();
+    TrainResult r;
+    run_ok(&plain, "bf16_as_fp32", false, TRAIN_DONE, 30, &r);
+    char *bf16 = metrics_without_timing("bf16_full"), *fp32 = metrics_without_timing("bf16_as_fp32");
+    ck_assert_msg(strcmp(bf16, fp32) != 0, "the bf16 run gave the fp32 run's metrics");
+    free(bf16);
+    free(fp32);
+    ck_assert_int_eq(gemm_precision(), PRECISION_FP32); /* the run put it back */
 }
 END_TEST
 
@@ -927,6 +953,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_resume_exact);
     tcase_add_test(tc, test_recompute_same_bits);
     tcase_add_test(tc, test_resume_exact_mlm);
+    tcase_add_test(tc, test_resume_exact_bf16);
     tcase_add_test(tc, test_stop_hook_is_one_shot);
     tcase_add_test(tc, test_resume_needs_optimizer_state);
     tcase_add_test(tc, test_run_folder);

@@ -1,0 +1,222 @@
+/* test_bf16.c: every op and attention kernel under precision=bf16, against
+ * its own fp32 result.
+ *
+ * Each gradient-check case (tests/op_cases.c, tests/layer_cases.c) runs
+ * forward and backward on the same leaves: in fp32; twice more in fp32 with
+ * every element of every product's inputs moved by bf16's unit roundoff
+ * (x (1 + 2^-8 r), r uniform in [-1, 1]: gemm_set_jitter), which shows how
+ * far rounding those inputs to bf16 can move each output and gradient,
+ * cancellations included; and in bf16. The bf16 output and gradients must
+ * lie within KERNEL_ROUNDING_SLACK times the larger move of the fp32 ones
+ * (close_to_rounding, tests/test_util.h): bf16 rounds the same inputs, to
+ * nearest, by at most that much each. And the rule itself: in bf16, no product may reach
+ * OpenBLAS's sgemm (it would run in fp32), and when the fp32 forward or
+ * backward makes products, the bf16 one makes bf16 products in that same
+ * phase, so a backward that forgot the rule fails. On a CPU without
+ * AVX512-BF16 or AMX-BF16 the tests say why and pass. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas_stub.h"
+#include "gemm.h"
+#include "layer_cases.h"
+#include "op_cases.h"
+#include "rng.h"
+#include "test_util.h"
+
+/* What one run of a case gave. */
+typedef struct {
+    float *out, *grad[GC_MAX_IN];
+    long n_out, n_in[GC_MAX_IN];
+    double sgemm[2]; /* OpenBLAS multiply-adds, forward and backward */
+    long bf16[2];    /* bf16 products, forward and backward */
+} CaseRun;
+
+static void case_run_free(CaseRun *r) {
+    free(r->out);
+    for (int k = 0; k < GC_MAX_IN; k++) free(r->grad[k]);
+}
+
+static float *copy_floats(const float *x, long n) {
+    float *y = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (n) memcpy(y, x, sizeof(float) * (size_t)n);
+    return y;
+}
+
+/* Leaves as gradcheck draws them, from seed. */
+static void fill_leaves(const GradCase *c, Tensor **leaves, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    for (int k = 0; k < c->n_in; k++)
+        for (long i = 0; i < leaves[k]->n; i++) {
+            float x = rng_normal(&r);
+            if (c->in[k].init == GC_NONZERO && fabsf(x) < 0.1f) x = x < 0 ? x - 0.1f : x + 0.1f;
+            if (c->in[k].init == GC_POSITIVE) x = 0.5f + rng_uniform(&r);
+            leaves[k]->data[i] = x;
+        }
+}
+
+/* Forward, then backward seeded with a fixed random R, at precision p; in
+ * fp32 with every product's inputs moved (gemm_set_jitter) when jitter_seed
+ * is not 0. */
+static void run_case(const GradCase *c, uint64_t seed, Precision p, uint64_t jitter_seed, CaseRun *res) {
+    memset(res, 0, sizeof *res);
+    Arena *outer = engine_arena_or_null();
+    Arena arena;
+    arena_init(&arena, 1 << 20);
+    engine_set_arena(&arena);
+    bool grad_was = grad_set(true);
+    Tensor *leaves[GC_MAX_IN];
+    for (int k = 0; k < c->n_in; k++) {
+        leaves[k] = tensor_new(c->in[k].ndim, c->in[k].shape);
+        leaves[k]->requires_grad = true;
+    }
+    fill_leaves(c, leaves, seed);
+    Precision was = gemm_set_precision(p);
+    if (jitter_seed) gemm_set_jitter(0x1p-8, jitter_seed);
+    tape_reset();
+    gemm_bf16_count_clear();
+    blas_record_set(true);
+    Tensor *out = c->build(leaves);
+    res->sgemm[0] = blas_recorded_madds();
+    res->bf16[0] = gemm_bf16_calls();
+    res->n_out = out->n;
+    res->out = copy_floats(out->data, out->n);
+    Rng r;
+    rng_seed(&r, seed + 1);
+    float *R = malloc(sizeof(float) * (size_t)out->n);
+    rng_fill_normal(&r, R, out->n, 0.0f, 1.0f);
+    gemm_bf16_count_clear();
+    blas_record_set(true);
+    backward_seeded(out, R);
+    res->sgemm[1] = blas_recorded_madds();
+    res->bf16[1] = gemm_bf16_calls();
+    blas_record_set(false);
+    free(R);
+    for (int k = 0; k < c->n_in; k++) {
+        res->n_in[k] = leaves[k]->n;
+        res->grad[k] = leaves[k]->grad ? copy_floats(leaves[k]->grad, leaves[k]->n) : calloc((size_t)leaves[k]->n, 4);
+    }
+    gemm_set_jitter(0, 0);
+    gemm_set_precision(was);
+    tape_reset();
+    grad_set(grad_was);
+    engine_set_arena(outer);
+    arena_free(&arena);
+}
+
+/* The bf16 run of case c against its fp32 runs: false and the reason in msg. */
+static bool case_holds(const GradCase *c, uint64_t seed, char *msg, int size) {
+    CaseRun f, moved, moved2, b;
+    run_case(c, seed, PRECISION_FP32, 0, &f);
+    run_case(c, seed, PRECISION_FP32, seed * 2 + 1, &moved);
+    run_case(c, seed, PRECISION_FP32, seed * 2 + 2, &moved2);
+    run_case(c, seed, PRECISION_BF16, 0, &b);
+    /* the larger move of the two, element by element */
+    for (long i = 0; i < f.n_out; i++)
+        if (fabsf(moved2.out[i] - f.out[i]) > fabsf(moved.out[i] - f.out[i])) moved.out[i] = moved2.out[i];
+    for (int k = 0; k < c->n_in; k++)
+        for (long i = 0; i < f.n_in[k]; i++)
+            if (fabsf(moved2.grad[k][i] - f.grad[k][i]) > fabsf(moved.grad[k][i] - f.grad[k][i]))
+                moved.grad[k][i] = moved2.grad[k][i];
+    bool ok = true;
+    static const char *const phase[2] = {"forward", "backward"};
+    for (int ph = 0; ph < 2 && ok; ph++) {
+        if (b.sgemm[ph] > 0) {
+            snprintf(msg, size, "%s: %s: %.0f multiply-adds went to OpenBLAS (fp32) under bf16", c->name, phase[ph],
+                     b.sgemm[ph]);
+            ok = false;
+        } else if (f.sgemm[ph] > 0 && b.bf16[ph] == 0) {
+            snprintf(msg, size, "%s: %s: products in fp32, none in bf16", c->name, phase[ph]);
+            ok = false;
+        }
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s output", c->name);
+    ok = ok && close_to_rounding(what, b.out, f.out, moved.out, f.out, f.n_out, KERNEL_ROUNDING_SLACK, msg, size);
+    for (int k = 0; k < c->n_in && ok; k++) {
+        snprintf(what, sizeof what, "%s gradient of input %d", c->name, k);
+        ok = close_to_rounding(what, b.grad[k], f.grad[k], moved.grad[k], f.grad[k], f.n_in[k], KERNEL_ROUNDING_SLACK,
+                               msg, size);
+    }
+    case_run_free(&f);
+    case_run_free(&moved);
+    case_run_free(&moved2);
+    case_run_free(&b);
+    return ok;
+}
+
+static bool bf16_here(void) {
+    static int said;
+    Err e = {0};
+    if (gemm_bf16_check(&e) == 0) return true;
+    if (!said++) printf("test_bf16: skipped: %s\n", e.msg);
+    return false;
+}
+
+START_TEST(test_bf16_op_cases) {
+    if (!bf16_here()) return;
+    char msg[600];
+    ck_assert_msg(case_holds(&op_cases[_i], 4242 + (uint64_t)_i, msg, sizeof msg), "%s", msg);
+}
+END_TEST
+
+START_TEST(test_bf16_kernel_cases) {
+    if (!bf16_here()) return;
+    char msg[600];
+    ck_assert_msg(case_holds(&kernel_cases[_i].gc, 5151 + (uint64_t)_i, msg, sizeof msg), "%s", msg);
+}
+END_TEST
+
+/* The check catches a product that stays fp32: with bf16 off inside the
+ * case (as a kernel that called OpenBLAS directly would be), it fails. */
+static Tensor *fp32_inside(Tensor **in) {
+    Precision was = gemm_set_precision(PRECISION_FP32);
+    Tensor *out = op_matmul(in[0], in[1], false, false);
+    gemm_set_precision(was);
+    return out;
+}
+
+/* ... and a backward that makes its products in fp32 while the forward is
+ * bf16: matmul's backward, run with the precision switched off. */
+static void (*real_matmul_backward)(Node *);
+static void matmul_backward_fp32(Node *n) {
+    Precision was = gemm_set_precision(PRECISION_FP32);
+    real_matmul_backward(n);
+    gemm_set_precision(was);
+}
+
+START_TEST(test_bf16_check_catches_fp32) {
+    if (!bf16_here()) return;
+    char msg[600];
+    GradCase c = {"fp32 inside", 2, {{2, {5, 7}, GC_NORMAL}, {2, {7, 3}, GC_NORMAL}}, fp32_inside};
+    ck_assert(!case_holds(&c, 1, msg, sizeof msg));
+    ck_assert_msg(strstr(msg, "forward") && strstr(msg, "OpenBLAS"), "%s", msg);
+    GradCase mm = {"matmul in bf16", 2, {{2, {5, 7}, GC_NORMAL}, {2, {7, 3}, GC_NORMAL}}, NULL};
+    mm.build = NULL;
+    for (int i = 0; i < n_op_cases && !mm.build; i++)
+        if (!strncmp(op_cases[i].name, "matmul", 6)) mm = op_cases[i];
+    ck_assert(mm.build);
+    ck_assert_msg(case_holds(&mm, 2, msg, sizeof msg), "%s", msg);
+    real_matmul_backward = op_defs[OP_MATMUL].backward;
+    op_defs[OP_MATMUL].backward = matmul_backward_fp32;
+    bool held = case_holds(&mm, 2, msg, sizeof msg);
+    op_defs[OP_MATMUL].backward = real_matmul_backward;
+    ck_assert(!held);
+    ck_assert_msg(strstr(msg, "backward") && strstr(msg, "OpenBLAS"), "%s", msg);
+}
+END_TEST
+
+Suite *bf16_suite(void) {
+    Suite *s = suite_create("bf16");
+    TCase *tc = tcase_create("against fp32");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_bf16_op_cases, 0, n_op_cases);
+    tcase_add_loop_test(tc, test_bf16_kernel_cases, 0, n_kernel_cases);
+    tcase_add_test(tc, test_bf16_check_catches_fp32);
+    suite_add_tcase(s, tc);
+    return s;
+}
