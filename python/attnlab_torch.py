@@ -106,9 +106,27 @@ def _no_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_json(text, path, what):
-    """text (str) as JSON, refusing NaN / Infinity and nesting too deep for the parser; objects
-    are _Obj, so a caller can refuse a repeated key."""
+JSON_SLACK = 512 * 1024
+
+
+def json_budget(file_size):
+    """What parsing a file's JSON may take: twice the file's size and JSON_SLACK."""
+    return 2 * file_size + JSON_SLACK
+
+
+def json_cost(text):
+    """An upper bound, in bytes, of what json.loads(text) allocates for its objects: an object
+    250 bytes, every other value, key and nesting level 100 (they measure under half that)."""
+    return 250 * text.count("{") + 100 * (text.count("[") + text.count(",") + text.count(":"))
+
+
+def parse_json(text, path, what, budget=None):
+    """text (str) as JSON, refusing NaN / Infinity, nesting too deep for the parser, and (given
+    a budget in bytes) more values than the budget holds, before any is made; objects are
+    _Obj, so a caller can refuse a repeated key."""
+    if budget is not None and json_cost(text) > budget:
+        raise CheckpointError(path, f"{what} holds too many JSON values for its file (parsing them could take "
+                              f"{json_cost(text)} bytes, more than twice the file's size)")
     try:
         return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
     except RecursionError:
@@ -250,7 +268,8 @@ class SafetensorsFile:
         except UnicodeDecodeError as err:
             raise CheckpointError(path, f"header is not valid UTF-8 (byte {err.start}), so a tensor name or "
                                   "metadata is not valid UTF-8") from None
-        root = parse_json(text, path, "header")
+        del raw
+        root = parse_json(text, path, "header", json_budget(size))
         if not isinstance(root, dict):
             raise CheckpointError(path, "header is not a JSON object")
         if root.dup == "__metadata__":
@@ -399,7 +418,7 @@ def _option_value(name, value):
         for v in items:
             if isinstance(v, str):
                 try:
-                    v = float(v) if v.strip() == v and v else None
+                    v = float(v) if v.strip() == v and v and "_" not in v else None
                 except ValueError:
                     v = None
             ok = v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
@@ -491,9 +510,10 @@ _RNG_RE = re.compile(r"[0-9a-f]{16}( [0-9a-f]{16}){3}")
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
-def check_metadata(path, meta):
+def check_metadata(path, meta, file_size=None):
     """The config of a checkpoint whose __metadata__ is meta, after every check of
-    checkpoint_open; raises CheckpointError naming path."""
+    checkpoint_open; raises CheckpointError naming path. file_size bounds what parsing the
+    config may take (json_budget)."""
     fmt, version = meta.get("format"), meta.get("format_version")
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(path, f"not an attnlab checkpoint (metadata 'format' is {fmt or 'missing'})")
@@ -504,7 +524,8 @@ def check_metadata(path, meta):
     try:
         if text is None:
             _bad("config", "missing or not JSON")
-        cfg = check_config(parse_json(text, None, "config"))
+        budget = None if file_size is None else json_budget(file_size)
+        cfg = check_config(parse_json(text, None, "config", budget))
     except CheckpointError as err:
         raise CheckpointError(path, f"bad config in checkpoint: {err.reason}") from None
     step = meta.get("step")
@@ -518,7 +539,7 @@ def check_metadata(path, meta):
     best = meta.get("best_val_bpb")
     if best:
         try:
-            value = float(best) if best.strip() == best else None
+            value = float(best) if best.strip() == best and "_" not in best else None
         except ValueError:
             value = None
         if value is None or not math.isfinite(value) or value < 0:
@@ -1023,7 +1044,7 @@ def load(path, dtype=torch.float32, **overrides):
     if os.path.isdir(path):
         path = os.path.join(path, "model.safetensors")
     with SafetensorsFile(path) as sf:
-        cfg = check_metadata(path, sf.meta)
+        cfg = check_metadata(path, sf.meta, sf.file_size)
         for key, value in overrides.items():
             if key not in ("window", "logn", "bca"):
                 raise CheckpointError(None, f"only window, logn and bca can change at evaluation, not {key}")

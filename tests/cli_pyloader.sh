@@ -78,6 +78,9 @@ offsets_strings|refuse|s/"data_offsets":\[0,(\d+)\]/"data_offsets":["0","$1"]/
 tensor_renamed|refuse|s/"ln_f.bias"/"ln_f.bias2"/
 name_not_utf8|refuse|s/"ln_f.bias"/"ln_f.bi\xff"/
 deep_header|refuse|s/\}$/,"deep":@{["[" x 100000]}@{["]" x 100000]}}/
+deep_header_5000|refuse|s/\}$/,"deep":@{["[" x 5000]}@{["]" x 5000]}}/
+wide_header|refuse|s/\}$/,"wide":[@{["[]," x 70000 . "[]"]}]}/
+wide_config|refuse|s/\\"window\\":0/\\"window\\":[@{["[]," x 70000 . "[]"]}]/
 deep_config|refuse|s/\\"window\\":0/\\"window\\":@{["[" x 100000]}@{["]" x 100000]}/
 config_code|refuse|s/"config":"(\\"|[^"])*"/"config":"__import__(\\"os\\").system(\\"touch PWNED\\")"/
 config_value_code|refuse|s/\\"prompt\\":\\"The \\"/\\"prompt\\":__import__(\\"os\\").system(\\"touch PWNED\\")/
@@ -98,14 +101,16 @@ layers_string_1|gap|s/\\"layers\\":1,/\\"layers\\":\\"1\\",/
 tie_string_true|gap|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"true\\"/
 '
 : >"$T/list"
-printf '%s\n' "$CASES" | while IFS='|' read -r name want code; do
+while IFS='|' read -r name want code; do
     [ -n "$name" ] || continue
     if $FORGE "$GOOD" "$T/c/$name.safetensors" "$code" 2>"$T/err"; then
         echo "$name|$want|$T/c/$name.safetensors" >>"$T/list"
     else
         fail "forge $name" "$(head -n 1 "$T/err")"
     fi
-done
+done <<CASES_END
+$CASES
+CASES_END
 # files that stand in for a checkpoint
 mkfifo "$T/c/fifo.safetensors"
 printf '' >"$T/c/empty.safetensors"
