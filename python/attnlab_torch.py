@@ -24,8 +24,16 @@ sinusoidal or rope, every linformer_proj (linear, mean, max, conv) and linformer
 headwise, kv, layerwise: then the model holds the one linformer.E), and a per-layer
 linformer_k (a list; later layers take the last value), as layers/attention/linformer.c
 computes it. Any other value of these options (a kernel or position scheme this file does not
-know, or a combination attnlab itself refuses) is refused with a ValueError naming the
-option, never run with the wrong math.
+know, or a combination attnlab itself refuses) is refused with a CheckpointError (a
+ValueError) naming the option, never run with the wrong math.
+
+load() checks a file at least as strictly as the C loader (core/safetensors.c,
+experiments/checkpoint.c, experiments/options.c), in its order, before it builds anything or
+allocates more than twice the file's size: a regular file; the header; F32 tensors whose
+offsets tile the data section; the format and version; the config's kinds and ranges (the
+option table OPTIONS); step and data_rng; exactly the config's tensors with its shapes; finite
+weights. The data is mapped (numpy.memmap), never read whole, and nothing in the file is run.
+Every refusal is a CheckpointError whose message names the file and the reason.
 
 score() reproduces ./extrapolate's window rule: the held-out split is the last val_fraction
 of the corpus (round(val_fraction * size) bytes); it is cut into full = held // (T + 1)
