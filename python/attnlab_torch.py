@@ -625,8 +625,16 @@ def check_tensors(path, entries, shapes):
 
 def resolve_config(cfg):
     """The config with derived values filled in (key_size 0 = d_model / heads, and so on),
-    refusing every option this file cannot run."""
-    c = dict(cfg)
+    refusing every option this file cannot run. Missing options take their defaults; numbers,
+    bools and strings are checked against the option table first (check_config checks the
+    rest of a loaded config), so a bad value is a CheckpointError, never a TypeError."""
+    c = {name: row[1] for name, row in OPTIONS.items() if row[0] in ("int", "float", "bool", "string")}
+    c.update(cfg)
+    for name, value in cfg.items():
+        if name in OPTIONS and OPTIONS[name][0] in ("int", "float", "bool", "string"):
+            c[name] = _option_value(name, value)
+    if (not c["key_size"] or not c["head_size"]) and c["d_model"] % c["heads"]:
+        _bad(f"--heads {c['heads']}", f"does not divide --d_model {c['d_model']}")
     c.setdefault("attn", "softmax")
     c.setdefault("pos", "learned")
     c.setdefault("objective", "clm")
