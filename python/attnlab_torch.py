@@ -139,7 +139,12 @@ def parse_json(text, path, what, budget=None):
         return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
     except RecursionError:
         raise CheckpointError(path, f"{what} is not valid JSON (nested too deeply)") from None
-    except ValueError as err:
+    except json.JSONDecodeError as err:
+        at = len(text[:err.pos].encode("utf-8", "surrogatepass"))
+        if err.msg == "Extra data":
+            raise CheckpointError(path, f"{what} has stray bytes after the JSON (at byte {at})") from None
+        raise CheckpointError(path, f"{what} is not valid JSON (near byte {at}: {err.msg})") from None
+    except ValueError as err:  # NaN or Infinity, or an integer too long to convert
         raise CheckpointError(path, f"{what} is not valid JSON ({err})") from None
 
 
@@ -404,6 +409,7 @@ LF_MAX_LAYERS = 64
 # who owns an option: a kernel (attn values, with the presets it runs) or position schemes
 KERNEL_OPTIONS = {"softmax": ("talking_heads",), "linear": ("phi", "leaky_slope", "reweight", "chunk"),
                   "linformer": ("linformer_k", "linformer_share", "linformer_proj")}
+KERNEL_TITLES = {"softmax": "attn=softmax", "linear": "linear attention", "linformer": "attn=linformer"}
 PRESETS = {"cosformer": ("linear", {"phi": "relu", "reweight": "cos"})}
 POS_OPTIONS = {"rope_dims": ("rope", "xpos"), "sandwich_lambda": ("sandwich",)}
 
@@ -413,7 +419,12 @@ def _option_value(name, value):
     returns it normalised (ints as int, linformer_k as a list), or raises CheckpointError."""
     kind, _, allowed = OPTIONS[name]
     number = not isinstance(value, bool) and isinstance(value, (int, float))
-    shown = f"'{value}' (a string)" if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        shown = f"'{value}' (a string)"
+    elif number:
+        shown = f"'{value:.17g}'" if math.isfinite(value) else f"'{value}'"
+    else:
+        shown = json.dumps(value)[:40]
     if kind == "int":
         lo, hi = allowed
         if not number or not math.isfinite(value) or value != math.floor(value) or not lo <= value <= hi:
@@ -441,12 +452,15 @@ def _option_value(name, value):
             _bad(f"--{name}", f"expected a number in [{lo:g}, {hi:g}], got {shown}")
         return float(value)
     if kind == "bool":
+        if isinstance(value, str) and value not in ("true", "false"):
+            _bad(f"--{name}", f"'{value}' is not one of: false, true")
         if not isinstance(value, bool):
             _bad(f"--{name}", f"expected true or false (a JSON bool), got {shown}")
         return value
     if kind == "choice":
         if not isinstance(value, str) or value not in allowed:
-            _bad(f"--{name}", f"{shown} is not one of: {', '.join(allowed)}")
+            quoted = f"'{value}'" if isinstance(value, str) else shown
+            _bad(f"--{name}", f"{quoted} is not one of: {', '.join(allowed)}")
         return value
     if not isinstance(value, str):
         _bad(f"--{name}", f"expected text, got {shown}")
@@ -488,23 +502,23 @@ def check_config(obj):
     attn = cfg["attn"]
     kernel, fixes = PRESETS.get(attn, (attn, {}))
     if (not cfg["key_size"] or not cfg["head_size"]) and cfg["d_model"] % cfg["heads"]:
-        _bad(f"--heads {cfg['heads']}", f"does not divide --d_model {cfg['d_model']}")
+        raise CheckpointError(None, f"--heads {cfg['heads']} does not divide --d_model {cfg['d_model']}")
     for name, wanted in fixes.items():
         if _changed(cfg, name) and cfg[name] != wanted:
             _bad(f"--{name}", f"attn={attn} fixes {name}={wanted}")
     for owner, names in KERNEL_OPTIONS.items():
         for name in names:
             if owner != kernel and _changed(cfg, name):
-                _bad(f"--{name}", f"applies to attn={owner}, not attn={attn}")
+                raise CheckpointError(None, f"--{name} applies to {KERNEL_TITLES[owner]}, not attn={attn}")
     for name, schemes in POS_OPTIONS.items():
         if cfg["pos"] not in schemes and _changed(cfg, name):
-            _bad(f"--{name}", f"applies to pos={' or '.join(schemes)}, not pos={cfg['pos']}")
+            raise CheckpointError(None, f"--{name} applies to pos={' or '.join(schemes)}, not pos={cfg['pos']}")
     if cfg["objective"] == "mlm":
         for name in ("prompt", "temperature", "top_k"):
             if _changed(cfg, name):
                 _bad(f"--{name}", "objective=mlm is not sampled left to right (its samples are a fill-in demo)")
     if cfg["min_lr"] > cfg["lr"]:
-        _bad(f"--min_lr {cfg['min_lr']:g}", f"is above --lr {cfg['lr']:g}")
+        raise CheckpointError(None, f"--min_lr {cfg['min_lr']:g} is above --lr {cfg['lr']:g}")
     return cfg
 
 
@@ -526,14 +540,18 @@ def check_metadata(path, meta, file_size=None):
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(path, f"not an attnlab checkpoint (metadata 'format' is {fmt or 'missing'})")
     if version != CHECKPOINT_VERSION:
-        raise CheckpointError(path, f"checkpoint format version {version or 'missing'}; this file reads version "
+        raise CheckpointError(path, f"checkpoint format version {version or 'missing'}; this build reads version "
                               f"{CHECKPOINT_VERSION}")
     text = meta.get("config")
     try:
         if text is None:
-            _bad("config", "missing or not JSON")
+            raise CheckpointError(None, "missing or not JSON")
         budget = None if file_size is None else json_budget(file_size)
-        cfg = check_config(parse_json(text, None, "config", budget))
+        try:
+            obj = parse_json(text, None, "config", budget)
+        except CheckpointError as err:
+            raise CheckpointError(None, f"missing or not JSON ({err.reason})") from None
+        cfg = check_config(obj)
     except CheckpointError as err:
         raise CheckpointError(path, f"bad config in checkpoint: {err.reason}") from None
     step = meta.get("step")
@@ -634,7 +652,7 @@ def resolve_config(cfg):
         if name in OPTIONS and OPTIONS[name][0] in ("int", "float", "bool", "string"):
             c[name] = _option_value(name, value)
     if (not c["key_size"] or not c["head_size"]) and c["d_model"] % c["heads"]:
-        _bad(f"--heads {c['heads']}", f"does not divide --d_model {c['d_model']}")
+        raise CheckpointError(None, f"--heads {c['heads']} does not divide --d_model {c['d_model']}")
     c.setdefault("attn", "softmax")
     c.setdefault("pos", "learned")
     c.setdefault("objective", "clm")

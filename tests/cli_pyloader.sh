@@ -7,7 +7,9 @@
 # one), and loads every case with the C loader (./sample FILE --length 1) and
 # with python/attnlab_torch.py (at.load). Each case says what both must do:
 # load, or refuse (C: exit 1 and "error: " on stderr's first line; Python: an
-# attnlab_torch.CheckpointError naming the file, never another exception).
+# attnlab_torch.CheckpointError naming the file, never another exception), or
+# "same": refuse with the same reason, word for word after the file's name, so
+# the checks run in the C loader's order and say what it says.
 # A "gap" case is one the issue says must be refused and the C side still
 # loads: Python must refuse it, C may load it (the line says so).
 #
@@ -53,29 +55,29 @@ CASES='
 good|load|
 layers_float|load|s/\\"layers\\":1,/\\"layers\\":1.0,/
 no_optim|load|m/"optim.m.tok_emb.weight":\{[^}]*"data_offsets":\[(\d+)/ and $::data = substr($::data, 0, $1); s/,"optim\.[^}]*\}//g
-nan_weight|refuse|substr($::data, 0, 4) = pack("V", 0x7fc00000)
-inf_weight|refuse|m/"ln_f\.bias":\{[^}]*"data_offsets":\[(\d+)/ and substr($::data, $1 + 4, 4) = pack("V", 0xff800000)
-overlap|refuse|s/"data_offsets":\[([1-9][0-9]*),([0-9]+)\]/"data_offsets":[@{[$1-4]},@{[$2-4]}]/g
-bytes_after|refuse|$::data .= "xyzw"
-format_pytorch|refuse|s/"format":"attnlab"/"format":"pytorch"/
-format_missing|refuse|s/"format":"attnlab",//
-format_version_2|refuse|s/"format_version":"1"/"format_version":"2"/
-rng_zero|refuse|s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 0000000000000000 0000000000000000 0000000000000000"/
-rng_short|refuse|s/"data_rng":"[0-9a-f ]*"/"data_rng":"1 2 3 4"/
-rng_upper|refuse|s/"data_rng":"([0-9a-f ]*)"/"data_rng":"\U$1"/
-step_negative|refuse|s/"step":"2"/"step":"-1"/
-best_nan|refuse|s/"best_val_bpb":"[^"]*"/"best_val_bpb":"nan"/
-ranks_zero|refuse|s/"step":"2"/"step":"2","ranks":"0"/
-header_one_short|refuse|$::len_delta = -1
-header_one_long|refuse|$::len_delta = 1
-header_past_end|refuse|$::len_delta = 1000000
-header_not_object|refuse|$_ = "[]"
-duplicate_meta_key|refuse|s/"step":"2",/"step":"2","step":"3",/
-duplicate_tensor|refuse|s/,"ln_f.bias":\{/,"ln_f.weight":{/
-dtype_f16|refuse|s/("ln_f.bias":\{"dtype":)"F32"/$1"F16"/
-shape_changed|refuse|s/("ln_f.bias":\{"dtype":"F32","shape":)\[16\]/$1\[4,4\]/
-offsets_strings|refuse|s/"data_offsets":\[0,(\d+)\]/"data_offsets":["0","$1"]/
-tensor_renamed|refuse|s/"ln_f.bias"/"ln_f.bias2"/
+nan_weight|same|substr($::data, 0, 4) = pack("V", 0x7fc00000)
+inf_weight|same|m/"ln_f\.bias":\{[^}]*"data_offsets":\[(\d+)/ and substr($::data, $1 + 4, 4) = pack("V", 0xff800000)
+overlap|same|s/"data_offsets":\[([1-9][0-9]*),([0-9]+)\]/"data_offsets":[@{[$1-4]},@{[$2-4]}]/g
+bytes_after|same|$::data .= "xyzw"
+format_pytorch|same|s/"format":"attnlab"/"format":"pytorch"/
+format_missing|same|s/"format":"attnlab",//
+format_version_2|same|s/"format_version":"1"/"format_version":"2"/
+rng_zero|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 0000000000000000 0000000000000000 0000000000000000"/
+rng_short|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"1 2 3 4"/
+rng_upper|same|s/"data_rng":"([0-9a-f ]*)"/"data_rng":"\U$1"/
+step_negative|same|s/"step":"2"/"step":"-1"/
+best_nan|same|s/"best_val_bpb":"[^"]*"/"best_val_bpb":"nan"/
+ranks_zero|same|s/"step":"2"/"step":"2","ranks":"0"/
+header_one_short|same|$::len_delta = -1
+header_one_long|same|$::len_delta = 1
+header_past_end|same|$::len_delta = 1000000
+header_not_object|same|$_ = "[]"
+duplicate_meta_key|same|s/"step":"2",/"step":"2","step":"3",/
+duplicate_tensor|same|s/,"ln_f.bias":\{/,"ln_f.weight":{/
+dtype_f16|same|s/("ln_f.bias":\{"dtype":)"F32"/$1"F16"/
+shape_changed|same|s/("ln_f.bias":\{"dtype":"F32","shape":)\[16\]/$1\[4,4\]/
+offsets_strings|same|s/"data_offsets":\[0,(\d+)\]/"data_offsets":["0","$1"]/
+tensor_renamed|same|s/"ln_f.bias"/"ln_f.bias2"/
 name_not_utf8|refuse|s/"ln_f.bias"/"ln_f.bi\xff"/
 deep_header|refuse|s/\}$/,"deep":@{["[" x 100000]}@{["]" x 100000]}}/
 deep_header_5000|refuse|s/\}$/,"deep":@{["[" x 5000]}@{["]" x 5000]}}/
@@ -85,17 +87,17 @@ deep_config|refuse|s/\\"window\\":0/\\"window\\":@{["[" x 100000]}@{["]" x 10000
 config_code|refuse|s/"config":"(\\"|[^"])*"/"config":"__import__(\\"os\\").system(\\"touch PWNED\\")"/
 config_value_code|refuse|s/\\"prompt\\":\\"The \\"/\\"prompt\\":__import__(\\"os\\").system(\\"touch PWNED\\")/
 config_nan_literal|refuse|s/\\"lr\\":0.002/\\"lr\\":NaN/
-config_unknown_option|refuse|s/\\"window\\":0/\\"window\\":0,\\"windows\\":0/
-window_negative|refuse|s/\\"window\\":0/\\"window\\":-5/
-tie_maybe|refuse|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"maybe\\"/
+config_unknown_option|same|s/\\"window\\":0/\\"window\\":0,\\"windows\\":0/
+window_negative|same|s/\\"window\\":0/\\"window\\":-5/
+tie_maybe|same|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"maybe\\"/
 layers_string_2|refuse|s/\\"layers\\":1,/\\"layers\\":\\"2\\",/
-layers_1e9|refuse|s/\\"layers\\":1,/\\"layers\\":1e9,/
-heads_zero|refuse|s/\\"heads\\":2,/\\"heads\\":0,/
-heads_not_dividing|refuse|s/\\"heads\\":2,/\\"heads\\":3,/
+layers_1e9|same|s/\\"layers\\":1,/\\"layers\\":1e9,/
+heads_zero|same|s/\\"heads\\":2,/\\"heads\\":0,/
+heads_not_dividing|same|s/\\"heads\\":2,/\\"heads\\":3,/
 huge_model|refuse|s/\\"layers\\":1,/\\"layers\\":64,/; s/\\"d_model\\":16,/\\"d_model\\":8192,/
 huge_heads|refuse|s/\\"heads\\":2,/\\"heads\\":256,/; s/\\"key_size\\":0,/\\"key_size\\":4096,/; s/\\"head_size\\":0,/\\"head_size\\":4096,/; s/\\"d_model\\":16,/\\"d_model\\":8192,/
-leaky_slope_softmax|refuse|s/\\"leaky_slope\\":0.01/\\"leaky_slope\\":0.5/
-phi_softmax|refuse|s/\\"phi\\":\\"relu\\"/\\"phi\\":\\"elu\\"/
+leaky_slope_softmax|same|s/\\"leaky_slope\\":0.01/\\"leaky_slope\\":0.5/
+phi_softmax|same|s/\\"phi\\":\\"relu\\"/\\"phi\\":\\"elu\\"/
 extra_tensor|gap|s/\}$/,"bogus.weight":{"dtype":"F32","shape":[1],"data_offsets":[@{[length $::data]},@{[4 + length $::data]}]}}/; $::data .= "\0\0\0\0"
 layers_string_1|gap|s/\\"layers\\":1,/\\"layers\\":\\"1\\",/
 tie_string_true|gap|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"true\\"/
@@ -118,13 +120,13 @@ printf '1234567' >"$T/c/seven_bytes.safetensors"
 mkdir "$T/c/no_checkpoint"
 ln -s "$GOOD" "$T/c/symlink.safetensors"
 cat >>"$T/list" <<EOF
-fifo|refuse|$T/c/fifo.safetensors
-dev_zero|refuse|/dev/zero
-text_file|refuse|$T/small.txt
-empty_file|refuse|$T/c/empty.safetensors
-seven_bytes|refuse|$T/c/seven_bytes.safetensors
-folder_without_checkpoint|refuse|$T/c/no_checkpoint
-missing_file|refuse|$T/c/absent.safetensors
+fifo|same|$T/c/fifo.safetensors
+dev_zero|same|/dev/zero
+text_file|same|$T/small.txt
+empty_file|same|$T/c/empty.safetensors
+seven_bytes|same|$T/c/seven_bytes.safetensors
+folder_without_checkpoint|same|$T/c/no_checkpoint
+missing_file|same|$T/c/absent.safetensors
 run_folder|load|$T/good
 symlink|load|$T/c/symlink.safetensors
 EOF
@@ -143,7 +145,7 @@ while IFS='|' read -r name want file; do
     else
         v="exit $rc: $(head -n 1 "$T/c_err")"
     fi
-    echo "$name|$v" >>"$T/c_verdicts"
+    echo "$name|$v|$(head -n 1 "$T/c_err" | sed 's/^error: //')" >>"$T/c_verdicts"
 done <"$T/list"
 
 # The Python loader: one process (torch imports once), a line per case:
@@ -208,7 +210,8 @@ if [ -e "$T/c/PWNED" ] || [ -e PWNED ]; then fail "nothing in a file is run" "a 
 cases=0
 while IFS='|' read -r name want file; do
     cases=$((cases + 1))
-    c=$(grep "^$name|" "$T/c_verdicts" | cut -d'|' -f2-)
+    c=$(grep "^$name|" "$T/c_verdicts" | cut -d'|' -f2)
+    c_msg=$(grep "^$name|" "$T/c_verdicts" | cut -d'|' -f3-)
     line=$(grep "^$name|" "$T/py_verdicts")
     py=$(echo "$line" | cut -d'|' -f2)
     peak=$(echo "$line" | cut -d'|' -f3)
@@ -216,6 +219,11 @@ while IFS='|' read -r name want file; do
     msg=$(echo "$line" | cut -d'|' -f5-)
     why=""
     if [ -z "$line" ]; then why="no Python verdict"; fi
+    kind=$want
+    if [ "$want" = same ]; then
+        want=refuse
+        if [ "${msg#attnlab_torch: }" != "$c_msg" ]; then why="the reasons differ: C '$c_msg', Python '$msg'"; fi
+    fi
     case $want in
     gap) [ "$py" = refuse ] || why="Python: $py, want refuse"
         [ "$c" = refuse ] || [ "$c" = load ] || why="${why:+$why; }C: $c" ;;
@@ -224,6 +232,7 @@ while IFS='|' read -r name want file; do
     esac
     if [ -n "$peak" ] && [ "$peak" -gt "$limit" ]; then why="${why:+$why; }Python's peak grew $peak KiB, limit $limit KiB"; fi
     what="both ${want}"
+    if [ "$kind" = same ]; then what="both refuse, in the same words"; fi
     if [ "$want" = gap ]; then what="Python refuses, C: $c"; fi
     if [ "$want" = gap ] && [ "$c" = load ]; then what="$what (the C side's part of issue 28)"; fi
     if [ -z "$why" ]; then pass "$name: $what; Python's peak +$peak KiB (limit $limit)"
