@@ -9,7 +9,11 @@
 # load, or refuse (C: exit 1 and "error: " on stderr's first line; Python: an
 # attnlab_torch.CheckpointError naming the file, never another exception), or
 # "same": refuse with the same reason, word for word after the file's name, so
-# the checks run in the C loader's order and say what it says.
+# the checks run in the C loader's order and say what it says ("two_" cases
+# hold two defects: the first the C loader meets must be the one named). One
+# order differs on purpose: Python checks every tensor's name and shape before
+# it reads a value, the C loader reads each tensor after its own check
+# (two_nan_shape).
 # A "gap" case is one the issue says must be refused and the C side still
 # loads: Python must refuse it, C may load it (the line says so).
 #
@@ -98,6 +102,12 @@ huge_model|refuse|s/\\"layers\\":1,/\\"layers\\":64,/; s/\\"d_model\\":16,/\\"d_
 huge_heads|refuse|s/\\"heads\\":2,/\\"heads\\":256,/; s/\\"key_size\\":0,/\\"key_size\\":4096,/; s/\\"head_size\\":0,/\\"head_size\\":4096,/; s/\\"d_model\\":16,/\\"d_model\\":8192,/
 leaky_slope_softmax|same|s/\\"leaky_slope\\":0.01/\\"leaky_slope\\":0.5/
 phi_softmax|same|s/\\"phi\\":\\"relu\\"/\\"phi\\":\\"elu\\"/
+two_format_rng|same|s/"format":"attnlab"/"format":"pytorch"/; s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 0000000000000000 0000000000000000 0000000000000000"/
+two_overlap_format|same|s/"format":"attnlab"/"format":"pytorch"/; s/"data_offsets":\[([1-9][0-9]*),([0-9]+)\]/"data_offsets":[@{[$1-4]},@{[$2-4]}]/g
+two_rng_window|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 0000000000000000 0000000000000000 0000000000000000"/; s/\\"window\\":0/\\"window\\":-5/
+two_duplicate_overlap|same|s/,"ln_f.bias":\{/,"ln_f.weight":{/; s/"data_offsets":\[([1-9][0-9]*),([0-9]+)\]/"data_offsets":[@{[$1-4]},@{[$2-4]}]/g
+two_dtype_version|same|s/"format_version":"1"/"format_version":"2"/; s/("ln_f.bias":\{"dtype":)"F32"/$1"F16"/
+two_nan_shape|refuse|substr($::data, 0, 4) = pack("V", 0x7fc00000); s/("ln_f.bias":\{"dtype":"F32","shape":)\[16\]/$1\[4,4\]/
 extra_tensor|gap|s/\}$/,"bogus.weight":{"dtype":"F32","shape":[1],"data_offsets":[@{[length $::data]},@{[4 + length $::data]}]}}/; $::data .= "\0\0\0\0"
 layers_string_1|gap|s/\\"layers\\":1,/\\"layers\\":\\"1\\",/
 tie_string_true|gap|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"true\\"/
@@ -239,6 +249,35 @@ while IFS='|' read -r name want file; do
     else fail "$name" "$why"; fi
 done <"$T/list"
 if [ "$cases" -lt 50 ]; then fail "the suite has its cases" "$cases"; fi
+
+# Refusals outside a file: a config given to GPT and a value given to load are
+# checked as a checkpoint's are, a CheckpointError and never another exception.
+"$PY" - "$GOOD" "$T/c/fifo.safetensors" >"$T/out" 2>"$T/err" <<'EOF'
+import sys
+import attnlab_torch as at
+
+good, fifo = sys.argv[1], sys.argv[2]
+cases = [
+    (lambda: at.GPT({"heads": 0}), "--heads: expected an integer in [1, 256], got '0'"),
+    (lambda: at.GPT({"layers": "2"}), "--layers: expected an integer in [1, 64], got '2' (a string)"),
+    (lambda: at.GPT({"d_model": 16, "heads": 3}), "--heads 3 does not divide --d_model 16"),
+    (lambda: at.GPT({"tie_embeddings": "maybe"}), "--tie_embeddings: 'maybe' is not one of: false, true"),
+    (lambda: at.load(good, window=-5), "override --window: expected an integer in [0, 1048576], got '-5'"),
+    (lambda: at.load(good, logn="maybe"), "override --logn: 'maybe' is not one of: off, on"),
+    (lambda: at.load(good, chunk=8), "only window, logn and bca can change at evaluation, not chunk"),
+    (lambda: at.read_safetensors(fifo), fifo + ": not a regular file (a safetensors file is one)"),
+]
+for i, (call, words) in enumerate(cases):
+    try:
+        call()
+        print(f"case {i}: no refusal")
+    except at.CheckpointError as err:
+        if str(err) != "attnlab_torch: " + words:
+            print(f"case {i}: {err}")
+print("done")
+EOF
+if [ "$(cat "$T/out")" = done ]; then pass "a config or an override that is not the table's: a CheckpointError in the table's words"
+else fail "a config or an override that is not the table's" "$(head -n 1 "$T/out") $(tail -n 1 "$T/err")"; fi
 
 # attnlab_torch's option table is ./train --help's: names, kinds, defaults, ranges and choices.
 ./train --help >"$T/help" 2>&1
