@@ -27,7 +27,7 @@
 #
 # Also: attnlab_torch's copy of the option table is ./train --help's, and the
 # fuzz seed checkpoints (every kernel and several position schemes) load.
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086,SC2016
 set -u
 
 PY=${PYTHON:-/usr/bin/python3}
@@ -276,7 +276,7 @@ for i, (call, words) in enumerate(cases):
             print(f"case {i}: {err}")
 print("done")
 EOF
-if [ "$(cat "$T/out")" = done ]; then pass "a config or an override that is not the table's: a CheckpointError in the table's words"
+if [ "$(cat "$T/out")" = "done" ]; then pass "a config or an override that is not the table's: a CheckpointError in the table's words"
 else fail "a config or an override that is not the table's" "$(head -n 1 "$T/out") $(tail -n 1 "$T/err")"; fi
 
 # attnlab_torch's option table is ./train --help's: names, kinds, defaults, ranges and choices.
