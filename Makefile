@@ -65,6 +65,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_hardening.sh
 	sh tests/cli_kill.sh
 	sh tests/cli_torch.sh
+	sh tests/cli_pyloader.sh
 	sh tests/docs_links.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
@@ -132,6 +133,7 @@ fuzz:
 	@sh scripts/deps.sh --fuzz
 	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=build-fuzz FLAVOUR_CFLAGS="$(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link" \
 	    fuzz-run
+	@timeout $$(($(FUZZ_TIME) + 120)) $${PYTHON:-/usr/bin/python3} tests/fuzz/fuzz_pyloader.py $(FUZZ_TIME)
 
 fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 	@for f in $(FUZZERS); do \

@@ -24,9 +24,18 @@ sinusoidal or rope, every linformer_proj (linear, mean, max, conv) and linformer
 headwise, kv, layerwise: then the model holds the one linformer.E), and a per-layer
 linformer_k (a list; later layers take the last value), as layers/attention/linformer.c
 computes it. attn=sigmoid, and every score-map kernel SCORE_MAPS knows, with the softmax
-kernel's positions and masks but for the learned biases (kerple_*). Any other value of these options (a kernel or position scheme this file does not
-know, or a combination attnlab itself refuses) is refused with a ValueError naming the
-option, never run with the wrong math.
+kernel's positions and masks but for the learned biases (kerple_*). Any other value of these
+options (a kernel or position scheme this file does not know, or a combination attnlab itself
+refuses) is refused with a CheckpointError (a ValueError) naming the option, never run with
+the wrong math.
+
+load() checks a file at least as strictly as the C loader (core/safetensors.c,
+experiments/checkpoint.c, experiments/options.c), in its order, before it builds anything or
+allocates more than twice the file's size: a regular file; the header; F32 tensors whose
+offsets tile the data section; the format and version; the config's kinds and ranges (the
+option table OPTIONS); step and data_rng; exactly the config's tensors with its shapes; finite
+weights. The data is mapped (numpy.memmap), never read whole, and nothing in the file is run.
+Every refusal is a CheckpointError whose message names the file and the reason.
 
 score() reproduces ./extrapolate's window rule: the held-out split is the last val_fraction
 of the corpus (round(val_fraction * size) bytes); it is cut into full = held // (T + 1)
@@ -41,7 +50,10 @@ the masked positions / ln 2 / (windows * n).
 import json
 import math
 import os
+import re
+import stat
 import struct
+import warnings
 
 import numpy as np
 import torch
@@ -56,48 +68,577 @@ LF_PROJS = ("linear", "mean", "max", "conv")
 DEN_EPS = 1e-6  # linear attention's denominator clamp
 SCALE_BASE = 512.0  # XPOS
 
-_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+class CheckpointError(ValueError):
+    """Every refusal of this file: a checkpoint or safetensors file that is not what it claims
+    (then `path` names it and the message starts "attnlab_torch: PATH: "), or a config this file
+    cannot run. `reason` is the message without the prefix."""
+
+    def __init__(self, path, reason):
+        self.path, self.reason = path, reason
+        super().__init__(f"attnlab_torch: {path}: {reason}" if path is not None else f"attnlab_torch: {reason}")
 
 
 def _refuse(what):
-    raise ValueError(f"attnlab_torch: {what} is not supported yet")
+    raise CheckpointError(None, f"{what} is not supported yet")
 
 
 def _bad(what, why):
-    raise ValueError(f"attnlab_torch: {what}: {why}")
+    raise CheckpointError(None, f"{what}: {why}")
 
 
 # ---------------------------------------------------------------- safetensors
+# The checks of core/safetensors.c's st_open, in its order and with its words: a regular file;
+# the 8-byte header length (at most ST_MAX_HEADER_BYTES, inside the file); the header, JSON
+# with no repeated key; every tensor F32 with at most 4 dims and data_offsets that lie in the
+# data section and span its shape; no name twice; the tensors tiling the data section.
+
+ST_MAX_HEADER_BYTES = 100_000_000
+ST_MAX_DIMS = 4
+_JSON_INT_MAX = 2 ** 53  # cJSON keeps numbers as doubles: above this they are not exact
+_SIZE_MAX = 2 ** 64 - 1
+
+
+class _Obj(dict):
+    """A JSON object that remembers the first key it was given twice (`dup`)."""
+    dup = None
+
+
+def _pairs(pairs):
+    obj = _Obj()
+    for key, value in pairs:
+        if key in obj and obj.dup is None:
+            obj.dup = key
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+JSON_SLACK = 512 * 1024
+
+
+def json_budget(file_size):
+    """What parsing a file's JSON may take: twice the file's size and JSON_SLACK."""
+    return 2 * file_size + JSON_SLACK
+
+
+def json_cost(text):
+    """An upper bound, in bytes, of what json.loads(text) allocates for its objects: an object
+    250 bytes, every other value, key and nesting level 100 (they measure under half that)."""
+    return 250 * text.count("{") + 100 * (text.count("[") + text.count(",") + text.count(":"))
+
+
+def parse_json(text, path, what, budget=None):
+    """text (str) as JSON, refusing NaN / Infinity, nesting too deep for the parser, and (given
+    a budget in bytes) more values than the budget holds, before any is made; objects are
+    _Obj, so a caller can refuse a repeated key."""
+    if budget is not None and json_cost(text) > budget:
+        raise CheckpointError(path, f"{what} holds too many JSON values for its file (parsing them could take "
+                              f"{json_cost(text)} bytes, more than twice the file's size)")
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except RecursionError:
+        raise CheckpointError(path, f"{what} is not valid JSON (nested too deeply)") from None
+    except json.JSONDecodeError as err:
+        at = len(text[:err.pos].encode("utf-8", "surrogatepass"))
+        if err.msg == "Extra data":
+            raise CheckpointError(path, f"{what} has stray bytes after the JSON (at byte {at})") from None
+        raise CheckpointError(path, f"{what} is not valid JSON (near byte {at}: {err.msg})") from None
+    except ValueError as err:  # NaN or Infinity, or an integer too long to convert
+        raise CheckpointError(path, f"{what} is not valid JSON ({err})") from None
+
+
+def _json_uint(v, limit):
+    """v as a non-negative integer no larger than limit, or None: a JSON number with an integer
+    value (4.0 too, as cJSON reads it), never a bool or a string."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        return None
+    v = int(v)
+    return v if 0 <= v <= min(limit, _JSON_INT_MAX) else None
+
+
+def _open_regular(path):
+    """A descriptor of path, opened only when it is a regular file: stat first, then open
+    non-blocking (a FIFO put there since cannot block) and check the descriptor again."""
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise CheckpointError(path, f"cannot open: {err.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(path, "is a directory, not a safetensors file")
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(path, "not a regular file (a safetensors file is one)")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise CheckpointError(path, f"cannot open: {err.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CheckpointError(path, "not a regular file (a safetensors file is one)")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _read_exactly(fd, n, path, what):
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise CheckpointError(path, f"cannot read {what}")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _parse_entry(path, name, info, data_size):
+    """(shape, begin, end) of one tensor entry, checked as st_open's parse_entry checks it."""
+    where = f"tensor '{name}'"
+    if not isinstance(info, dict):
+        raise CheckpointError(path, f"{where}: entry is not a JSON object")
+    if info.dup is not None:
+        raise CheckpointError(path, f"{where}: key '{info.dup}' appears more than once")
+    dtype, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise CheckpointError(path, f"{where}: missing or non-string dtype")
+    if dtype != "F32":
+        raise CheckpointError(path, f"{where}: dtype {dtype} not supported (only F32)")
+    if not isinstance(shape, list):
+        raise CheckpointError(path, f"{where}: missing or non-array shape")
+    if len(shape) > ST_MAX_DIMS:
+        raise CheckpointError(path, f"{where}: shape has {len(shape)} dims (at most {ST_MAX_DIMS} supported)")
+    dims = []
+    for i, d in enumerate(shape):
+        v = _json_uint(d, 2 ** 63 - 1)
+        if v is None:
+            raise CheckpointError(path, f"{where}: shape entry {i} is not a non-negative integer")
+        dims.append(v)
+    numel = math.prod(dims)
+    if any(d and math.prod(dims[:i]) > _SIZE_MAX // 4 // d for i, d in enumerate(dims)):
+        raise CheckpointError(path, f"{where}: shape {dims} has too many elements")
+    pair = [_json_uint(v, _SIZE_MAX) for v in offs] if isinstance(offs, list) and len(offs) == 2 else [None]
+    if None in pair:
+        raise CheckpointError(path, f"{where}: data_offsets must be two non-negative integers")
+    begin, end = pair
+    if end < begin:
+        raise CheckpointError(path, f"{where}: data_offsets [{begin}, {end}] end before begin")
+    if end - begin != numel * 4:
+        raise CheckpointError(path, f"{where}: shape {dims} needs {numel * 4} bytes but data_offsets span "
+                              f"{end - begin}")
+    if end > data_size:
+        raise CheckpointError(path, f"{where}: data_offsets [{begin}, {end}] out of range (data section has "
+                              f"{data_size} bytes; file truncated?)")
+    return tuple(dims), begin, end
+
+
+def _check_tiling(path, entries, data_size):
+    """The tensors, in the order of their offsets, tile the data section: no gap, no overlap."""
+    at, prev = 0, None
+    for name, (_, begin, end) in sorted(entries.items(), key=lambda kv: (kv[1][1], kv[1][2])):
+        if begin < at:
+            raise CheckpointError(path, f"tensors '{prev[0]}' and '{name}' overlap (data_offsets [{prev[1]}, "
+                                  f"{prev[2]}] and [{begin}, {end}])")
+        if begin > at:
+            raise CheckpointError(path, f"data section bytes [{at}, {begin}) belong to no tensor (before '{name}')")
+        at, prev = end, (name, begin, end)
+    if at != data_size:
+        raise CheckpointError(path, f"data section bytes [{at}, {data_size}) belong to no tensor (after the last one)")
+
+
+class SafetensorsFile:
+    """An open safetensors file, checked as st_open checks one: `entries` maps each tensor name
+    to (shape, begin, end), `meta` the __metadata__ strings; nothing of the data is read.
+    array(name) is that tensor as a read-only view of the file, mapped (numpy.memmap)."""
+
+    def __init__(self, path):
+        self.path = path
+        fd = _open_regular(path)
+        try:
+            self.file_size = os.fstat(fd).st_size
+            self._parse(fd)
+            self._file = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._map = None
+
+    def _parse(self, fd):
+        path, size = self.path, self.file_size
+        if size < 8:
+            raise CheckpointError(path, f"file is {size} bytes, too short for a safetensors header")
+        (n,) = struct.unpack("<Q", _read_exactly(fd, 8, path, "the header length"))
+        if n > ST_MAX_HEADER_BYTES:
+            raise CheckpointError(path, f"not a safetensors file (its first 8 bytes give a header length of {n}, "
+                                  f"which exceeds the {ST_MAX_HEADER_BYTES}-byte limit)")
+        if n > size - 8:
+            raise CheckpointError(path, f"not a safetensors file, or a truncated one (header length {n} runs past "
+                                  f"the end of the file, {size} bytes)")
+        self.data_start, data_size = 8 + n, size - 8 - n
+        raw = _read_exactly(fd, n, path, f"the {n}-byte header")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise CheckpointError(path, f"header is not valid UTF-8 (byte {err.start}), so a tensor name or "
+                                  "metadata is not valid UTF-8") from None
+        del raw
+        root = parse_json(text, path, "header", json_budget(size))
+        if not isinstance(root, dict):
+            raise CheckpointError(path, "header is not a JSON object")
+        if root.dup == "__metadata__":
+            raise CheckpointError(path, "__metadata__ appears more than once")
+        self.meta, self.entries = {}, {}
+        for name, info in root.items():
+            if name == "__metadata__":
+                self.meta = self._parse_metadata(info)
+            else:
+                self.entries[name] = _parse_entry(path, name, info, data_size)
+        if root.dup is not None:
+            raise CheckpointError(path, f"tensor '{root.dup}' appears more than once in the header")
+        _check_tiling(path, self.entries, data_size)
+
+    def _parse_metadata(self, m):
+        if not isinstance(m, dict):
+            raise CheckpointError(self.path, "__metadata__ is not a JSON object")
+        for key, value in m.items():
+            if not isinstance(value, str):
+                raise CheckpointError(self.path, f"__metadata__ value for '{key}' is not a string")
+        if m.dup is not None:
+            raise CheckpointError(self.path, f"__metadata__ key '{m.dup}' appears more than once")
+        return dict(m)
+
+    def array(self, name):
+        """Tensor `name` as a read-only float32 numpy array mapped from the file."""
+        shape, begin, end = self.entries[name]
+        if end == begin:
+            return np.zeros(shape, dtype=np.float32)
+        if self._map is None:
+            if os.fstat(self._file.fileno()).st_size != self.file_size:
+                raise CheckpointError(self.path, "the file changed size since it was opened")
+            self._map = np.memmap(self._file, dtype="<f4", mode="r", offset=self.data_start,
+                                  shape=((self.file_size - self.data_start) // 4,))
+        return self._map[begin // 4:end // 4].reshape(shape)
+
+    def close(self):
+        self._map = None
+        self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def first_bad(arr, chunk=1 << 20):
+    """The flat index of the first value of arr that is not finite, or None; read a chunk at a
+    time, so the check needs no copy of the tensor."""
+    flat = arr.reshape(-1)
+    for at in range(0, flat.size, chunk):
+        bad = np.flatnonzero(~np.isfinite(flat[at:at + chunk]))
+        if bad.size:
+            return at + int(bad[0])
+    return None
 
 
 def read_safetensors(path):
-    """(tensors, metadata) of a safetensors file: name -> torch tensor, str -> str."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"attnlab_torch: {path}: too short for a safetensors file")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n > len(raw) - 8:
-        raise ValueError(f"attnlab_torch: {path}: header length {n} runs past the end of the file")
+    """(tensors, metadata) of a safetensors file checked as core/safetensors.c checks one:
+    name -> torch tensor (a copy), str -> str."""
+    with SafetensorsFile(path) as sf:
+        return {name: torch.from_numpy(np.array(sf.array(name))) for name in sf.entries}, sf.meta
+
+
+# ---------------------------------------------------------------- the option table
+# experiments/options.c's table and the kernels' and position schemes' rows (./train --help
+# prints them; tests/cli_pyloader.sh holds this copy to that): name -> (kind, default, allowed)
+# with allowed (lo, hi) for int, ints and float, the values for choice and bool, the byte limit
+# for string. A checkpoint's config must give each value as its kind: ints as JSON numbers of
+# integer value ("2" is refused), bools as true / false, choices and strings as strings;
+# linformer_k as a number or "8,4", as config_to_json writes it.
+
+OPTIONS = {
+    "attn": ("choice", "softmax", ("softmax", "linear", "cosformer", "linformer")),
+    "talking_heads": ("choice", "none", ("none", "pre", "post", "both")),
+    "phi": ("choice", "relu", ("identity", "relu", "leakyrelu", "elu")),
+    "leaky_slope": ("float", 0.01, (0, 1)),
+    "reweight": ("choice", "none", ("none", "cos")),
+    "chunk": ("int", 64, (1, 65536)),
+    "linformer_k": ("ints", 64, (1, 65536)),
+    "linformer_share": ("choice", "none", LF_SHARES),
+    "linformer_proj": ("choice", "linear", LF_PROJS),
+    "pos": ("choice", "learned", ("none", "learned", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log",
+                                  "sandwich", "xpos")),
+    "rope_dims": ("int", 0, (0, 4096)),
+    "sandwich_lambda": ("float", 1.0, (0, 1000)),
+    "window": ("int", 0, (0, 1048576)),
+    "logn": ("choice", "off", ("off", "on")),
+    "bca": ("choice", "off", ("off", "on")),
+    "layers": ("int", 4, (1, 64)),
+    "d_model": ("int", 128, (8, 8192)),
+    "heads": ("int", 4, (1, 256)),
+    "key_size": ("int", 0, (0, 4096)),
+    "head_size": ("int", 0, (0, 4096)),
+    "mlp_ratio": ("int", 4, (1, 16)),
+    "norm": ("choice", "layernorm", ("layernorm", "rmsnorm")),
+    "context": ("int", 128, (2, 65536)),
+    "tie_embeddings": ("bool", True, (False, True)),
+    "objective": ("choice", "clm", ("clm", "mlm")),
+    "batch": ("int", 16, (1, 4096)),
+    "steps": ("int", 1500, (1, 100000000)),
+    "lr": ("float", 2e-3, (0, 10)),
+    "min_lr": ("float", 1e-4, (0, 10)),
+    "warmup": ("int", 100, (0, 100000000)),
+    "schedule": ("choice", "cosine", ("cosine", "linear", "constant")),
+    "weight_decay": ("float", 0.1, (0, 10)),
+    "clip": ("float", 1.0, (0, 1e6)),
+    "seed": ("int", 1337, (0, 9007199254740991)),
+    "eval_every": ("int", 250, (1, 100000000)),
+    "eval_batches": ("int", 8, (1, 100000)),
+    "save_every": ("int", 500, (1, 100000000)),
+    "threads": ("int", 0, (0, 1024)),
+    "precision": ("choice", "fp32", ("fp32", "bf16")),
+    "recompute": ("choice", "auto", ("auto", "off", "on")),
+    "val_fraction": ("float", 0.1, (1e-6, 0.9)),
+    "log_every": ("int", 10, (1, 100000000)),
+    "out": ("string", "", 256),
+    "prompt": ("string", "The ", 256),
+    "temperature": ("float", 0.8, (0, 100)),
+    "top_k": ("int", 40, (0, 256)),
+    "sample_length": ("int", 400, (0, 100000)),
+}
+LF_MAX_LAYERS = 64
+# who owns an option: a kernel (attn values, with the presets it runs) or position schemes
+KERNEL_OPTIONS = {"softmax": ("talking_heads",), "linear": ("phi", "leaky_slope", "reweight", "chunk"),
+                  "linformer": ("linformer_k", "linformer_share", "linformer_proj")}
+KERNEL_TITLES = {"softmax": "attn=softmax", "linear": "linear attention", "linformer": "attn=linformer"}
+PRESETS = {"cosformer": ("linear", {"phi": "relu", "reweight": "cos"})}
+POS_OPTIONS = {"rope_dims": ("rope", "xpos"), "sandwich_lambda": ("sandwich",)}
+
+
+def _option_value(name, value):
+    """value (from JSON) checked against option `name`'s row, as option_set checks its text;
+    returns it normalised (ints as int, linformer_k as a list), or raises CheckpointError."""
+    kind, _, allowed = OPTIONS[name]
+    number = not isinstance(value, bool) and isinstance(value, (int, float))
+    if isinstance(value, str):
+        shown = f"'{value}' (a string)"
+    elif number:
+        shown = f"'{value:.17g}'" if math.isfinite(value) else f"'{value}'"
+    else:
+        shown = json.dumps(value)[:40]
+    if kind == "int":
+        lo, hi = allowed
+        if not number or not math.isfinite(value) or value != math.floor(value) or not lo <= value <= hi:
+            _bad(f"--{name}", f"expected an integer in [{lo}, {hi}], got {shown}")
+        return int(value)
+    if kind == "ints":
+        lo, hi = allowed
+        items = value.split(",") if isinstance(value, str) else [value]
+        out = []
+        for v in items:
+            if isinstance(v, str):
+                try:
+                    v = float(v) if v.strip() == v and v and "_" not in v else None
+                except ValueError:
+                    v = None
+            ok = v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            if not ok or v != math.floor(v) or not lo <= v <= hi or len(out) == LF_MAX_LAYERS:
+                _bad(f"--{name}", f"expected up to {LF_MAX_LAYERS} comma-separated integers in [{lo}, {hi}] (one per "
+                     f"layer), got {shown}")
+            out.append(int(v))
+        return out
+    if kind == "float":
+        lo, hi = allowed
+        if not number or not math.isfinite(value) or not lo <= value <= hi:
+            _bad(f"--{name}", f"expected a number in [{lo:g}, {hi:g}], got {shown}")
+        return float(value)
+    if kind == "bool":
+        if isinstance(value, str) and value not in ("true", "false"):
+            _bad(f"--{name}", f"'{value}' is not one of: false, true")
+        if not isinstance(value, bool):
+            _bad(f"--{name}", f"expected true or false (a JSON bool), got {shown}")
+        return value
+    if kind == "choice":
+        if not isinstance(value, str) or value not in allowed:
+            quoted = f"'{value}'" if isinstance(value, str) else shown
+            _bad(f"--{name}", f"{quoted} is not one of: {', '.join(allowed)}")
+        return value
+    if not isinstance(value, str):
+        _bad(f"--{name}", f"expected text, got {shown}")
     try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"attnlab_torch: {path}: the header is not JSON ({err})") from None
-    meta = header.pop("__metadata__", {}) or {}
-    data = memoryview(raw)[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        dtype = _DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise ValueError(f"attnlab_torch: {path}: tensor '{name}' has dtype {info['dtype']}")
-        start, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        count = int(np.prod(shape)) if shape else 1
-        if not 0 <= start <= end <= len(data) or end - start != count * np.dtype(dtype).itemsize:
-            raise ValueError(f"attnlab_torch: {path}: tensor '{name}' has bad offsets [{start}, {end})")
-        arr = np.frombuffer(data[start:end], dtype=np.dtype(dtype).newbyteorder("<"), count=count)
-        tensors[name] = torch.from_numpy(arr.astype(dtype).reshape(shape))
-    return tensors, meta
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        _bad(f"--{name}", "not valid UTF-8")
+    if size >= allowed or "\0" in value:
+        _bad(f"--{name}", f"value longer than {allowed - 1} bytes, or holding a NUL")
+    return value
+
+
+def _changed(cfg, name):
+    """Whether option `name` differs from its default (a loaded config has no "given" flags),
+    compared as the C side stores it: floats as float32."""
+    kind, default, _ = OPTIONS[name]
+    value = cfg[name]
+    if kind == "float":
+        return np.float32(value) != np.float32(default)
+    if kind == "ints":
+        return value != [default]
+    return value != default
+
+
+def check_config(obj):
+    """The config of a checkpoint (a JSON object) as experiments/options.c's config_from_json and
+    config_validate check it: every key an option, every value of its kind and range, missing
+    ones at their defaults; then what validate refuses of the options together. Returns the
+    config with every option, normalised; raises CheckpointError (without a path)."""
+    if not isinstance(obj, dict):
+        _bad("config", "not a JSON object")
+    if isinstance(obj, _Obj) and obj.dup is not None:
+        _bad("config", f"option '{obj.dup}' appears more than once")
+    cfg = {name: (row[1] if row[0] != "ints" else [row[1]]) for name, row in OPTIONS.items()}
+    for name, value in obj.items():
+        if name not in OPTIONS:
+            _bad("config", f"unknown option '{name}'")
+        cfg[name] = _option_value(name, value)
+    attn = cfg["attn"]
+    kernel, fixes = PRESETS.get(attn, (attn, {}))
+    if (not cfg["key_size"] or not cfg["head_size"]) and cfg["d_model"] % cfg["heads"]:
+        raise CheckpointError(None, f"--heads {cfg['heads']} does not divide --d_model {cfg['d_model']}")
+    for name, wanted in fixes.items():
+        if _changed(cfg, name) and cfg[name] != wanted:
+            _bad(f"--{name}", f"attn={attn} fixes {name}={wanted}")
+    for owner, names in KERNEL_OPTIONS.items():
+        for name in names:
+            if owner != kernel and _changed(cfg, name):
+                raise CheckpointError(None, f"--{name} applies to {KERNEL_TITLES[owner]}, not attn={attn}")
+    for name, schemes in POS_OPTIONS.items():
+        if cfg["pos"] not in schemes and _changed(cfg, name):
+            raise CheckpointError(None, f"--{name} applies to pos={' or '.join(schemes)}, not pos={cfg['pos']}")
+    if cfg["objective"] == "mlm":
+        for name in ("prompt", "temperature", "top_k"):
+            if _changed(cfg, name):
+                _bad(f"--{name}", "objective=mlm is not sampled left to right (its samples are a fill-in demo)")
+    if cfg["min_lr"] > cfg["lr"]:
+        raise CheckpointError(None, f"--min_lr {cfg['min_lr']:g} is above --lr {cfg['lr']:g}")
+    return cfg
+
+
+# ---------------------------------------------------------------- the checkpoint
+# experiments/checkpoint.c's checkpoint_open, in its order: format, format_version, config,
+# step, data_rng (four words of 16 lowercase hex digits, not all zero), best_val_bpb, ranks.
+
+CHECKPOINT_FORMAT = "attnlab"
+CHECKPOINT_VERSION = "1"
+_RNG_RE = re.compile(r"[0-9a-f]{16}( [0-9a-f]{16}){3}")
+_INT_RE = re.compile(r"[+-]?[0-9]+")
+
+
+def check_metadata(path, meta, file_size=None):
+    """The config of a checkpoint whose __metadata__ is meta, after every check of
+    checkpoint_open; raises CheckpointError naming path. file_size bounds what parsing the
+    config may take (json_budget)."""
+    fmt, version = meta.get("format"), meta.get("format_version")
+    if fmt != CHECKPOINT_FORMAT:
+        raise CheckpointError(path, f"not an attnlab checkpoint (metadata 'format' is {fmt or 'missing'})")
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(path, f"checkpoint format version {version or 'missing'}; this build reads version "
+                              f"{CHECKPOINT_VERSION}")
+    text = meta.get("config")
+    try:
+        if text is None:
+            raise CheckpointError(None, "missing or not JSON")
+        budget = None if file_size is None else json_budget(file_size)
+        try:
+            obj = parse_json(text, None, "config", budget)
+        except CheckpointError as err:
+            raise CheckpointError(None, f"missing or not JSON ({err.reason})") from None
+        cfg = check_config(obj)
+    except CheckpointError as err:
+        raise CheckpointError(path, f"bad config in checkpoint: {err.reason}") from None
+    step = meta.get("step")
+    if step is None or not _INT_RE.fullmatch(step) or int(step) < 0 or int(step) > 2 ** 63 - 1:
+        raise CheckpointError(path, "bad or missing 'step' in metadata")
+    rng = meta.get("data_rng")
+    if rng is None or not _RNG_RE.fullmatch(rng):
+        raise CheckpointError(path, "bad or missing 'data_rng' in metadata (four words of 16 hex digits)")
+    if not any(int(word, 16) for word in rng.split()):
+        raise CheckpointError(path, "'data_rng' in metadata is all zero, a state the generator cannot have")
+    best = meta.get("best_val_bpb")
+    if best:
+        try:
+            value = float(best) if best.strip() == best and "_" not in best else None
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < 0:
+            raise CheckpointError(path, f"bad 'best_val_bpb' in metadata ('{best}')")
+    ranks = meta.get("ranks")
+    if ranks is not None and (not _INT_RE.fullmatch(ranks) or not 1 <= int(ranks) <= 1 << 20):
+        raise CheckpointError(path, f"bad 'ranks' in metadata ('{ranks}')")
+    return cfg
+
+
+def model_shapes(cfg):
+    """name -> shape of every tensor GPT(cfg) holds (cfg resolved), worked out without building
+    it, so a checkpoint's tensors are checked against its config before anything is allocated.
+    It follows the modules below; load() checks the two agree."""
+    d, h, ks, hs, r = cfg["d_model"], cfg["heads"], cfg["key_size"], cfg["head_size"], cfg["mlp_ratio"]
+    norm = ("weight", "bias") if cfg["norm"] == "layernorm" else ("weight",)
+    shapes = {"tok_emb.weight": (cfg["vocab"], d)}
+    if cfg["pos"] == "learned":
+        shapes["pos_emb.weight"] = (cfg["context"], d)
+    lf = cfg["attn"] == "linformer"
+    if lf and cfg["linformer_share"] == "layerwise" and linformer_shape(cfg, 0) is not None:
+        shapes["linformer.E"] = tuple(linformer_shape(cfg, 0))
+    for i in range(cfg["layers"]):
+        b = f"blocks.{i}."
+        for n in ("ln1", "ln2"):
+            shapes.update({f"{b}{n}.{w}": (d,) for w in norm})
+        for n, width in (("q", h * ks), ("k", h * ks), ("v", h * hs)):
+            shapes.update({f"{b}attn.{n}.weight": (width, d), f"{b}attn.{n}.bias": (width,)})
+        shapes.update({f"{b}attn.o.weight": (d, h * hs), f"{b}attn.o.bias": (d,)})
+        extra = {"kerple_power": ("kerple_a", "kerple_p"), "kerple_log": ("kerple_r1", "kerple_r2")}
+        shapes.update({f"{b}attn.{n}": (h,) for n in extra.get(cfg["pos"], ())})
+        talking = {"pre": ("pre",), "post": ("post",), "both": ("pre", "post")}.get(cfg["talking_heads"], ())
+        shapes.update({f"{b}attn.talking_{n}.weight": (h, h) for n in talking})
+        shape = linformer_shape(cfg, i) if lf else None
+        if shape is not None and cfg["linformer_share"] != "layerwise":
+            shapes[f"{b}attn.E"] = tuple(shape)
+            if cfg["linformer_share"] != "kv":
+                shapes[f"{b}attn.F"] = tuple(shape)
+        shapes.update({f"{b}mlp.fc.weight": (r * d, d), f"{b}mlp.fc.bias": (r * d,),
+                       f"{b}mlp.proj.weight": (d, r * d), f"{b}mlp.proj.bias": (d,)})
+    shapes.update({f"ln_f.{w}": (d,) for w in norm})
+    if not cfg["tie_embeddings"]:
+        shapes["lm_head.weight"] = (cfg["vocab"], d)
+    return shapes
+
+
+def check_tensors(path, entries, shapes):
+    """The file's tensors are exactly the model's (shapes), with their shapes, and either all of
+    AdamW's moments (optim.m.NAME, optim.v.NAME) or none."""
+    for name, shape in shapes.items():
+        if name not in entries:
+            raise CheckpointError(path, f"tensor '{name}' not found")
+        if entries[name][0] != shape:
+            raise CheckpointError(path, f"tensor '{name}': shape {list(entries[name][0])} in file, expected "
+                                  f"{list(shape)}")
+    optim = "optim.m.tok_emb.weight" in entries
+    for name, shape in shapes.items():
+        for moment in ("optim.m.", "optim.v."):
+            got = entries.get(moment + name)
+            if optim and got is None:
+                raise CheckpointError(path, f"tensor '{moment + name}' not found (the file holds AdamW's moments "
+                                      "of some tensors only)")
+            if got is not None and got[0] != shape:
+                raise CheckpointError(path, f"tensor '{moment + name}': shape {list(got[0])} in file, expected "
+                                      f"{list(shape)}")
+    wanted = set(shapes) | ({f"optim.{m}.{n}" for m in "mv" for n in shapes} if optim else set())
+    extra = sorted(set(entries) - wanted)
+    if extra:
+        raise CheckpointError(path, f"tensor '{extra[0]}' is not one of the model's (a checkpoint holds exactly "
+                              "its model's tensors)")
 
 
 # ---------------------------------------------------------------- score maps
@@ -111,6 +652,8 @@ SCORE_MAPS = {}
 def score_map(name):
     def register(f):
         SCORE_MAPS[name] = f
+        kind, default, allowed = OPTIONS["attn"]
+        OPTIONS["attn"] = (kind, default, allowed + (name,))
         return f
     return register
 
@@ -126,8 +669,16 @@ def sigmoid_attention(s, t):
 
 def resolve_config(cfg):
     """The config with derived values filled in (key_size 0 = d_model / heads, and so on),
-    refusing every option this file cannot run."""
-    c = dict(cfg)
+    refusing every option this file cannot run. Missing options take their defaults; numbers,
+    bools and strings are checked against the option table first (check_config checks the
+    rest of a loaded config), so a bad value is a CheckpointError, never a TypeError."""
+    c = {name: row[1] for name, row in OPTIONS.items() if row[0] in ("int", "float", "bool", "string")}
+    c.update(cfg)
+    for name, value in cfg.items():
+        if name in OPTIONS and OPTIONS[name][0] in ("int", "float", "bool", "string"):
+            c[name] = _option_value(name, value)
+    if (not c["key_size"] or not c["head_size"]) and c["d_model"] % c["heads"]:
+        raise CheckpointError(None, f"--heads {c['heads']} does not divide --d_model {c['d_model']}")
     c.setdefault("attn", "softmax")
     c.setdefault("pos", "learned")
     c.setdefault("objective", "clm")
@@ -552,20 +1103,44 @@ class GPT(nn.Module):
 def load(path, dtype=torch.float32, **overrides):
     """The model of a run folder (its model.safetensors) or a .safetensors checkpoint, in eval
     mode. overrides replace inference-time options as ./extrapolate's CHECKPOINT@key=v does
-    (window, logn, bca)."""
+    (window, logn, bca).
+
+    The file is checked as the C loader checks it, in its order, before anything is built:
+    SafetensorsFile (a regular file, the header, the offsets tiling the data section),
+    check_metadata (format, version, the config's kinds and ranges, step, data_rng), then
+    check_tensors (exactly the config's tensors, with its shapes) and every weight finite. Only
+    then is the model built (it is no larger than the file) and its weights copied from the
+    mapped file. Every refusal is a CheckpointError naming the file; nothing in the file is
+    ever run."""
     if os.path.isdir(path):
         path = os.path.join(path, "model.safetensors")
-    tensors, meta = read_safetensors(path)
-    if "config" not in meta:
-        raise ValueError(f"attnlab_torch: {path}: no config in the metadata (not an attnlab checkpoint)")
-    cfg = json.loads(meta["config"])
-    for key, value in overrides.items():
-        if key not in ("window", "logn", "bca"):
-            raise ValueError(f"attnlab_torch: only window, logn and bca can change at evaluation, not {key}")
-        cfg[key] = value
-    model = GPT(cfg)
-    state = {name: t for name, t in tensors.items() if not name.startswith("optim.")}
-    model.load_state_dict(state, strict=True)
+    with SafetensorsFile(path) as sf:
+        cfg = check_metadata(path, sf.meta, sf.file_size)
+        for key, value in overrides.items():
+            if key not in ("window", "logn", "bca"):
+                raise CheckpointError(None, f"only window, logn and bca can change at evaluation, not {key}")
+            try:
+                cfg[key] = _option_value(key, value)
+            except CheckpointError as err:
+                raise CheckpointError(None, f"override {err.reason}") from None
+        try:
+            resolved = resolve_config(cfg)
+        except CheckpointError as err:
+            raise CheckpointError(path, err.reason) from None
+        shapes = model_shapes(resolved)
+        check_tensors(path, sf.entries, shapes)
+        for name in shapes:
+            at = first_bad(sf.array(name))
+            if at is not None:
+                raise CheckpointError(path, f"tensor '{name}': value {at} is {sf.array(name).reshape(-1)[at]}")
+        model = GPT(cfg)
+        params = model.state_dict()
+        if {n: tuple(t.shape) for n, t in params.items()} != shapes:
+            raise CheckpointError(path, "attnlab_torch's model_shapes and its modules disagree (a bug of this file)")
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # from_numpy of the read-only map: only read
+            for name, t in params.items():
+                t.copy_(torch.from_numpy(sf.array(name)))
     model.checkpoint = path
     return model.to(dtype).eval()
 
