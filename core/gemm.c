@@ -47,7 +47,7 @@ typedef struct {
 static _Thread_local ThreadState tls;
 
 static long bf16_calls;
-static double bf16_madds;
+static double bf16_madds, bf16_sgemm_madds;
 
 Precision gemm_set_precision(Precision p) {
     if (p == PRECISION_BF16 && !bf16_ok) DIE("gemm_set_precision: bf16 before gemm_bf16_check() passed");
@@ -61,9 +61,11 @@ Precision gemm_precision(void) { return precision; }
 void gemm_bf16_count_clear(void) {
     bf16_calls = 0;
     bf16_madds = 0;
+    bf16_sgemm_madds = 0;
 }
 long gemm_bf16_calls(void) { return bf16_calls; }
 double gemm_bf16_madds(void) { return bf16_madds; }
+double gemm_bf16_sgemm_madds(void) { return bf16_sgemm_madds; }
 
 void bf16_from_floats(uint16_t *out, const float *x, long n) {
 #pragma omp parallel for simd schedule(static) if (n >= (1L << 17) && !omp_in_parallel())
@@ -297,11 +299,47 @@ static void gemm_jittered(bool ta, bool tb, int M, int N, int K, float alpha, co
     free(b);
 }
 
+/* What each thread keeps for the small products: the rounded inputs. */
+static _Thread_local float *small_buf;
+static _Thread_local size_t small_cap;
+
+/* rows x cols of x (row stride ld) rounded to bf16 into out, same layout. */
+static void round_rows(float *out, const float *x, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (long)r * ld;
+        float *o = out + (long)r * ld;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) o[c] = bf16_round(xr[c]);
+    }
+}
+
+/* A small bf16 product: sgemm on its inputs rounded to bf16. */
+static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C, int ldc) {
+    int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    size_t na = (size_t)(ra - 1) * lda + ca, nb = (size_t)(rb - 1) * ldb + cb;
+    small_buf = grow(small_buf, &small_cap, na + nb, sizeof *small_buf);
+    round_rows(small_buf, A, ra, ca, lda);
+    round_rows(small_buf + na, B, rb, cb, ldb);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+                small_buf, lda, small_buf + na, ldb, beta, C, ldc);
+#pragma omp atomic
+    bf16_calls++;
+#pragma omp atomic
+    bf16_madds += (double)M * N * K;
+#pragma omp atomic
+    bf16_sgemm_madds += (double)M * N * K;
+}
+
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (jitter > 0 && precision == PRECISION_FP32 && K > 0) {
         gemm_jittered(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (precision == PRECISION_BF16 && K > 0 && ((long)M * N * K < GEMM_BF16_MIN_MADDS || omp_in_parallel())) {
+        gemm_bf16_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     if (precision == PRECISION_BF16 && K > 0) {

@@ -4,10 +4,16 @@
  * transposes as flags, C = alpha op(A) op(B) + beta C, as cblas_sgemm takes
  * them. The engine's precision decides where a product goes:
  *   - fp32: OpenBLAS's sgemm;
- *   - bf16: oneDNN's matmul primitive. A and B are rounded to bfloat16
- *     (round to nearest even), the products are summed in fp32, and C stays
- *     fp32. One primitive is made per shape (sizes, transposes, leading
- *     dimensions, alpha, beta) and kept for the life of the process.
+ *   - bf16: A and B are rounded to bfloat16 (round to nearest even), the
+ *     products are summed in fp32, and C stays fp32. A large product goes
+ *     to oneDNN's matmul primitive, one made per shape (sizes, transposes,
+ *     leading dimensions, alpha, beta) and kept for the life of the
+ *     process. A small one (under GEMM_BF16_MIN_MADDS multiply-adds), and
+ *     any made inside a parallel region (one thread's block of an attention
+ *     kernel), is cheaper as sgemm on its inputs rounded to bf16 and widened
+ *     again: the same rule (the products of two bf16 values are exact in
+ *     fp32, the sums fp32), without oneDNN's cost per call, which exceeds
+ *     such a product's work.
  * gemm() may be called from inside an OpenMP parallel region: each thread
  * has its own oneDNN stream, memory objects and bf16 buffers, and a product
  * made inside a region runs on the calling thread alone. */
@@ -74,9 +80,16 @@ void bf16_from_floats(uint16_t *out, const float *x, long n);
 void gemm_set_jitter(double rel, uint64_t seed);
 
 /* The bf16 products since the count was last cleared, and their
- * multiply-adds (M N K summed), for the tests and ./bench. */
+ * multiply-adds (M N K summed), for the tests and ./bench; of them, the
+ * multiply-adds of the small ones that ran as sgemm on rounded inputs. */
 void gemm_bf16_count_clear(void);
 long gemm_bf16_calls(void);
 double gemm_bf16_madds(void);
+double gemm_bf16_sgemm_madds(void);
+
+/* Products with fewer multiply-adds than this, in bf16, run as sgemm on
+ * rounded inputs (measured on the model's attention blocks: oneDNN's
+ * fixed cost per call is several microseconds). */
+#define GEMM_BF16_MIN_MADDS (1L << 21)
 
 #endif

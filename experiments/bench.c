@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "precision.h"
 #include "args.h"
 #include "bench.h"
 #include "dist.h"
@@ -115,7 +116,9 @@ typedef struct {
 } BenchArgs;
 
 /* The option table's model options, and --batch. */
-static bool takes_option(const OptDef *opt) { return opt->group == GROUP_MODEL || !strcmp(opt->name, "batch"); }
+static bool takes_option(const OptDef *opt) {
+    return opt->group == GROUP_MODEL || !strcmp(opt->name, "batch") || !strcmp(opt->name, "precision");
+}
 
 static int set_option(const OptDef *opt, const char *value, void *ctx) {
     BenchArgs *b = ctx;
@@ -197,8 +200,15 @@ static int bench_main(int argc, char **argv) {
         return 2;
     }
     if (!o.rounds) o.rounds = 3;
+    if (cfg.train.precision == PRECISION_BF16 && gemm_bf16_check(&e) != 0) {
+        err_print(&e);
+        return 2;
+    }
     int threads = engine_set_threads(o.threads || dist_size() == 1 ? o.threads : dist_default_threads());
-    printf("attnlab bench: %s\n(%s)\n\n", threads_banner(threads), openblas_get_config());
+    printf("attnlab bench: %s\n(%s)\nprecision %s; oneDNN ISA %s\n\n", threads_banner(threads), openblas_get_config(),
+           precision_choices[cfg.train.precision], gemm_dnnl_isa());
+    /* every product of every mode at the precision asked (the training step also binds its weights) */
+    if (cfg.train.precision == PRECISION_BF16) gemm_set_precision(PRECISION_BF16);
     if (o.mpi) return bench_mpi(&o, &cfg, argc, argv);
     if (o.scaling) return bench_scaling(&o, &cfg, threads);
     if (o.ops) {

@@ -75,6 +75,7 @@ typedef struct {
     int *ids, *targets;
     Arena arena;
     AdamWConfig opt;
+    int precision; /* the step's Precision */
 } BenchStep;
 
 /* batch_seed: the batch's seed, or NULL to draw it on from the weights'

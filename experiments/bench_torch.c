@@ -15,6 +15,7 @@
 
 #include <unistd.h>
 
+#include "precision.h"
 #include "bench.h"
 #include "ops.h"
 #include "run.h"
@@ -250,9 +251,10 @@ static int bench_torch(const Config *cfg, const TorchSetting *s, int warmup, int
                        TorchRun *r) {
     char args[256];
     snprintf(args, sizeof args,
-             "--layers %d --d_model %d --heads %d --context %d --batch %d --warmup %d --steps %d --threads %d",
+             "--layers %d --d_model %d --heads %d --context %d --batch %d --warmup %d --steps %d --threads %d "
+             "--precision %s",
              cfg->model.layers, cfg->model.d_model, cfg->model.heads, cfg->model.context, cfg->train.batch, warmup,
-             steps, s->threads);
+             steps, s->threads, precision_choices[cfg->train.precision]);
     memset(r, 0, sizeof *r);
     if (run_under(s, openblas, "torch_reference.py", args, quiet, torch_run_line, r) != 0) return -1;
     if (r->tok_s <= 0) {

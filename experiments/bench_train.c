@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include "precision.h"
 #include "bench.h"
 #include "mlm.h"
 #include "model.h"
@@ -48,6 +49,8 @@ void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed
     Rng rng;
     rng_seed(&rng, 1);
     model_init_weights(&b->m, &rng);
+    precision_begin(cfg->train.precision, &b->m.params, false, NULL); /* bench_main checked the CPU */
+    b->precision = cfg->train.precision;
     if (batch_seed) rng_seed(&rng, *batch_seed);
     b->ids = xmalloc((size_t)b->B * b->T * sizeof(int));
     b->targets = xmalloc((size_t)b->B * b->T * sizeof(int));
@@ -69,6 +72,7 @@ void bench_step_grad(BenchStep *b) {
 void bench_step_update(BenchStep *b, int s) {
     /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
     adamw_step(&b->m.params, &b->opt, 1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f));
+    if (b->precision == PRECISION_BF16) gemm_weights_changed();
 }
 
 void bench_step_free(BenchStep *b) {
@@ -77,11 +81,13 @@ void bench_step_free(BenchStep *b) {
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&b->arena);
+    precision_end();
     model_free(&b->m);
 }
 
-/* Seconds for one C (M x N) += op(A) (M x K) op(B) (K x N) through cblas_sgemm
- * (the median of 5 after a warm-up), with C zeroed first as the ops do. */
+/* Seconds for one C (M x N) = op(A) (M x K) op(B) (K x N) alone, through
+ * gemm at the precision in effect (OpenBLAS's sgemm, or oneDNN's bf16 matmul
+ * with its inputs' rounding), the median of 5 after a warm-up. */
 static double sgemm_time(int M, int N, int K, bool ta, bool tb) {
     float *A = xmalloc((size_t)M * K * sizeof(float)), *B = xmalloc((size_t)K * N * sizeof(float));
     float *C = xmalloc((size_t)M * N * sizeof(float));
@@ -90,8 +96,7 @@ static double sgemm_time(int M, int N, int K, bool ta, bool tb) {
     double t[6];
     for (int r = 0; r < 6; r++) {
         double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
-                    ta ? M : K, B, tb ? K : N, 0.0f, C, N);
+        gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
         t[r] = now_seconds() - t0;
     }
     free(A), free(B), free(C);
@@ -154,8 +159,8 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     char attn[32];
     printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
            mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
-    printf("  attention: attn=%s, objective=%s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
-           mc->objective == OBJECTIVE_MLM ? "mlm" : "clm");
+    printf("  attention: attn=%s, objective=%s; precision %s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
+           mc->objective == OBJECTIVE_MLM ? "mlm" : "clm", precision_choices[b.precision]);
     printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);
     printf("  throughput   %8.0f tok/s\n", tok_s);
     printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
@@ -166,9 +171,11 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
      * on any host. */
     double mm_flops, mm_s = step_sgemm_seconds(mc, B, T, &mm_flops);
     double peak = mm_flops / mm_s, ours = tok_s * flops_per_token(mc);
-    printf("  sgemm alone  %8.1f GFLOP/s on this step's matrix products (%.1f ms: %.0f tok/s if nothing else took time)\n",
-           peak * 1e-9, mm_s * 1e3, B * T / mm_s);
-    printf("  of the peak  %8.1f%% (the step's GFLOP/s over sgemm's)\n", 100 * ours / peak);
+    const char *alone = b.precision == PRECISION_BF16 ? "bf16 matmul" : "sgemm alone";
+    printf("  %-12s %8.1f GFLOP/s on this step's matrix products (%.1f ms: %.0f tok/s if nothing else took time)\n",
+           alone, peak * 1e-9, mm_s * 1e3, B * T / mm_s);
+    printf("  of the peak  %8.1f%% (the step's GFLOP/s over %s's)\n", 100 * ours / peak,
+           b.precision == PRECISION_BF16 ? "the bf16 matmul" : "sgemm");
     printf("\n  where a step's time goes (mean over the timed steps):\n");
     printf("  %-16s %7s %11s %11s %7s\n", "op", "calls", "forward ms", "backward ms", "share");
     OpProfile prof[64];

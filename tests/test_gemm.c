@@ -127,13 +127,17 @@ static float *run(const Problem *p) {
  * silently ran in fp32 fails); fp32 within it of the unrounded inputs. */
 START_TEST(test_gemm_bf16_rounds_inputs) {
     if (!bf16_here()) return;
-    bool ta = _i & 1, tb = _i & 2;
+    bool ta = _i & 1, tb = _i & 2, big = _i & 8;
     float alpha = _i & 4 ? 0.5f : 1.0f, beta = _i & 4 ? 1.0f : 0.0f;
-    Problem p = problem(ta, tb, 37, 29, 53, alpha, beta, false, 100 + (uint64_t)_i);
+    /* small: sgemm on rounded inputs; big (2.7M multiply-adds): oneDNN */
+    Problem p = big ? problem(ta, tb, 160, 130, 128, alpha, beta, false, 100 + (uint64_t)_i)
+                    : problem(ta, tb, 37, 29, 53, alpha, beta, false, 100 + (uint64_t)_i);
+    ck_assert(big == ((long)p.M * p.N * p.K >= GEMM_BF16_MIN_MADDS));
     Precision was = gemm_set_precision(PRECISION_BF16);
-    long calls = gemm_bf16_calls();
+    gemm_bf16_count_clear();
     float *C = run(&p);
-    ck_assert_int_eq(gemm_bf16_calls(), calls + 1);
+    ck_assert_int_eq(gemm_bf16_calls(), 1);
+    ck_assert_double_eq(gemm_bf16_sgemm_madds(), big ? 0 : (double)p.M * p.N * p.K);
     double r_bf16 = worst_ratio(&p, C, bf16_round), r_fp32in = worst_ratio(&p, C, as_is);
     ck_assert_msg(r_bf16 < 1, "bf16 product off the rounded-input reference: %.3g of the bound", r_bf16);
     ck_assert_msg(r_fp32in > 100, "bf16 product too close to the fp32 inputs (%.3g): not rounded?", r_fp32in);
@@ -150,10 +154,11 @@ START_TEST(test_gemm_bf16_rounds_inputs) {
 END_TEST
 
 /* Inputs where truncation errs the same way in every term: the product
- * matches round-to-nearest-even and is far from truncation's. */
+ * matches round-to-nearest-even and is far from truncation's, on both
+ * paths (small, and oneDNN's). */
 START_TEST(test_gemm_bf16_not_truncated) {
     if (!bf16_here()) return;
-    Problem p = problem(false, true, 16, 24, 64, 1.0f, 0.0f, true, 7);
+    Problem p = _i ? problem(false, true, 160, 130, 128, 1.0f, 0.0f, true, 7) : problem(false, true, 16, 24, 64, 1.0f, 0.0f, true, 7);
     Precision was = gemm_set_precision(PRECISION_BF16);
     float *C = run(&p);
     gemm_set_precision(was);
@@ -215,7 +220,7 @@ END_TEST
  * gemm_weights_changed. */
 START_TEST(test_gemm_bf16_weights_mirror) {
     if (!bf16_here()) return;
-    Problem p = problem(false, true, 9, 12, 20, 1.0f, 0.0f, false, 77);
+    Problem p = problem(false, true, 160, 130, 128, 1.0f, 0.0f, false, 77); /* oneDNN's path reads the copy */
     Precision was = gemm_set_precision(PRECISION_BF16);
     float *plain = run(&p);
     long nb = (long)p.N * p.ldb;
@@ -255,8 +260,8 @@ Suite *gemm_suite(void) {
     Suite *s = suite_create("gemm");
     TCase *tc = tcase_create("bf16");
     tcase_add_test(tc, test_bf16_round_to_nearest_even);
-    tcase_add_loop_test(tc, test_gemm_bf16_rounds_inputs, 0, 8);
-    tcase_add_test(tc, test_gemm_bf16_not_truncated);
+    tcase_add_loop_test(tc, test_gemm_bf16_rounds_inputs, 0, 16);
+    tcase_add_loop_test(tc, test_gemm_bf16_not_truncated, 0, 2);
     tcase_add_test(tc, test_gemm_bf16_edges);
     tcase_add_test(tc, test_gemm_bf16_threads);
     tcase_add_test(tc, test_gemm_bf16_weights_mirror);
