@@ -22,6 +22,7 @@ static bool bf16_ok; /* gemm_bf16_check passed */
 /* One shape's primitive. */
 typedef struct {
     int M, N, K, ta, tb, lda, ldb, ldc;
+    int f32; /* inputs in fp32 (./bench's comparison), not bf16 */
     float alpha, beta;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
@@ -118,15 +119,15 @@ int gemm_bf16_check(Err *e) {
 
 /* The md of the logical r x c matrix op(X), X stored with row stride ld
  * (transposed when t). */
-static void operand_md(dnnl_memory_desc_t *md, int r, int c, bool t, int ld) {
+static void operand_md(dnnl_memory_desc_t *md, int r, int c, bool t, int ld, bool f32) {
     dnnl_dims_t dims = {r, c};
     dnnl_dims_t strides = {t ? 1 : ld, t ? ld : 1};
-    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_bf16, strides));
+    DNNL_TRY(dnnl_memory_desc_init_by_strides(md, 2, dims, f32 ? dnnl_f32 : dnnl_bf16, strides));
 }
 
 static void entry_make(Entry *s) {
-    operand_md(&s->md[MEM_SRC], s->M, s->K, s->ta, s->lda);
-    operand_md(&s->md[MEM_WEI], s->K, s->N, s->tb, s->ldb);
+    operand_md(&s->md[MEM_SRC], s->M, s->K, s->ta, s->lda, s->f32);
+    operand_md(&s->md[MEM_WEI], s->K, s->N, s->tb, s->ldb, s->f32);
     dnnl_dims_t dims = {s->M, s->N}, strides = {s->ldc, 1};
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&s->md[MEM_DST], 2, dims, dnnl_f32, strides));
     dnnl_matmul_desc_t desc;
@@ -153,7 +154,8 @@ static void entry_make(Entry *s) {
 
 /* The entry of this shape, made when new. */
 static bool same_shape(const Entry *s, const Entry *k) {
-    return s->M == k->M && s->N == k->N && s->K == k->K && s->ta == k->ta && s->tb == k->tb && s->lda == k->lda &&
+    return s->M == k->M && s->N == k->N && s->K == k->K && s->ta == k->ta && s->tb == k->tb && s->f32 == k->f32 &&
+           s->lda == k->lda &&
            s->ldb == k->ldb && s->ldc == k->ldc && s->alpha == k->alpha && s->beta == k->beta;
 }
 
@@ -238,8 +240,8 @@ static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C
     int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K, rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
     size_t na = (size_t)(ra - 1) * s->lda + ca, nb = (size_t)(rb - 1) * s->ldb + cb;
     tls.buf = grow(tls.buf, &tls.buf_cap, na + nb, sizeof *tls.buf);
-    const uint16_t *a16 = operand_bf16(A, ra, ca, s->lda, tls.buf);
-    const uint16_t *b16 = operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
+    const void *a16 = s->f32 ? (const void *)A : operand_bf16(A, ra, ca, s->lda, tls.buf);
+    const void *b16 = s->f32 ? (const void *)B : operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
     size_t sbytes = dnnl_memory_desc_get_size(&s->md[MEM_SCRATCH]);
     tls.scratch = grow(tls.scratch, &tls.scratch_cap, sbytes ? sbytes : 1, 1);
     if (!tls.stream) DNNL_TRY(dnnl_stream_create(&tls.stream, engine, dnnl_stream_default_flags));
@@ -253,6 +255,7 @@ static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C
     }
     DNNL_TRY(dnnl_primitive_execute(s->prim, tls.stream, MEM_COUNT, exec));
     DNNL_TRY(dnnl_stream_wait(tls.stream));
+    if (s->f32) return;
 #pragma omp atomic
     bf16_calls++;
 #pragma omp atomic
@@ -356,4 +359,17 @@ const char *gemm_bf16_impl(int M, int N, int K) {
     if (!bf16_ok) return "";
     Entry key = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1.0f};
     return shapes[entry_find(&key)].impl;
+}
+
+void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc) {
+    if (path == GEMM_PATH_SGEMM || M <= 0 || N <= 0 || K <= 0) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                    lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    engine_once();
+    Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
+                 .beta = beta, .f32 = path == GEMM_PATH_DNNL_F32};
+    gemm_bf16(&key, A, B, C);
 }

@@ -48,6 +48,13 @@ const char *gemm_dnnl_isa(void);
  * this shape (e.g. "brg:avx512_core_bf16"), for ./bench; "" when none. */
 const char *gemm_bf16_impl(int M, int N, int K);
 
+/* For ./bench --gemm: one product through a path chosen outright: OpenBLAS's
+ * sgemm, oneDNN's fp32 matmul, or oneDNN's bf16 matmul (rounding its inputs;
+ * no small-product shortcut). The bf16 path needs gemm_bf16_check() first. */
+typedef enum { GEMM_PATH_SGEMM, GEMM_PATH_DNNL_F32, GEMM_PATH_DNNL_BF16 } GemmPath;
+void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc);
+
 /* The weights: n floats from base (a model's parameter slab; NULL to
  * unbind). A bf16 product reads an operand that lies inside them from a
  * bf16 copy made by gemm_weights_changed(), instead of rounding it at each

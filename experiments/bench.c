@@ -57,6 +57,8 @@ static void usage(FILE *f) {
             "               OpenBLAS where that library's folder has one. With --scaling,\n"
             "               experiments/torch_scaling.py, the causal linear-time layer (below) in\n"
             "               PyTorch, at the same lengths\n"
+            "  --gemm       the reference step's matrix products, each alone, through OpenBLAS's\n"
+            "               sgemm, oneDNN's fp32 matmul and oneDNN's bf16 matmul (GFLOP/s)\n"
             "  --ops        time each op: the matmul products of a training step against raw\n"
             "               cblas_sgemm on the same shapes, then the other ops\n"
             "  --scaling    one attention layer (projections and kernel, d_model 256, 4 heads, B 1),\n"
@@ -142,6 +144,7 @@ static int bench_main(int argc, char **argv) {
     BenchArgs b = {&o, &cfg, false};
     const ArgFlag flags[] = {
         {"--ops", .on = &o.ops},
+        {"--gemm", .on = &o.gemm},
         {"--vs-torch", .on = &o.vs_torch},
         {"--scaling", .on = &o.scaling},
         {"--threads", .integer = &o.threads, .lo = 1, .hi = 1024, .repeat = true, .given = &o.threads_given},
@@ -216,6 +219,7 @@ static int bench_main(int argc, char **argv) {
         return 0;
     }
     if (o.vs_torch) return bench_vs_torch(&o, &cfg, threads);
+    if (o.gemm) return bench_gemm(&cfg);
     bench_train(&o, &cfg);
     return 0;
 }

@@ -2,13 +2,13 @@
  *
  *   bench.c          main: the command line, the start-up line, which measurement runs
  *   bench_ops.c      --ops: each op's time, matmul against raw cblas_sgemm
+ *   bench_gemm.c     --gemm: the step's products through sgemm, oneDNN fp32 and bf16
  *   bench_train.c    training throughput and where a step's time goes (the default)
  *   bench_scaling.c  --scaling: one attention layer against the length, its table and plots
  *   bench_torch.c    --vs-torch: the same model, or the cosformer layer, in PyTorch
  *   bench_mpi.c      --mpi: data-parallel scaling over Open MPI ranks
  *
- * The library linked into every command holds these files, so what they
- * export is named bench_*.
+ * They are linked into ./bench alone; what they export is named bench_*.
  *
  * Everything about a kernel comes from the registry (layers/attention/
  * kernel.h), but for one name: the scaling study's linear-attention kernel,
@@ -35,7 +35,7 @@ typedef struct {
     int threads;
     bool threads_given;
     int steps;
-    bool ops, vs_torch, scaling, mpi;
+    bool ops, vs_torch, scaling, mpi, gemm;
     bool attn_given;
     int lengths[BENCH_MAX_LENGTHS], n_lengths; /* --scaling */
     int rounds;                                /* --scaling: sweeps over the lengths */
@@ -62,6 +62,11 @@ typedef struct {
 /* --ops: the matmul products of a training step through op_matmul against
  * raw cblas_sgemm, then the other ops. */
 void bench_ops(const BenchOptions *o);
+/* --gemm: the reference step's products through sgemm, oneDNN fp32 and oneDNN
+ * bf16 (bench_gemm.c); and one product's seconds alone through GemmPath
+ * `path`, or through gemm() at the precision in effect when path < 0. */
+int bench_gemm(const Config *cfg);
+double bench_product_seconds(int path, int M, int N, int K, bool ta, bool tb);
 
 /* Training throughput on cfg with the per-op breakdown, printed; returns the
  * tokens per second. */

@@ -86,22 +86,8 @@ void bench_step_free(BenchStep *b) {
 }
 
 /* Seconds for one C (M x N) = op(A) (M x K) op(B) (K x N) alone, through
- * gemm at the precision in effect (OpenBLAS's sgemm, or oneDNN's bf16 matmul
- * with its inputs' rounding), the median of 5 after a warm-up. */
-static double sgemm_time(int M, int N, int K, bool ta, bool tb) {
-    float *A = xmalloc((size_t)M * K * sizeof(float)), *B = xmalloc((size_t)K * N * sizeof(float));
-    float *C = xmalloc((size_t)M * N * sizeof(float));
-    for (long i = 0; i < (long)M * K; i++) A[i] = (float)(i % 7) * 0.1f;
-    for (long i = 0; i < (long)K * N; i++) B[i] = (float)(i % 5) * 0.1f;
-    double t[6];
-    for (int r = 0; r < 6; r++) {
-        double t0 = now_seconds();
-        gemm(ta, tb, M, N, K, 1.0f, A, ta ? M : K, B, tb ? K : N, 0.0f, C, N);
-        t[r] = now_seconds() - t0;
-    }
-    free(A), free(B), free(C);
-    return median_of(t + 1, 5);
-}
+ * gemm at the precision in effect (bench_gemm.c). */
+static double sgemm_time(int M, int N, int K, bool ta, bool tb) { return bench_product_seconds(-1, M, N, K, ta, tb); }
 
 /* The matrix products of one training step, as flops_per_token counts them,
  * timed through cblas_sgemm alone: every linear layer's forward, dX and dW

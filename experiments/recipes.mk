@@ -13,7 +13,7 @@ grid_pack = sh scripts/results.sh pack $(1)
 
 .PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
 	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo \
-	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo
+	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo precision-demo
 
 # Trains on the default corpus with the default options (a few minutes on 2
 # cores), then prints the validation bpb, a sample and where the loss plot is.
@@ -173,3 +173,15 @@ EXTRAP_BYTES ?= 131072
 extrapolate-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_BYTES) data/brown.txt runs/extrap
+
+# bf16 against fp32 on the demo model (the defaults: 4 layers, d_model 128,
+# context 128, batch 16, 1500 steps), 3 seeds each, one thread a run: does
+# rounding every product's inputs to bf16 change what the model learns? The
+# paired difference in final val bpb and its interval are in docs/speed.md.
+# 6 runs of about 10 minutes each on one thread of the 2-core machine.
+PRECISION_OPTS ?= --seeds 3 --no-baseline --threads 1 --sample_length 0
+precision-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/precision)
+	./ablate precision=fp32/bf16 $(PRECISION_OPTS) --out results/precision data/brown.txt
+	$(call grid_pack,results/precision)
