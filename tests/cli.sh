@@ -109,6 +109,14 @@ expect "unknown option" 2 "unknown option '--bogus'" "$R/a" $TINY --bogus 1 --ou
 expect "option without a value" 2 "--layers: needs a value" "$R/a" --out "$R/a" "$CORPUS" --layers
 expect "--resume without a value" 2 "--resume: needs a run folder" "$R/a" --resume
 expect "bad integer" 2 "--heads: expected an integer" "$R/a" $TINY --heads x --out "$R/a" "$CORPUS"
+# a CPU without AVX512-BF16 or AMX, as oneDNN sees one when its ISA is capped
+ONEDNN_MAX_CPU_ISA=AVX512_CORE expect "--precision bf16 where the CPU cannot" 2 \
+    "precision=bf16: this CPU has neither AVX512-BF16 nor AMX-BF16" "$R/a" $TINY --precision bf16 --out "$R/a" "$CORPUS"
+if ONEDNN_MAX_CPU_ISA=AVX512_CORE CK_RUN_SUITE=gemm ./build/test_all 2>&1 | grep -q "bf16 tests skipped: precision=bf16: this CPU has neither"; then
+    pass "on such a CPU the bf16 tests say why they skip"
+else
+    fail "on such a CPU the bf16 tests say why they skip" "no skip line from the gemm suite"
+fi
 expect "integer out of range" 2 "got '0'" "$R/a" $TINY --heads 0 --out "$R/a" "$CORPUS"
 expect "fractional integer" 2 "--layers: expected an integer" "$R/a" $TINY --layers 1.5 --out "$R/a" "$CORPUS"
 expect "bad number" 2 "--lr: expected a number" "$R/a" $TINY --lr fast --out "$R/a" "$CORPUS"

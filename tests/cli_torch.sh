@@ -229,4 +229,23 @@ while read -r verdict what; do
     if [ "$verdict" = ok ]; then pass "$what"; else fail "${what%%: *}" "${what#*: }"; fi
 done <"$T/refused"
 
+# A run trained with --precision bf16 holds fp32 master weights: the loader
+# takes it and scores it in fp32, which ./extrapolate (in bf16 on a CPU that
+# runs it, the run's precision) matches to bf16's rounding, not bit for bit.
+if ./train $TINY --precision bf16 --out "$T/bf16" "$T/small.txt" >/dev/null 2>"$T/err"; then
+    c=$(./extrapolate "$T/bf16" "$T/small.txt" --lengths 16 2>/dev/null | awk '$3 == 16 { print $4 }')
+    p=$("$PY" -c 'import sys, attnlab_torch as at
+m = at.load(sys.argv[1])
+print("%.6f" % at.score(m, open(sys.argv[2], "rb").read(), T=16))' "$T/bf16" "$T/small.txt" 2>&1)
+    if awk -v c="$c" -v p="$p" 'BEGIN { d = c - p; exit !(c != "" && d < 0.01 && d > -0.01) }'; then
+        pass "a bf16-trained run loads and scores in fp32 within 0.01 bpb of ./extrapolate ($p, $c)"
+    else
+        fail "a bf16-trained run loads and scores in fp32" "python $p, ./extrapolate $c"
+    fi
+elif grep -q "AVX512-BF16" "$T/err"; then
+    echo "skip a bf16-trained run: $(head -1 "$T/err")"
+else
+    fail "a bf16-trained run" "$(head -1 "$T/err")"
+fi
+
 cli_end
