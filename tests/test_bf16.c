@@ -153,13 +153,7 @@ static bool case_holds(const GradCase *c, uint64_t seed, char *msg, int size) {
     return ok;
 }
 
-static bool bf16_here(void) {
-    static int said;
-    Err e = {0};
-    if (gemm_bf16_check(&e) == 0) return true;
-    if (!said++) printf("test_bf16: skipped: %s\n", e.msg);
-    return false;
-}
+static bool bf16_here(void) { return bf16_runs_here("test_bf16"); }
 
 START_TEST(test_bf16_op_cases) {
     if (!bf16_here()) return;

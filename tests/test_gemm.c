@@ -19,14 +19,7 @@
 #include "rng.h"
 #include "test_util.h"
 
-/* Whether bf16 runs here; prints the reason once when it does not. */
-static bool bf16_here(void) {
-    static int said;
-    Err e = {0};
-    if (gemm_bf16_check(&e) == 0) return true;
-    if (!said++) printf("test_gemm: bf16 tests skipped: %s\n", e.msg);
-    return false;
-}
+static bool bf16_here(void) { return bf16_runs_here("test_gemm"); }
 
 static float trunc_bf16(float x) {
     union { float f; uint32_t u; } v = {.f = x};

@@ -1,3 +1,4 @@
+#include "gemm.h"
 #include "test_util.h"
 
 #include <check.h>
@@ -411,4 +412,11 @@ done:
     engine_set_arena(NULL);
     arena_free(&a);
     return ok;
+}
+
+bool bf16_runs_here(const char *who) {
+    Err e = {0};
+    if (gemm_bf16_check(&e) == 0) return true;
+    printf("%s: bf16 tests skipped: %s\n", who, e.msg);
+    return false;
 }

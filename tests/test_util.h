@@ -113,6 +113,10 @@ typedef Tensor *(*ComposeRef)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v
 bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
                                 const void *ctx, ComposeRef compose, double slack, char *msg, int size);
 
+/* Whether this CPU runs bf16 products (core/gemm.h); when it does not, prints
+ * "<who>: bf16 tests skipped: <why>" and the caller's test passes. */
+bool bf16_runs_here(const char *who);
+
 /* A fresh folder under $TMPDIR (or /tmp) named attnlab_<tag>_XXXXXX, written
  * into dir; fails the test when it cannot be made. */
 void test_tmpdir(char *dir, size_t size, const char *tag);
