@@ -16,7 +16,6 @@
 #include "scoremap.h"
 
 #include "gemm.h"
-#include <math.h>
 #include <string.h>
 
 #include "attention/positions.h"
@@ -39,29 +38,13 @@ typedef struct {
     float *lambda, *bias;
 } Plan;
 
-/* The keys [*lo, *hi] that query i of T sees (softmax.c's rules). */
-static void row_keys(const ScoreMapAttrs *a, int i, int T, int *lo, int *hi) {
-    int blen = a->context / 2 > 1 ? a->context / 2 : 1;
-    *lo = 0, *hi = a->causal ? i : T - 1;
-    if (a->window > 0) *lo = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
-    if (a->window > 0 && !a->causal) *hi = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
-    if (a->causal && a->bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
-}
-
 static Plan plan_make(const ScoreMapAttrs *a, int H, int T, int dk) {
     Arena *ar = engine_arena();
     Plan p = {.T = T, .qb = a->qb};
     p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
     p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
     p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
-    double log_ctx = a->context > 1 ? log((double)a->context) : 0.0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        row_keys(a, i, T, &lo, &hi);
-        p.lo[i] = lo, p.hi[i] = hi;
-        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
-        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
-    }
+    attn_row_plan(T, a->causal, a->window, a->bca, a->context, a->logn, p.lo, p.hi, p.lambda);
     for (int r0 = 0; r0 < T; r0 += p.qb) {
         int r1 = r0 + p.qb < T ? r0 + p.qb : T, w = p.hi[r1 - 1] - p.lo[r0] + 1;
         if (w > p.max_w) p.max_w = w;
@@ -147,38 +130,24 @@ static void block_grad(const ScoreMapAttrs *a, const Plan *p, const Block *b, co
 }
 
 static void scoremap_backward(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const Tensor *q = n->in[0], *k = n->in[1];
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
-    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Plan p = plan_make(a, H, T, dk);
-    const float *dO = n->out->grad;
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dkk = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dvv = v->requires_grad ? tensor_grad(v) : NULL, *scratch = block_scratch(&p, 3);
+    AttnGrad g = attn_grad_of(n, a->scale);
+    float *scratch = block_scratch(&p, 3);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *vh = v->data + (long)bh * T * dv, *dOh = dO + (long)bh * T * dv;
         const float *bias = p.bias ? p.bias + (long)(bh % H) * T : NULL;
         float *Z = thread_block(scratch, &p, 3, 0), *Pb = thread_block(scratch, &p, 3, 1);
         float *D = thread_block(scratch, &p, 3, 2);
         for (int r0 = 0; r0 < T; r0 += p.qb) {
             Block b = block_at(&p, r0);
-            int R = b.r1 - b.r0, w = b.w;
             block_map(a, &p, &b, qh, kh, bias, Z, Pb, dk);
-            if (dvv) /* dV[span] += P^T dO[r0:r1] */
-                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)r0 * dv, dv,
-                            1.0f, dvv + ((long)bh * T + b.k0) * dv, dv);
-            if (!dq && !dkk) continue;
-            /* dP = dO[r0:r1] V[span]^T, then dz in its place */
-            gemm(false, true, R, w, dv, 1.0f, dOh + (long)r0 * dv, dv,
-                        vh + (long)b.k0 * dv, dv, 0.0f, D, w);
-            block_grad(a, &p, &b, Z, Pb, D);
-            if (dq) /* dQ[r0:r1] += s dz K[span] */
-                gemm(false, false, R, dk, w, a->scale, D, w,
-                            kh + (long)b.k0 * dk, dk, 1.0f, dq + ((long)bh * T + r0) * dk, dk);
-            if (dkk) /* dK[span] += s dz^T Q[r0:r1] */
-                gemm(true, false, w, dk, R, a->scale, D, w, qh + (long)r0 * dk,
-                            dk, 1.0f, dkk + ((long)bh * T + b.k0) * dk, dk);
+            if (!attn_grad_pv(&g, bh, r0, b.r1 - r0, b.k0, b.w, Pb, D, false)) continue;
+            block_grad(a, &p, &b, Z, Pb, D); /* dz in place of dP */
+            attn_grad_qk(&g, bh, r0, b.r1 - r0, b.k0, b.w, D);
         }
     }
 }
@@ -234,19 +203,7 @@ Tensor *scoremap_probs(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *
     return P;
 }
 
-/* Per head, forward's q.k and P v, backward's q.k again, dV, dP, dQ and dK
- * over the keys each row sees: 2 sum_i n_i (4 key_size + 3 head_size). */
-double scoremap_flops(const ModelConfig *m, int T) {
-    bool causal = m->objective == OBJECTIVE_CLM;
-    ScoreMapAttrs a = {.window = m->window, .context = m->context, .causal = causal, .bca = causal && m->bca == ON};
-    double keys = 0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        row_keys(&a, i, T, &lo, &hi);
-        keys += hi - lo + 1;
-    }
-    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
-}
+double scoremap_flops(const ModelConfig *m, int T) { return attn_masked_flops(m, T); }
 
 int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                       Err *e) {

@@ -74,14 +74,6 @@ typedef struct {
     int max_w;      /* the widest block: a block's scratch is qb x max_w */
 } Plan;
 
-void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi) {
-    int blen = context / 2 > 1 ? context / 2 : 1;
-    *lo = 0, *hi = causal ? i : T - 1;
-    if (window > 0) *lo = i - window + 1 > 0 ? i - window + 1 : 0;
-    if (window > 0 && !causal) *hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
-    if (causal && bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
-}
-
 /* The plan of the node's call, in the arena. */
 static Plan plan_make(const Node *n, int T) {
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
@@ -92,15 +84,7 @@ static Plan plan_make(const Node *n, int T) {
     p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
     p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
     p.b = arena_alloc(ar, (size_t)p.n * sizeof(QBlock));
-    double log_ctx = context > 1 ? log((double)context) : 0.0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        attn_row_keys(i, T, a->causal, a->window, a->bca, context, &lo, &hi);
-        p.lo[i] = lo;
-        p.hi[i] = hi;
-        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
-        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
-    }
+    attn_row_plan(T, a->causal, a->window, a->bca, context, a->logn, p.lo, p.hi, p.lambda);
     p.max_w = 0;
     for (int b = 0; b < p.n; b++) {
         QBlock *q = &p.b[b];
@@ -207,18 +191,15 @@ static void attn_softmax_forward(Node *n) {
 }
 
 static void attn_softmax_backward(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    Tensor *q = n->in[0], *k = n->in[1];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    float scale = a->scale;
     int pos = a->pos;
     bool causal = a->causal;
     Plan p = plan_make(n, T);
+    AttnGrad ag = attn_grad_of(n, a->scale);
     float *stats = n->saved + bias_floats(pos, H, T);
-    const float *bias = pos_has_bias(pos) ? n->saved : NULL, *dO = n->out->grad; /* forward's bias table */
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
-    float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
+    const float *bias = pos_has_bias(pos) ? n->saved : NULL; /* forward's bias table */
     Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
     bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
     /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
@@ -226,41 +207,28 @@ static void attn_softmax_backward(Node *n) {
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        const float *dOh = dO + (long)bh * T * dv;
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *vh = v->data + (long)bh * T * dv;
         const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
         float *dS = thread_block(scratch, &p), *Pb = thread_block(scratch_p, &p);
         double *gh = g ? g + (long)bh * T : NULL;
         for (int b = 0; b < p.n; b++) {
             const QBlock *blk = &p.b[b];
             int R = blk->r1 - blk->r0, w = blk->w;
-            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats + 2L * bh * T, true);
-            if (dvv) /* dV[span] += P^T dO[r0:r1] */
-                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
-                            dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
-            if (!dq && !dk_ && !gh) continue;
-            /* dP = dO[r0:r1] V[span]^T */
-            gemm(false, true, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
-                        vh + (long)blk->k0 * dv, dv, 0.0f, dS, w);
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, a->scale, causal, stats + 2L * bh * T, true);
+            if (!attn_grad_pv(&ag, bh, blk->r0, R, blk->k0, w, Pb, dS, gh != NULL)) continue;
             attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
             for (int r = 0; r < R; r++) {
-                int i = blk->r0 + r, a = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
+                int i = blk->r0 + r, lo = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
                 float *d = dS + (long)r * w, l = p.lambda[i];
                 if (gh)
-                    for (int c = a; c < e; c++) {
+                    for (int c = lo; c < e; c++) {
                         int dist = i - (blk->k0 + c);
                         gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
                     }
                 if (l != 1.0f)
-                    for (int c = a; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+                    for (int c = lo; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
             }
-            if (dq) /* dQ[r0:r1] += s dz K[span] */
-                gemm(false, false, R, dk, w, scale, dS, w,
-                            kh + (long)blk->k0 * dk, dk, 1.0f, dq + ((long)bh * T + blk->r0) * dk, dk);
-            if (dk_) /* dK[span] += s dz^T Q[r0:r1] */
-                gemm(true, false, w, dk, R, scale, dS, w,
-                            qh + (long)blk->r0 * dk, dk, 1.0f, dk_ + ((long)bh * T + blk->k0) * dk, dk);
+            attn_grad_qk(&ag, bh, blk->r0, R, blk->k0, w, dS);
         }
     }
     if (!g) return;
