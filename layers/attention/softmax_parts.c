@@ -2,6 +2,7 @@
 #include "gemm.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "fastmath.h"
 #include "op_kernel.h"
@@ -47,14 +48,58 @@ void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context,
     if (causal && bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
 }
 
-void attn_row_plan(int T, bool causal, int window, bool bca, int context, bool logn, int *lo, int *hi,
-                   float *lambda) {
+AttnPlan attn_plan(int T, int qb, bool causal, int window, bool bca, int context, bool logn) {
+    Arena *ar = engine_arena();
+    AttnPlan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
+    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
+    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
+    p.b = arena_alloc(ar, (size_t)p.n * sizeof(AttnBlock));
     double log_ctx = context > 1 ? log((double)context) : 0.0;
     for (int i = 0; i < T; i++) {
-        attn_row_keys(i, T, causal, window, bca, context, &lo[i], &hi[i]);
-        double l = logn && log_ctx > 0.0 ? log((double)(hi[i] - lo[i] + 1)) / log_ctx : 1.0;
-        lambda[i] = l > 1.0 ? (float)l : 1.0f;
+        attn_row_keys(i, T, causal, window, bca, context, &p.lo[i], &p.hi[i]);
+        double l = logn && log_ctx > 0.0 ? log((double)(p.hi[i] - p.lo[i] + 1)) / log_ctx : 1.0;
+        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
     }
+    for (int k = 0; k < p.n; k++) {
+        AttnBlock *b = &p.b[k];
+        b->r0 = k * qb;
+        b->r1 = b->r0 + qb < T ? b->r0 + qb : T;
+        b->k0 = p.lo[b->r0];
+        b->w = p.hi[b->r1 - 1] - b->k0 + 1;
+        if (b->w > p.max_w) p.max_w = b->w;
+    }
+    return p;
+}
+
+float *attn_block_scratch(const AttnPlan *p, int k) {
+    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * k * p->qb * p->max_w * sizeof(float));
+}
+
+float *attn_thread_block(float *scratch, const AttnPlan *p, int k, int j) {
+    return scratch + ((long)omp_get_thread_num() * k + j) * p->qb * p->max_w;
+}
+
+void attn_block_scores(const AttnPlan *p, const AttnBlock *b, const float *q, const float *k, int dk, float scale,
+                       const float *bias, bool causal, float *S) {
+    int R = b->r1 - b->r0, w = b->w;
+    gemm(false, true, R, w, dk, scale, q + (long)b->r0 * dk, dk, k + (long)b->k0 * dk, dk, 0.0f, S, w);
+    for (int r = 0; r < R; r++) {
+        int i = b->r0 + r, lo = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [lo, e) */
+        float *s = S + (long)r * w, l = p->lambda[i];
+        if (l != 1.0f)
+            for (int c = lo; c < e; c++) s[c] *= l;
+        if (bias)
+            for (int c = lo; c < e; c++) {
+                int d = i - (b->k0 + c);
+                s[c] += bias[causal ? d : d < 0 ? -d : d];
+            }
+    }
+}
+
+void attn_block_store(float *P, const AttnBlock *b, const float *Pb, int T) {
+    for (int r = 0; r < b->r1 - b->r0; r++)
+        memcpy(P + (long)(b->r0 + r) * T + b->k0, Pb + (long)r * b->w, (size_t)b->w * sizeof(float));
 }
 
 double attn_masked_flops(const ModelConfig *m, int T) {

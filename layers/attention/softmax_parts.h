@@ -2,8 +2,8 @@
  * its plain op with positions (softmax_op.c) and Talking-Heads attention
  * (talking.c), and the pieces every "scores -> map -> P V" op shares (the
  * plain op, score-map attention in scoremap.c, Linformer's attend): the keys
- * a row sees and the block backward. Private to layers/attention/ and the
- * tests. */
+ * a row sees, the query blocks and their scores, and the backward of the
+ * products. Private to layers/attention/ and the tests. */
 #ifndef ATTNLAB_SOFTMAX_PARTS_H
 #define ATTNLAB_SOFTMAX_PARTS_H
 
@@ -26,11 +26,38 @@ extern OpDef attn_softmax_op;
 /* The keys [*lo, *hi] that query i of T sees under the masks (softmax.c
  * gives the rules for window and bca). */
 void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi);
-/* Every row's keys [lo[i], hi[i]] and log-n factor lambda[i] (1 without
- * logn, else max(1, log n_i / log context) for the n_i keys the row sees),
- * for T rows. */
-void attn_row_plan(int T, bool causal, int window, bool bca, int context, bool logn, int *lo, int *hi,
-                   float *lambda);
+/* One block of queries: rows [r0, r1) over the keys [k0, k0 + w) they see
+ * between them. */
+typedef struct {
+    int r0, r1;
+    int k0, w;
+} AttnBlock;
+/* The rows of one call in blocks of qb: each row's keys [lo[i], hi[i]] and
+ * log-n factor lambda[i] (1 without logn, else max(1, log n_i / log context)
+ * for the n_i keys the row sees), the n blocks, and the widest, max_w keys.
+ * A block's scratch is qb x max_w. */
+typedef struct {
+    int T, n, qb, max_w;
+    int *lo, *hi;
+    float *lambda;
+    AttnBlock *b;
+} AttnPlan;
+/* The plan of T rows, in the arena. */
+AttnPlan attn_plan(int T, int qb, bool causal, int window, bool bca, int context, bool logn);
+/* k blocks of scratch per thread, from the arena, and this thread's j-th. */
+float *attn_block_scratch(const AttnPlan *p, int k);
+float *attn_thread_block(float *scratch, const AttnPlan *p, int k, int j);
+/* The logits of block b of one head into S [r1 - r0, w]: s q.k over the
+ * block's keys (q, k the head's [T, dk]), then on each row's own keys times
+ * its log-n factor, plus the bias b(i - j) (bias the head's [T], by |i - j|
+ * unless causal; NULL: none). Entries outside a row's keys are left as the
+ * product made them. */
+void attn_block_scores(const AttnPlan *p, const AttnBlock *b, const float *q, const float *k, int dk, float scale,
+                       const float *bias, bool causal, float *S);
+/* Lays block b's Pb [r1 - r0, w] into head P [T, T], whose other entries it
+ * leaves. */
+void attn_block_store(float *P, const AttnBlock *b, const float *Pb, int T);
+
 /* The products of a kernel that forms each row's scores over the keys it
  * sees and multiplies by V, per layer: forward's q.k and P v, backward's q.k
  * again, dP = dO V^T, dV, dQ and dK, 2 H sum_i n_i (4 key_size + 3
