@@ -5,9 +5,6 @@
 
 #include "util.h"
 
-/* params_set_dry_run's switch. */
-static bool dry_run;
-
 void params_init(ParamSet *p) { memset(p, 0, sizeof *p); }
 
 Tensor *params_add(ParamSet *p, const char *name, int ndim, const int *shape) {
@@ -47,14 +44,11 @@ static void place(ParamSet *p, int i, long *at) {
     }
 }
 
-void params_set_dry_run(bool on) { dry_run = on; }
-
 void params_alloc(ParamSet *p) {
     if (p->value) DIE("params_alloc: already allocated");
     long at = 0;
     for (int i = 0; i < params_count(p); i++)
         if (p->after[i] < 0) place(p, i, &at);
-    if (dry_run) return;
     p->value = xcalloc((size_t)p->total, sizeof(float));
     p->grad = xcalloc((size_t)p->total, sizeof(float));
     p->m = xcalloc((size_t)p->total, sizeof(float));

@@ -7,8 +7,6 @@
 #ifndef ATTNLAB_PARAMS_H
 #define ATTNLAB_PARAMS_H
 
-#include <stdbool.h>
-
 #include "tensor.h"
 
 typedef struct {
@@ -32,11 +30,6 @@ Tensor *params_add_after(ParamSet *p, const Tensor *prev, const char *name, int 
 /* Allocates the slabs, zeroed, and points every parameter into them: in
  * declaration order, each followed by the chain of those declared after it. */
 void params_alloc(ParamSet *p);
-/* While on, params_alloc only places the parameters (offsets and total) and
- * allocates nothing, their data staying NULL: a model declared so tells what
- * it would need before anything large is allocated (experiments/memory.h).
- * Such a set is only counted, and freed with params_free. */
-void params_set_dry_run(bool on);
 void params_zero_grad(ParamSet *p);
 Tensor *params_find(const ParamSet *p, const char *name);
 int params_count(const ParamSet *p);

@@ -10,9 +10,7 @@
 
 long model_param_count(const ModelConfig *c) {
     Model m;
-    params_set_dry_run(true);
-    model_init(&m, c);
-    params_set_dry_run(false);
+    model_declare(&m, c);
     long n = m.params.total;
     model_free(&m);
     return n;

@@ -8,7 +8,7 @@
  * What a model needs:
  *   - its parameters: model_init allocates four slabs of them (values,
  *     gradients, AdamW's m and v), counted by declaring the model without
- *     allocating it (params_set_dry_run), so every kernel's own parameters count;
+ *     allocating it (model_declare), so every kernel's own parameters count;
  *   - training: the arena's peak, about 4 B T (L (30 d + 4 mlp_ratio d) + 6 V)
  *     bytes (measured on the built-in kernels: within 15% of the peak, above
  *     it) plus, per layer and window, what the kernel keeps that grows faster

@@ -41,6 +41,7 @@
 #include "interrupt.h"
 #include "memory.h"
 #include "mlm.h"
+#include "open.h"
 #include "model.h"
 #include "progress.h"
 #include "run.h"
@@ -149,22 +150,19 @@ static int run_check(Run *run, Err *e) {
 /* The model from the checkpoint, with its optimizer state, step and data
  * RNG; *best the best validation bpb so far. */
 static int run_resume(Run *run, double *best, Err *e) {
-    StFile st;
-    CheckpointInfo info;
+    OpenRun o;
     const char *ckpt = run->folder.ckpt;
-    if (checkpoint_open(&st, ckpt, &info, e) != 0) return -1;
-    if (!info.has_optim) {
-        st_close(&st);
+    if (open_run(&o, ckpt, e) != 0) return -1;
+    if (!o.info.has_optim) {
+        open_run_close(&o);
         return err_set(e, "%s: has no optimizer state, so it cannot be resumed", ckpt);
     }
-    model_init(&run->m, &run->cfg.model);
+    o.info.cfg.model = run->cfg.model; /* run_check checked its memory */
+    if (open_run_load(&o, &run->m, NULL, true, e) != 0) return -1;
     run->model_made = true;
-    int rc = checkpoint_load(&st, &run->m, true, e);
-    st_close(&st);
-    if (rc != 0) return -1;
-    run->start = info.step;
-    run->data_rng = info.data_rng;
-    *best = info.best_val_bpb;
+    run->start = o.info.step;
+    run->data_rng = o.info.data_rng;
+    *best = o.info.best_val_bpb;
     return 0;
 }
 

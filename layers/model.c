@@ -8,7 +8,7 @@
 #include "attention.h"
 #include "ops.h"
 
-void model_init(Model *m, const ModelConfig *c) {
+void model_declare(Model *m, const ModelConfig *c) {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
     ParamSet *p = &m->params;
@@ -16,8 +16,6 @@ void model_init(Model *m, const ModelConfig *c) {
     int d = c->d_model;
     m->tok_emb = params_add(p, "tok_emb.weight", 2, (int[]){c->vocab, d});
     if (pos_scheme(c->pos)->table) m->pos_emb = params_add(p, "pos_emb.weight", 2, (int[]){c->context, d});
-    m->positions = xmalloc((size_t)c->context * sizeof(int));
-    for (int t = 0; t < c->context; t++) m->positions[t] = t;
     m->blocks = xcalloc((size_t)c->layers, sizeof *m->blocks);
     for (int i = 0; i < c->layers; i++) {
         char name[64], buf[128];
@@ -30,7 +28,13 @@ void model_init(Model *m, const ModelConfig *c) {
     }
     norm_declare(&m->ln_f, p, "ln_f", c->norm, d);
     if (!c->tie_embeddings) m->lm_head = params_add(p, "lm_head.weight", 2, (int[]){c->vocab, d});
-    params_alloc(p);
+}
+
+void model_init(Model *m, const ModelConfig *c) {
+    model_declare(m, c);
+    m->positions = xmalloc((size_t)c->context * sizeof(int));
+    for (int t = 0; t < c->context; t++) m->positions[t] = t;
+    params_alloc(&m->params);
 }
 
 void model_free(Model *m) {

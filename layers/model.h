@@ -32,6 +32,11 @@ typedef struct {
     bool checkpoint; /* training: each block's activations made again in backward (tape_checkpoint) */
 } Model;
 
+/* The declaring half of model_init: every parameter by name and shape
+ * (m->params.total counts them), m's fields pointing at them, and nothing
+ * large allocated; such a model is only counted (experiments/memory.c), then
+ * freed with model_free. */
+void model_declare(Model *m, const ModelConfig *c);
 /* Declares and allocates every parameter (zeroed). */
 void model_init(Model *m, const ModelConfig *c);
 void model_free(Model *m);

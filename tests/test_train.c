@@ -827,6 +827,12 @@ START_TEST(test_memory_refused) {
         Model m;
         model_init(&m, &c.model);
         ck_assert_int_eq(model_param_count(&c.model), m.params.total);
+        Model d; /* declared only: the same parameters, no slab */
+        model_declare(&d, &c.model);
+        ck_assert_int_eq(params_count(&d.params), params_count(&m.params));
+        ck_assert_int_eq(d.params.total, m.params.total);
+        ck_assert(!d.params.value && !d.params.grad && !d.params.m && !d.params.v && !d.params.list[0]->data);
+        model_free(&d);
         model_free(&m);
         ck_assert(memory_need(&c.model, 4, 32, MEMORY_TRAIN, 1) > 16.0 * (double)model_param_count(&c.model));
         ck_assert_int_eq(memory_check("tiny", NULL, &c.model, 4, 32, MEMORY_TRAIN, 1, &e), 0);

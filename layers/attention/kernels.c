@@ -16,12 +16,14 @@ AttnStats attn_stats;
 void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
 
 /* Every kernel once, one line each, in the order --help lists them; the
- * first is the default. A kernel's line both declares it and lists it. */
+ * first is the default. A kernel's line both declares it and lists it; each
+ * ends in a backslash, the list in the line after the last. */
 #define ATTN_KERNEL_LIST(X)  \
     X(attn_kernel_softmax)   \
     X(attn_kernel_linear)    \
     X(attn_kernel_linformer) \
-    X(attn_kernel_sigmoid)
+    X(attn_kernel_sigmoid)   \
+    /* the end of the list */
 
 #define ATTN_DECLARE(k) extern const AttnKernel k;
 ATTN_KERNEL_LIST(ATTN_DECLARE)

@@ -287,43 +287,19 @@ static void lf_attend_forward(Node *nd) {
 }
 
 /* dV' = P^T dO,  dP = dO V'^T,  dS = P * (dP - rowsum(dP * P)),
- * dQ = s dS K',  dK' = s dS^T Q. */
+ * dQ = s dS K',  dK' = s dS^T Q: the heads whole, as one block each. */
 static void lf_attend_backward(Node *nd) {
-    Tensor *q = nd->in[0], *k = nd->in[1], *v = nd->in[2];
-    int BH = q->shape[0] * q->shape[1], T = q->shape[2], dk = q->shape[3], kp = k->shape[2], dv = v->shape[3];
-    float scale = NODE_ATTRS(nd, LfAttendAttrs)->scale;
-    const float *dO = nd->out->grad;
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
-    float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
+    const Tensor *q = nd->in[0], *k = nd->in[1];
+    int BH = q->shape[0] * q->shape[1], T = q->shape[2], kp = k->shape[2];
+    AttnGrad g = attn_grad_of(nd, NODE_ATTRS(nd, LfAttendAttrs)->scale);
     float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * T * kp * sizeof(float));
     #pragma omp parallel for
     for (int h = 0; h < BH; h++) {
-        const float *P = nd->saved + (long)h * T * kp, *dOh = dO + (long)h * T * dv;
-        const float *qh = q->data + (long)h * T * dk, *kh = k->data + (long)h * kp * dk;
-        const float *vh = v->data + (long)h * kp * dv;
+        const float *P = nd->saved + (long)h * T * kp;
         float *dS = scratch + (long)omp_get_thread_num() * T * kp;
-        if (dvv) /* dV' += P^T dO */
-            gemm(true, false, kp, dv, T, 1.0f, P, kp, dOh, dv, 1.0f,
-                        dvv + (long)h * kp * dv, dv);
-        if (!dq && !dk_) continue;
-        /* dP = dO V'^T */
-        gemm(false, true, T, kp, dv, 1.0f, dOh, dv, vh, dv, 0.0f, dS, kp);
-        for (int i = 0; i < T; i++) { /* dS = P * (dP - rowsum(dP * P)) */
-            const float *restrict p = P + (long)i * kp;
-            float *restrict d = dS + (long)i * kp;
-            float dot = 0.0f;
-            #pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < kp; j++) dot += p[j] * d[j];
-            #pragma omp simd
-            for (int j = 0; j < kp; j++) d[j] = p[j] * (d[j] - dot);
-        }
-        if (dq) /* dQ += s dS K' */
-            gemm(false, false, T, dk, kp, scale, dS, kp, kh, dk, 1.0f,
-                        dq + (long)h * T * dk, dk);
-        if (dk_) /* dK' += s dS^T Q */
-            gemm(true, false, kp, dk, T, scale, dS, kp, qh, dk, 1.0f,
-                        dk_ + (long)h * kp * dk, dk);
+        if (!attn_grad_pv(&g, h, 0, T, 0, kp, P, dS, false)) continue;
+        attn_softmax_rows_backward(P, dS, T, kp);
+        attn_grad_qk(&g, h, 0, T, 0, kp, dS);
     }
 }
 

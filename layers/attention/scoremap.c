@@ -16,8 +16,6 @@
 #include "scoremap.h"
 
 #include "gemm.h"
-#include <math.h>
-#include <string.h>
 
 #include "attention/positions.h"
 #include "op_kernel.h"
@@ -31,85 +29,36 @@ typedef struct {
 } ScoreMapAttrs;
 NODE_ATTRS_DECLARE(ScoreMapAttrs);
 
-/* The keys each row sees and its log-n factor, the bias table [H, T] (NULL
- * without a bias) and the widest block, for one call. */
+/* The plan of a call (attn_plan) and its bias table [H, T] (NULL without a
+ * bias). */
 typedef struct {
-    int T, qb, max_w;
-    int *lo, *hi;
-    float *lambda, *bias;
+    AttnPlan rows;
+    float *bias;
 } Plan;
 
-/* The keys [*lo, *hi] that query i of T sees (softmax.c's rules). */
-static void row_keys(const ScoreMapAttrs *a, int i, int T, int *lo, int *hi) {
-    int blen = a->context / 2 > 1 ? a->context / 2 : 1;
-    *lo = 0, *hi = a->causal ? i : T - 1;
-    if (a->window > 0) *lo = i - a->window + 1 > 0 ? i - a->window + 1 : 0;
-    if (a->window > 0 && !a->causal) *hi = i + a->window - 1 < T - 1 ? i + a->window - 1 : T - 1;
-    if (a->causal && a->bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
-}
-
 static Plan plan_make(const ScoreMapAttrs *a, int H, int T, int dk) {
-    Arena *ar = engine_arena();
-    Plan p = {.T = T, .qb = a->qb};
-    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
-    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
-    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
-    double log_ctx = a->context > 1 ? log((double)a->context) : 0.0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        row_keys(a, i, T, &lo, &hi);
-        p.lo[i] = lo, p.hi[i] = hi;
-        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
-        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
-    }
-    for (int r0 = 0; r0 < T; r0 += p.qb) {
-        int r1 = r0 + p.qb < T ? r0 + p.qb : T, w = p.hi[r1 - 1] - p.lo[r0] + 1;
-        if (w > p.max_w) p.max_w = w;
-    }
-    p.bias = NULL;
+    Plan p = {attn_plan(T, a->qb, a->causal, a->window, a->bca, a->context, a->logn), NULL};
     if (pos_has_bias(a->pos)) {
-        p.bias = arena_alloc(ar, (size_t)H * T * sizeof(float));
+        p.bias = arena_alloc(engine_arena(), (size_t)H * T * sizeof(float));
         pos_bias_table(a->pos, H, T, dk, a->sandwich_lambda, NULL, NULL, p.bias);
     }
     return p;
 }
 
-/* n blocks of [qb, max_w] floats for each thread, and this thread's k-th. */
-static float *block_scratch(const Plan *p, int n) {
-    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * n * p->qb * p->max_w * sizeof(float));
-}
-static float *thread_block(float *scratch, const Plan *p, int n, int k) {
-    return scratch + ((long)omp_get_thread_num() * n + k) * p->qb * p->max_w;
-}
-
-/* One block of one head: rows [r0, r1) over keys [k0, k0 + w). */
-typedef struct {
-    int r0, r1, k0, w;
-} Block;
-
-static Block block_at(const Plan *p, int r0) {
-    Block b = {.r0 = r0, .r1 = r0 + p->qb < p->T ? r0 + p->qb : p->T, .k0 = p->lo[r0]};
-    b.w = p->hi[b.r1 - 1] - b.k0 + 1;
-    return b;
-}
+/* Head bh's row of the bias table, or NULL. */
+static const float *head_bias(const Plan *p, int bh, int H) { return p->bias ? p->bias + (long)(bh % H) * p->rows.T : NULL; }
 
 /* The block's logits z into Z and P = f(z) into P [r1 - r0, w] (P may be Z),
  * 0 outside each row's keys. q, k are the head's [T, dk]; bias its [T]. */
-static void block_map(const ScoreMapAttrs *a, const Plan *p, const Block *b, const float *q, const float *k,
+static void block_map(const ScoreMapAttrs *a, const AttnPlan *p, const AttnBlock *b, const float *q, const float *k,
                       const float *bias, float *Z, float *P, int dk) {
-    int R = b->r1 - b->r0, w = b->w;
-    gemm(false, true, R, w, dk, a->scale, q + (long)b->r0 * dk, dk,
-                k + (long)b->k0 * dk, dk, 0.0f, Z, w);
-    for (int r = 0; r < R; r++) {
+    attn_block_scores(p, b, q, k, dk, a->scale, bias, a->causal, Z);
+    for (int r = 0; r < b->r1 - b->r0; r++) {
         int i = b->r0 + r, lo = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [lo, e) */
-        float *z = Z + (long)r * w, *pr = P + (long)r * w, l = p->lambda[i];
-        for (int c = lo; c < e; c++) {
-            int d = i - (b->k0 + c);
-            z[c] = l * z[c] + (bias ? bias[a->causal ? d : d < 0 ? -d : d] : 0.0f);
-        }
+        float *z = Z + (long)r * b->w, *pr = P + (long)r * b->w;
         a->f->map(z + lo, pr + lo, e - lo, p->T);
         for (int c = 0; c < lo; c++) pr[c] = z[c] = 0.0f;
-        for (int c = e; c < w; c++) pr[c] = z[c] = 0.0f;
+        for (int c = e; c < b->w; c++) pr[c] = z[c] = 0.0f;
     }
 }
 
@@ -118,23 +67,24 @@ static void scoremap_forward(Node *n) {
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     Plan p = plan_make(a, H, T, dk);
-    float *scratch = block_scratch(&p, 1);
+    float *scratch = attn_block_scratch(&p.rows, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *vh = v->data + (long)bh * T * dv, *bias = p.bias ? p.bias + (long)(bh % H) * T : NULL;
-        float *Pb = thread_block(scratch, &p, 1, 0), *oh = n->out->data + (long)bh * T * dv;
-        for (int r0 = 0; r0 < T; r0 += p.qb) {
-            Block b = block_at(&p, r0);
-            block_map(a, &p, &b, qh, kh, bias, Pb, Pb, dk);
-            gemm(false, false, b.r1 - b.r0, dv, b.w, 1.0f, Pb, b.w,
-                        vh + (long)b.k0 * dv, dv, 0.0f, oh + (long)b.r0 * dv, dv);
+        const float *vh = v->data + (long)bh * T * dv;
+        float *Pb = attn_thread_block(scratch, &p.rows, 1, 0), *oh = n->out->data + (long)bh * T * dv;
+        for (int i = 0; i < p.rows.n; i++) {
+            const AttnBlock *b = &p.rows.b[i];
+            block_map(a, &p.rows, b, qh, kh, head_bias(&p, bh, H), Pb, Pb, dk);
+            /* O[r0:r1] = P V[span] */
+            gemm(false, false, b->r1 - b->r0, dv, b->w, 1.0f, Pb, b->w, vh + (long)b->k0 * dv, dv, 0.0f,
+                 oh + (long)b->r0 * dv, dv);
         }
     }
 }
 
 /* dz of one block in place of dP: f'(z) dP on each row's keys, times lambda. */
-static void block_grad(const ScoreMapAttrs *a, const Plan *p, const Block *b, const float *Z, const float *P,
+static void block_grad(const ScoreMapAttrs *a, const AttnPlan *p, const AttnBlock *b, const float *Z, const float *P,
                        float *D) {
     for (int r = 0; r < b->r1 - b->r0; r++) {
         int i = b->r0 + r, lo = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1;
@@ -147,38 +97,23 @@ static void block_grad(const ScoreMapAttrs *a, const Plan *p, const Block *b, co
 }
 
 static void scoremap_backward(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    const Tensor *q = n->in[0], *k = n->in[1];
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
-    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Plan p = plan_make(a, H, T, dk);
-    const float *dO = n->out->grad;
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL, *dkk = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dvv = v->requires_grad ? tensor_grad(v) : NULL, *scratch = block_scratch(&p, 3);
+    AttnGrad g = attn_grad_of(n, a->scale);
+    float *scratch = attn_block_scratch(&p.rows, 3);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *vh = v->data + (long)bh * T * dv, *dOh = dO + (long)bh * T * dv;
-        const float *bias = p.bias ? p.bias + (long)(bh % H) * T : NULL;
-        float *Z = thread_block(scratch, &p, 3, 0), *Pb = thread_block(scratch, &p, 3, 1);
-        float *D = thread_block(scratch, &p, 3, 2);
-        for (int r0 = 0; r0 < T; r0 += p.qb) {
-            Block b = block_at(&p, r0);
-            int R = b.r1 - b.r0, w = b.w;
-            block_map(a, &p, &b, qh, kh, bias, Z, Pb, dk);
-            if (dvv) /* dV[span] += P^T dO[r0:r1] */
-                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)r0 * dv, dv,
-                            1.0f, dvv + ((long)bh * T + b.k0) * dv, dv);
-            if (!dq && !dkk) continue;
-            /* dP = dO[r0:r1] V[span]^T, then dz in its place */
-            gemm(false, true, R, w, dv, 1.0f, dOh + (long)r0 * dv, dv,
-                        vh + (long)b.k0 * dv, dv, 0.0f, D, w);
-            block_grad(a, &p, &b, Z, Pb, D);
-            if (dq) /* dQ[r0:r1] += s dz K[span] */
-                gemm(false, false, R, dk, w, a->scale, D, w,
-                            kh + (long)b.k0 * dk, dk, 1.0f, dq + ((long)bh * T + r0) * dk, dk);
-            if (dkk) /* dK[span] += s dz^T Q[r0:r1] */
-                gemm(true, false, w, dk, R, a->scale, D, w, qh + (long)r0 * dk,
-                            dk, 1.0f, dkk + ((long)bh * T + b.k0) * dk, dk);
+        float *Z = attn_thread_block(scratch, &p.rows, 3, 0), *Pb = attn_thread_block(scratch, &p.rows, 3, 1);
+        float *D = attn_thread_block(scratch, &p.rows, 3, 2);
+        for (int i = 0; i < p.rows.n; i++) {
+            const AttnBlock *b = &p.rows.b[i];
+            block_map(a, &p.rows, b, qh, kh, head_bias(&p, bh, H), Z, Pb, dk);
+            if (!attn_grad_pv(&g, bh, b->r0, b->r1 - b->r0, b->k0, b->w, Pb, D, false)) continue;
+            block_grad(a, &p.rows, b, Z, Pb, D); /* dz in place of dP */
+            attn_grad_qk(&g, bh, b->r0, b->r1 - b->r0, b->k0, b->w, D);
         }
     }
 }
@@ -219,34 +154,21 @@ Tensor *scoremap_probs(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Plan p = plan_make(&a, H, T, dk);
     Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
-    float *scratch = block_scratch(&p, 1);
+    float *scratch = attn_block_scratch(&p.rows, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        float *Pb = thread_block(scratch, &p, 1, 0);
-        for (int r0 = 0; r0 < T; r0 += p.qb) {
-            Block b = block_at(&p, r0);
-            block_map(&a, &p, &b, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
-                      p.bias ? p.bias + (long)(bh % H) * T : NULL, Pb, Pb, dk);
-            for (int r = 0; r < b.r1 - b.r0; r++)
-                memcpy(P->data + ((long)bh * T + r0 + r) * T + b.k0, Pb + (long)r * b.w, (size_t)b.w * sizeof(float));
+        float *Pb = attn_thread_block(scratch, &p.rows, 1, 0);
+        for (int i = 0; i < p.rows.n; i++) {
+            const AttnBlock *b = &p.rows.b[i];
+            block_map(&a, &p.rows, b, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk, head_bias(&p, bh, H),
+                      Pb, Pb, dk);
+            attn_block_store(P->data + (long)bh * T * T, b, Pb, T);
         }
     }
     return P;
 }
 
-/* Per head, forward's q.k and P v, backward's q.k again, dV, dP, dQ and dK
- * over the keys each row sees: 2 sum_i n_i (4 key_size + 3 head_size). */
-double scoremap_flops(const ModelConfig *m, int T) {
-    bool causal = m->objective == OBJECTIVE_CLM;
-    ScoreMapAttrs a = {.window = m->window, .context = m->context, .causal = causal, .bca = causal && m->bca == ON};
-    double keys = 0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        row_keys(&a, i, T, &lo, &hi);
-        keys += hi - lo + 1;
-    }
-    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
-}
+double scoremap_flops(const ModelConfig *m, int T) { return attn_masked_flops(m, T); }
 
 int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                       Err *e) {

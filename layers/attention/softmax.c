@@ -92,15 +92,7 @@ static double softmax_quadratic_bytes(const ModelConfig *m, int T, int threads) 
  * 2 sum_i n_i (4 key_size + 3 head_size) in all. Talking heads runs whole
  * T x T matrices and its head mixing; it is not counted. */
 static double softmax_flops(const ModelConfig *m, int T) {
-    if (softmax_opts(m)->talking_heads != TALKING_NONE) return NAN;
-    bool causal = m->objective == OBJECTIVE_CLM;
-    double keys = 0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        attn_row_keys(i, T, causal, m->window, causal && m->bca == ON, m->context, &lo, &hi);
-        keys += hi - lo + 1;
-    }
-    return 2.0 * m->heads * keys * (4.0 * model_key_size(m) + 3.0 * model_head_size(m));
+    return softmax_opts(m)->talking_heads != TALKING_NONE ? NAN : attn_masked_flops(m, T);
 }
 
 static void softmax_describe(const ModelConfig *m, char *buf, size_t size) {

@@ -19,7 +19,6 @@
 #include "gemm.h"
 #include <math.h>
 #include <stddef.h>
-#include <string.h>
 
 #include "attention/positions.h"
 #include "attention/softmax.h"
@@ -61,66 +60,10 @@
  * depend on the thread count. Without gradients nothing is kept: each thread
  * works in one block's scratch. */
 
-typedef struct {
-    int r0, r1; /* query rows [r0, r1) */
-    int k0, w;  /* keys [k0, k0 + w) */
-} QBlock;
-
-typedef struct {
-    int T, n, qb;   /* rows, blocks, rows per block */
-    int *lo, *hi;   /* each row's keys */
-    float *lambda;  /* each row's log-n factor (1 without logn) */
-    QBlock *b;
-    int max_w;      /* the widest block: a block's scratch is qb x max_w */
-} Plan;
-
-void attn_row_keys(int i, int T, bool causal, int window, bool bca, int context, int *lo, int *hi) {
-    int blen = context / 2 > 1 ? context / 2 : 1;
-    *lo = 0, *hi = causal ? i : T - 1;
-    if (window > 0) *lo = i - window + 1 > 0 ? i - window + 1 : 0;
-    if (window > 0 && !causal) *hi = i + window - 1 < T - 1 ? i + window - 1 : T - 1;
-    if (causal && bca) *lo = (i / blen - 1) * blen > 0 ? (i / blen - 1) * blen : 0;
-}
-
 /* The plan of the node's call, in the arena. */
-static Plan plan_make(const Node *n, int T) {
+static AttnPlan plan_make(const Node *n, int T) {
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    int context = a->context, qb = a->qb;
-    Arena *ar = engine_arena();
-    Plan p = {.T = T, .n = (T + qb - 1) / qb, .qb = qb};
-    p.lo = arena_alloc(ar, (size_t)T * sizeof(int));
-    p.hi = arena_alloc(ar, (size_t)T * sizeof(int));
-    p.lambda = arena_alloc(ar, (size_t)T * sizeof(float));
-    p.b = arena_alloc(ar, (size_t)p.n * sizeof(QBlock));
-    double log_ctx = context > 1 ? log((double)context) : 0.0;
-    for (int i = 0; i < T; i++) {
-        int lo, hi;
-        attn_row_keys(i, T, a->causal, a->window, a->bca, context, &lo, &hi);
-        p.lo[i] = lo;
-        p.hi[i] = hi;
-        double l = a->logn && log_ctx > 0.0 ? log((double)(hi - lo + 1)) / log_ctx : 1.0;
-        p.lambda[i] = l > 1.0 ? (float)l : 1.0f;
-    }
-    p.max_w = 0;
-    for (int b = 0; b < p.n; b++) {
-        QBlock *q = &p.b[b];
-        q->r0 = b * qb;
-        q->r1 = q->r0 + qb < T ? q->r0 + qb : T;
-        q->k0 = p.lo[q->r0];
-        q->w = p.hi[q->r1 - 1] - q->k0 + 1;
-        if (q->w > p.max_w) p.max_w = q->w;
-    }
-    return p;
-}
-
-/* One block's [qb, max_w] floats per thread, from the arena. */
-static float *block_scratch(const Plan *p) {
-    return arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * p->qb * p->max_w * sizeof(float));
-}
-
-/* This thread's block in a block_scratch. */
-static float *thread_block(float *scratch, const Plan *p) {
-    return scratch + (long)omp_get_thread_num() * p->qb * p->max_w;
+    return attn_plan(T, a->qb, a->causal, a->window, a->bca, a->context, a->logn);
 }
 
 /* The same row again from its kept max and 1 / sum: the same operations on
@@ -141,21 +84,12 @@ static void row_softmax_again(float *restrict s, int n, float mx, float inv) {
  * stats (NULL: not kept) is the head's [T, 2]: each row's max and 1 / sum,
  * written by forward (again false) and read back by backward (again true),
  * which so recomputes forward's P instead of keeping it. */
-static void block_probs(const Plan *p, const QBlock *b, const float *q, const float *k, const float *bias, float *Pb,
-                        int dk, float scale, bool causal, float *stats, bool again) {
-    int R = b->r1 - b->r0, w = b->w;
-    gemm(false, true, R, w, dk, scale, q + (long)b->r0 * dk, dk,
-                k + (long)b->k0 * dk, dk, 0.0f, Pb, w);
-    for (int r = 0; r < R; r++) {
+static void block_probs(const AttnPlan *p, const AttnBlock *b, const float *q, const float *k, const float *bias,
+                        float *Pb, int dk, float scale, bool causal, float *stats, bool again) {
+    attn_block_scores(p, b, q, k, dk, scale, bias, causal, Pb);
+    for (int r = 0; r < b->r1 - b->r0; r++) {
         int i = b->r0 + r, a = p->lo[i] - b->k0, e = p->hi[i] - b->k0 + 1; /* the row's keys [a, e) */
-        float *s = Pb + (long)r * w, l = p->lambda[i];
-        if (l != 1.0f)
-            for (int c = a; c < e; c++) s[c] *= l;
-        if (bias)
-            for (int c = a; c < e; c++) {
-                int d = i - (b->k0 + c);
-                s[c] += bias[causal ? d : d < 0 ? -d : d];
-            }
+        float *s = Pb + (long)r * b->w;
         for (int c = 0; c < a; c++) s[c] = 0.0f;
         if (!stats)
             softmax_inplace(s + a, e - a);
@@ -163,7 +97,7 @@ static void block_probs(const Plan *p, const QBlock *b, const float *q, const fl
             row_softmax_again(s + a, e - a, stats[2 * i], stats[2 * i + 1]);
         else
             softmax_inplace_stats(s + a, e - a, &stats[2 * i], &stats[2 * i + 1]);
-        for (int c = e; c < w; c++) s[c] = 0.0f;
+        for (int c = e; c < b->w; c++) s[c] = 0.0f;
     }
 }
 
@@ -186,9 +120,9 @@ static void attn_softmax_forward(Node *n) {
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
     float scale = a->scale;
     bool causal = a->causal, keep = a->keep;
-    Plan p = plan_make(n, T);
+    AttnPlan p = plan_make(n, T);
     const float *bias = node_bias(n, H, T, dk);
-    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL, *scratch = block_scratch(&p);
+    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL, *scratch = attn_block_scratch(&p, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
@@ -196,8 +130,8 @@ static void attn_softmax_forward(Node *n) {
         const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
         float *oh = n->out->data + (long)bh * T * dv;
         for (int b = 0; b < p.n; b++) {
-            const QBlock *blk = &p.b[b];
-            float *Pb = thread_block(scratch, &p);
+            const AttnBlock *blk = &p.b[b];
+            float *Pb = attn_thread_block(scratch, &p, 1, 0);
             block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats ? stats + 2L * bh * T : NULL, false);
             /* O[r0:r1] = P V[span] */
             gemm(false, false, blk->r1 - blk->r0, dv, blk->w, 1.0f, Pb, blk->w,
@@ -207,60 +141,44 @@ static void attn_softmax_forward(Node *n) {
 }
 
 static void attn_softmax_backward(Node *n) {
-    Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
+    Tensor *q = n->in[0], *k = n->in[1];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    float scale = a->scale;
     int pos = a->pos;
     bool causal = a->causal;
-    Plan p = plan_make(n, T);
+    AttnPlan p = plan_make(n, T);
+    AttnGrad ag = attn_grad_of(n, a->scale);
     float *stats = n->saved + bias_floats(pos, H, T);
-    const float *bias = pos_has_bias(pos) ? n->saved : NULL, *dO = n->out->grad; /* forward's bias table */
-    float *dq = q->requires_grad ? tensor_grad(q) : NULL;
-    float *dk_ = k->requires_grad ? tensor_grad(k) : NULL;
-    float *dvv = v->requires_grad ? tensor_grad(v) : NULL;
+    const float *bias = pos_has_bias(pos) ? n->saved : NULL; /* forward's bias table */
     Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
     bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
     /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
-    float *scratch = block_scratch(&p), *scratch_p = block_scratch(&p);
+    float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        const float *dOh = dO + (long)bh * T * dv;
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *vh = v->data + (long)bh * T * dv;
         const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
-        float *dS = thread_block(scratch, &p), *Pb = thread_block(scratch_p, &p);
+        float *dS = attn_thread_block(scratch, &p, 1, 0), *Pb = attn_thread_block(scratch_p, &p, 1, 0);
         double *gh = g ? g + (long)bh * T : NULL;
         for (int b = 0; b < p.n; b++) {
-            const QBlock *blk = &p.b[b];
+            const AttnBlock *blk = &p.b[b];
             int R = blk->r1 - blk->r0, w = blk->w;
-            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, scale, causal, stats + 2L * bh * T, true);
-            if (dvv) /* dV[span] += P^T dO[r0:r1] */
-                gemm(true, false, w, dv, R, 1.0f, Pb, w, dOh + (long)blk->r0 * dv,
-                            dv, 1.0f, dvv + ((long)bh * T + blk->k0) * dv, dv);
-            if (!dq && !dk_ && !gh) continue;
-            /* dP = dO[r0:r1] V[span]^T */
-            gemm(false, true, R, w, dv, 1.0f, dOh + (long)blk->r0 * dv, dv,
-                        vh + (long)blk->k0 * dv, dv, 0.0f, dS, w);
+            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, a->scale, causal, stats + 2L * bh * T, true);
+            if (!attn_grad_pv(&ag, bh, blk->r0, R, blk->k0, w, Pb, dS, gh != NULL)) continue;
             attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
             for (int r = 0; r < R; r++) {
-                int i = blk->r0 + r, a = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
+                int i = blk->r0 + r, lo = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
                 float *d = dS + (long)r * w, l = p.lambda[i];
                 if (gh)
-                    for (int c = a; c < e; c++) {
+                    for (int c = lo; c < e; c++) {
                         int dist = i - (blk->k0 + c);
                         gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
                     }
                 if (l != 1.0f)
-                    for (int c = a; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+                    for (int c = lo; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
             }
-            if (dq) /* dQ[r0:r1] += s dz K[span] */
-                gemm(false, false, R, dk, w, scale, dS, w,
-                            kh + (long)blk->k0 * dk, dk, 1.0f, dq + ((long)bh * T + blk->r0) * dk, dk);
-            if (dk_) /* dK[span] += s dz^T Q[r0:r1] */
-                gemm(true, false, w, dk, R, scale, dS, w,
-                            qh + (long)blk->r0 * dk, dk, 1.0f, dk_ + ((long)bh * T + blk->k0) * dk, dk);
+            attn_grad_qk(&ag, bh, blk->r0, R, blk->k0, w, dS);
         }
     }
     if (!g) return;
@@ -326,21 +244,19 @@ Tensor *attn_softmax_plain(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
 Tensor *attn_softmax_plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Node *n = plain_node(c, q, k, q);
-    Plan p = plan_make(n, T);
+    AttnPlan p = plan_make(n, T);
     n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->cfg->pos, H, T) + 1) * sizeof(float));
     const float *bias = node_bias(n, H, T, dk);
     Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
-    float *scratch = block_scratch(&p);
+    float *scratch = attn_block_scratch(&p, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
-        float *Pb = thread_block(scratch, &p);
+        float *Pb = attn_thread_block(scratch, &p, 1, 0);
         for (int b = 0; b < p.n; b++) {
-            const QBlock *blk = &p.b[b];
+            const AttnBlock *blk = &p.b[b];
             block_probs(&p, blk, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
                         bias ? bias + (long)(bh % H) * T : NULL, Pb, dk, c->scale, c->causal, NULL, false);
-            for (int r = 0; r < blk->r1 - blk->r0; r++)
-                memcpy(P->data + ((long)bh * T + blk->r0 + r) * T + blk->k0, Pb + (long)r * blk->w,
-                       (size_t)blk->w * sizeof(float));
+            attn_block_store(P->data + (long)bh * T * T, blk, Pb, T);
         }
     }
     return P;
