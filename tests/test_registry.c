@@ -1,6 +1,6 @@
 /* test_registry.c: a new attention kernel is one file and one registration.
  *
- * A kernel that exists only here, "relu2" (squared-ReLU attention, with a
+ * A kernel that exists only here, "test_relu2" (squared-ReLU attention, with a
  * power option of its own: P = relu(s q k^T)^p, causally masked, o = P v,
  * made of primitive ops), is added with the one call a kernel of one's own
  * needs, attn_register. Nothing else changes, and yet the option table's attn
@@ -30,15 +30,15 @@
 typedef struct ATTN_OPTS {
     int power;
 } Relu2Opts;
-static const OptDef relu2_options[] = {
-    {"relu2_power", OPT_INT, GROUP_MODEL, offsetof(Relu2Opts, power), "2", 1, 4, NULL, 0, "relu2 attention's power p", NULL},
+static const OptDef test_relu2_options[] = {
+    {"test_relu2_power", OPT_INT, GROUP_MODEL, offsetof(Relu2Opts, power), "2", 1, 4, NULL, 0, "test_relu2 attention's power p", NULL},
     {NULL, 0, 0, 0, NULL, 0, 0, NULL, 0, NULL, NULL},
 };
-static const AttnKernel attn_kernel_relu2;
+static const AttnKernel attn_kernel_test_relu2;
 
-static int relu2_power(const ModelConfig *m) { return ((const Relu2Opts *)attn_options(m, &attn_kernel_relu2))->power; }
+static int test_relu2_power(const ModelConfig *m) { return ((const Relu2Opts *)attn_options(m, &attn_kernel_test_relu2))->power; }
 
-static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
+static Tensor *test_relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     Tensor *s = op_relu(op_scale(op_matmul(q, k, false, true), c->scale)), *p = s;
     for (int i = 1; i < ((const Relu2Opts *)c->opts)->power; i++) p = op_mul(p, s);
     if (!c->causal) return p;
@@ -48,31 +48,31 @@ static Tensor *relu2_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return op_mul(p, mask);
 }
 
-static Tensor *relu2_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
-    return op_matmul(relu2_probs(c, q, k), v, false, false);
+static Tensor *test_relu2_forward(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
+    return op_matmul(test_relu2_probs(c, q, k), v, false, false);
 }
 
-static int relu2_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
+static int test_relu2_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                           Err *e) {
     (void)changed, (void)ctx;
-    if (relu2_power(m) > 2 && m->context > 512)
-        return err_set(e, "--relu2_power %d: scores grow as their p-th power; at most 2 past context 512", relu2_power(m));
+    if (test_relu2_power(m) > 2 && m->context > 512)
+        return err_set(e, "--test_relu2_power %d: scores grow as their p-th power; at most 2 past context 512", test_relu2_power(m));
     return 0;
 }
 
-static void relu2_describe(const ModelConfig *m, char *buf, size_t size) {
-    snprintf(buf, size, " p=%d", relu2_power(m));
+static void test_relu2_describe(const ModelConfig *m, char *buf, size_t size) {
+    snprintf(buf, size, " p=%d", test_relu2_power(m));
 }
 
-static const AttnKernel attn_kernel_relu2 = {
-    .name = "relu2",
-    .forward = relu2_forward,
-    .probs = relu2_probs,
-    .title = "attn=relu2",
-    .option_rows = relu2_options,
+static const AttnKernel attn_kernel_test_relu2 = {
+    .name = "test_relu2",
+    .forward = test_relu2_forward,
+    .probs = test_relu2_probs,
+    .title = "attn=test_relu2",
+    .option_rows = test_relu2_options,
     .options_size = sizeof(Relu2Opts),
-    .validate = relu2_validate,
-    .describe = relu2_describe,
+    .validate = test_relu2_validate,
+    .describe = test_relu2_describe,
 };
 
 /* ---- what the registration gives it ------------------------------------------ */
@@ -90,16 +90,16 @@ static void config_for(Config *c, const char *const *kv) {
 }
 
 START_TEST(test_new_kernel_is_one_registration) {
-    ck_assert_int_eq(attn_find("relu2"), -1);
+    ck_assert_int_eq(attn_find("test_relu2"), -1);
     int kernels = attn_kernel_count();
-    attn_register(&attn_kernel_relu2);
+    attn_register(&attn_kernel_test_relu2);
     ck_assert_int_eq(attn_kernel_count(), kernels + 1);
-    int id = attn_find("relu2");
+    int id = attn_find("test_relu2");
     ck_assert_int_ge(id, 0);
-    ck_assert_ptr_eq(attn_kernel_for(id), &attn_kernel_relu2);
+    ck_assert_ptr_eq(attn_kernel_for(id), &attn_kernel_test_relu2);
 
     /* the attn option's values, and --help */
-    ck_assert(listed(option_choices(option_find("attn")), "relu2"));
+    ck_assert(listed(option_choices(option_find("attn")), "test_relu2"));
     char *help = NULL;
     size_t help_len = 0;
     FILE *f = open_memstream(&help, &help_len);
@@ -109,96 +109,96 @@ START_TEST(test_new_kernel_is_one_registration) {
     const char *line = strstr(help, "--attn");
     ck_assert_ptr_nonnull(line);
     const char *end = strchr(line, '\n');
-    ck_assert_msg(strstr(line, "relu2") && strstr(line, "relu2") < end, "--help's attn line: %.*s", (int)(end - line),
+    ck_assert_msg(strstr(line, "test_relu2") && strstr(line, "test_relu2") < end, "--help's attn line: %.*s", (int)(end - line),
                   line);
-    ck_assert_msg(strstr(help, "--relu2_power"), "--help lacks relu2's own option");
+    ck_assert_msg(strstr(help, "--test_relu2_power"), "--help lacks test_relu2's own option");
     free(help);
 
     /* validation: it takes what a kernel without a score matrix takes */
     Config c;
     Err e;
-    config_for(&c, (const char *[]){"attn", "relu2", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", NULL});
     ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
-    config_for(&c, (const char *[]){"attn", "relu2", "pos", "rope", "objective", "mlm", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", "pos", "rope", "objective", "mlm", NULL});
     ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
-    config_for(&c, (const char *[]){"attn", "relu2", "phi", "elu", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", "phi", "elu", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
-    ck_assert_msg(strstr(e.msg, "--phi applies to linear attention, not attn=relu2"), "%s", e.msg);
-    config_for(&c, (const char *[]){"attn", "relu2", "pos", "alibi", NULL});
+    ck_assert_msg(strstr(e.msg, "--phi applies to linear attention, not attn=test_relu2"), "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "test_relu2", "pos", "alibi", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
     /* (the kernels with a score matrix are listed between the two) */
-    ck_assert_msg(strstr(e.msg, "needs an explicit score matrix: attn=softmax") && strstr(e.msg, ", not relu2"), "%s",
+    ck_assert_msg(strstr(e.msg, "needs an explicit score matrix: attn=softmax") && strstr(e.msg, ", not test_relu2"), "%s",
                   e.msg);
-    config_for(&c, (const char *[]){"attn", "relu2", "window", "8", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", "window", "8", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
     ck_assert_msg(strstr(e.msg, "--window acts on an explicit score matrix"), "%s", e.msg);
     /* its own option: for it alone, within its range, through its own rule */
-    config_for(&c, (const char *[]){"relu2_power", "3", NULL});
+    config_for(&c, (const char *[]){"test_relu2_power", "3", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
-    ck_assert_msg(strstr(e.msg, "--relu2_power applies to attn=relu2, not attn=softmax"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "--test_relu2_power applies to attn=test_relu2, not attn=softmax"), "%s", e.msg);
     config_defaults(&c);
-    ck_assert_int_ne(option_set(&c, "relu2_power", "5", &e), 0);
-    ck_assert_msg(strstr(e.msg, "--relu2_power: expected an integer in [1, 4]"), "%s", e.msg);
-    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", "context", "1024", NULL});
+    ck_assert_int_ne(option_set(&c, "test_relu2_power", "5", &e), 0);
+    ck_assert_msg(strstr(e.msg, "--test_relu2_power: expected an integer in [1, 4]"), "%s", e.msg);
+    config_for(&c, (const char *[]){"attn", "test_relu2", "test_relu2_power", "3", "context", "1024", NULL});
     ck_assert_int_ne(config_validate(&c, &e), 0);
-    ck_assert_msg(strstr(e.msg, "--relu2_power 3: scores grow"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "--test_relu2_power 3: scores grow"), "%s", e.msg);
     /* and through config.json, as checkpoints keep it */
-    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", "test_relu2_power", "3", NULL});
     cJSON *json = config_to_json(&c);
     char *text = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
-    ck_assert_msg(strstr(text, "\"relu2_power\":3"), "%s", text);
+    ck_assert_msg(strstr(text, "\"test_relu2_power\":3"), "%s", text);
     json = cJSON_Parse(text);
     free(text);
     Config back;
     config_defaults(&back);
     ck_assert_msg(config_from_json(&back, json, &e) == 0, "%s", e.msg);
     cJSON_Delete(json);
-    ck_assert_int_eq(attn_option_int(&back.model, &attn_kernel_relu2, "relu2_power"), 3);
+    ck_assert_int_eq(attn_option_int(&back.model, &attn_kernel_test_relu2, "test_relu2_power"), 3);
 
     /* ./bench's label */
     char label[128];
-    config_for(&c, (const char *[]){"attn", "relu2", NULL});
-    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=2 causal");
-    config_for(&c, (const char *[]){"attn", "relu2", "relu2_power", "3", NULL});
-    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "relu2 p=3 causal");
+    config_for(&c, (const char *[]){"attn", "test_relu2", NULL});
+    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "test_relu2 p=2 causal");
+    config_for(&c, (const char *[]){"attn", "test_relu2", "test_relu2_power", "3", NULL});
+    ck_assert_str_eq(bench_kernel_label(&c.model, label, sizeof label), "test_relu2 p=3 causal");
 
     /* ./ablate: its option as a grid key implies it, the baseline puts the
      * option back, and the tables have its column */
     Grid g;
     grid_init(&g);
-    ck_assert_msg(grid_word(&g, "relu2_power=1/3", &e) == 0, "%s", e.msg);
+    ck_assert_msg(grid_word(&g, "test_relu2_power=1/3", &e) == 0, "%s", e.msg);
     ck_assert_msg(grid_settle(&g, &e) == 0, "%s", e.msg);
-    ck_assert_ptr_eq(g.implied, &attn_kernel_relu2);
+    ck_assert_ptr_eq(g.implied, &attn_kernel_test_relu2);
     GridRun *runs;
     int n_runs = grid_plan(&g, true, "ablation", &runs, &e);
     ck_assert_msg(n_runs == 3, "%d runs: %s", n_runs, e.msg);
     for (int i = 0; i < 2; i++) {
-        ck_assert_ptr_eq(attn_kernel_for(runs[i].cfg.model.attn), &attn_kernel_relu2);
-        ck_assert_int_eq(attn_option_int(&runs[i].cfg.model, &attn_kernel_relu2, "relu2_power"), i ? 3 : 1);
+        ck_assert_ptr_eq(attn_kernel_for(runs[i].cfg.model.attn), &attn_kernel_test_relu2);
+        ck_assert_int_eq(attn_option_int(&runs[i].cfg.model, &attn_kernel_test_relu2, "test_relu2_power"), i ? 3 : 1);
         ck_assert(!runs[i].skipped);
     }
-    ck_assert_str_eq(runs[1].folder, "ablation/relu2_power-3");
+    ck_assert_str_eq(runs[1].folder, "ablation/test_relu2_power-3");
     ck_assert_int_eq(runs[2].cfg.model.attn, attn_find(option_find("attn")->def));
-    ck_assert_int_eq(attn_option_int(&runs[2].cfg.model, &attn_kernel_relu2, "relu2_power"), 2);
+    ck_assert_int_eq(attn_option_int(&runs[2].cfg.model, &attn_kernel_test_relu2, "test_relu2_power"), 2);
     char *md, *csv;
     grid_tables(&g, runs, n_runs, &md, &csv, NULL);
-    ck_assert_msg(strstr(md, "| run | relu2_power | final val bpb |"), "%s", md);
-    ck_assert_msg(strstr(md, "| relu2_power=3 | 3 |"), "%s", md);
-    ck_assert_msg(strstr(csv, "run,relu2_power,final_val_bpb,"), "%s", csv);
+    ck_assert_msg(strstr(md, "| run | test_relu2_power | final val bpb |"), "%s", md);
+    ck_assert_msg(strstr(md, "| test_relu2_power=3 | 3 |"), "%s", md);
+    ck_assert_msg(strstr(csv, "run,test_relu2_power,final_val_bpb,"), "%s", csv);
     free(md);
     free(csv);
     grid_free(runs, n_runs);
     grid_release(&g);
 
     /* the model runs it: a layer forward and backward, causal */
-    config_for(&c, (const char *[]){"attn", "relu2", "d_model", "8", "heads", "2", "context", "6", NULL});
+    config_for(&c, (const char *[]){"attn", "test_relu2", "d_model", "8", "heads", "2", "context", "6", NULL});
     ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
     ParamSet p;
     params_init(&p);
     Attention at;
     attention_declare(&at, &p, "blocks.0.attn", 0, &c.model);
-    ck_assert_ptr_eq(at.kernel, &attn_kernel_relu2);
+    ck_assert_ptr_eq(at.kernel, &attn_kernel_test_relu2);
     params_alloc(&p);
     Rng rng;
     rng_seed(&rng, 5);
@@ -225,20 +225,20 @@ START_TEST(test_new_kernel_is_one_registration) {
     for (int d = 0; d < 8; d++) ck_assert_float_eq(y1->data[d], y0->data[d]);
     /* the kernel reads its own option from the layer's config */
     Config c3 = c;
-    ck_assert_msg(option_set(&c3, "relu2_power", "3", &e) == 0, "%s", e.msg);
+    ck_assert_msg(option_set(&c3, "test_relu2_power", "3", &e) == 0, "%s", e.msg);
     at.cfg = attn_effective(&c3.model); /* what at.call points to */
     Tensor *y3 = attention_forward(&at, x);
     bool differs = false;
     for (long i = 0; i < y3->n; i++) differs |= y3->data[i] != y1->data[i];
-    ck_assert_msg(differs, "relu2_power 3 gives the output of relu2_power 2");
+    ck_assert_msg(differs, "test_relu2_power 3 gives the output of test_relu2_power 2");
     grad_set(was);
     tape_reset();
     engine_set_arena(NULL);
     arena_free(&a);
     params_free(&p);
 
-    attn_unregister(&attn_kernel_relu2);
-    ck_assert_int_eq(attn_find("relu2"), -1);
+    attn_unregister(&attn_kernel_test_relu2);
+    ck_assert_int_eq(attn_find("test_relu2"), -1);
     ck_assert_int_eq(attn_kernel_count(), kernels);
 }
 END_TEST

@@ -5,7 +5,7 @@
  * core (tensors, ops, parameter sets) and this contract; the module that owns
  * the projections around it and calls it, layers/attention.h, stands above
  * and is never included by a kernel. Adding a kernel is one file in
- * layers/attention/ and one line in attn_kernels (layers/attention/kernels.c);
+ * layers/attention/ and one line in ATTN_KERNEL_LIST (layers/attention/kernels.c);
  * the built-in kernels' own options are in their own headers (softmax.h,
  * linear.h, linformer.h). */
 #ifndef ATTNLAB_ATTENTION_KERNEL_H
