@@ -13,13 +13,18 @@ static void one_line(char *s) {
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
+/* fmt's text into buf, on one line. */
+static void line_into(char *buf, size_t size, const char *fmt, va_list ap) {
+    vsnprintf(buf, size, fmt, ap);
+    one_line(buf);
+}
+
 int err_set(Err *e, const char *fmt, ...) {
     if (!e) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    line_into(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
-    one_line(e->msg);
     e->hint[0] = '\0';
     return -1;
 }
@@ -28,9 +33,8 @@ int err_hint(Err *e, const char *fmt, ...) {
     if (!e) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->hint, sizeof e->hint, fmt, ap);
+    line_into(e->hint, sizeof e->hint, fmt, ap);
     va_end(ap);
-    one_line(e->hint);
     return -1;
 }
 

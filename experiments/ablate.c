@@ -315,10 +315,4 @@ static int ablate_main(int argc, char **argv) {
     return status;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    dist_init(&argc, &argv); /* under mpirun; a plain run makes no MPI call */
-    int status = ablate_main(argc, argv);
-    dist_finalize();
-    return status;
-}
+int main(int argc, char **argv) { return command_main_distributed(argc, argv, ablate_main); }

@@ -224,10 +224,4 @@ static int bench_main(int argc, char **argv) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    dist_init(&argc, &argv); /* under mpirun (--mpi); a plain run makes no MPI call */
-    int status = bench_main(argc, argv);
-    dist_finalize();
-    return status;
-}
+int main(int argc, char **argv) { return command_main_distributed(argc, argv, bench_main); }

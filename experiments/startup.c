@@ -1,3 +1,4 @@
+#include "dist.h"
 #include "startup.h"
 
 #include <stdbool.h>
@@ -72,4 +73,12 @@ const char *threads_banner(int threads) {
                  others, others == 1 ? " is" : "es are", cores, threads, free_cores);
     }
     return line;
+}
+
+int command_main_distributed(int argc, char **argv, int (*body)(int argc, char **argv)) {
+    command_startup(argc, argv);
+    dist_init(&argc, &argv);
+    int status = body(argc, argv);
+    dist_finalize();
+    return status;
 }

@@ -16,6 +16,10 @@
 #define ATTNLAB_STARTUP_H
 
 void command_startup(int argc, char **argv);
+/* The main of a command that also runs under mpirun (train, ablate, bench):
+ * command_startup, MPI's start when launched by mpirun (a plain run makes
+ * no MPI call), body, MPI's end; body's status. */
+int command_main_distributed(int argc, char **argv, int (*body)(int argc, char **argv));
 
 /* "2 threads (OpenMP; OpenBLAS kernel Cooperlake)" for a command's start-up
  * line, followed by a newline and blas_kernel_note's note when that applies

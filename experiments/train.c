@@ -264,10 +264,4 @@ static int train_main(int argc, char **argv) {
     return report(&r, &cfg, run_dir);
 }
 
-int main(int argc, char **argv) {
-    command_startup(argc, argv);
-    dist_init(&argc, &argv); /* under mpirun; a plain run makes no MPI call */
-    int status = train_main(argc, argv);
-    dist_finalize();
-    return status;
-}
+int main(int argc, char **argv) { return command_main_distributed(argc, argv, train_main); }
