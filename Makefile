@@ -72,7 +72,10 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_mpi.sh
 
 # The commands are built with the same flags, so that they compile there too.
+# The sanitizers make every test several times slower, so Check's time limits
+# are stretched (CK_TIMEOUT_MULTIPLIER) rather than hit on a busy machine.
 run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-10} \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
