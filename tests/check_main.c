@@ -27,6 +27,7 @@ Suite *lm_cross_entropy_suite(void);
 Suite *add_norm_suite(void);
 Suite *utf8_suite(void);
 Suite *generate_suite(void);
+Suite *stats_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -54,6 +55,7 @@ int main(void) {
     srunner_add_suite(sr, add_norm_suite());
     srunner_add_suite(sr, utf8_suite());
     srunner_add_suite(sr, generate_suite());
+    srunner_add_suite(sr, stats_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
