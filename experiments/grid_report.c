@@ -152,7 +152,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         const GridRun *r = first[p];
         if (r->skipped) continue;
         Summary s = point_summary(runs, n, p);
-        Difference d = baseline >= 0 && p != baseline ? difference(&s, &base) : (Difference){NAN, NAN, false};
+        Difference d = baseline >= 0 && p != baseline ? difference(&s, &base) : (Difference){NAN, NAN, false, NAN, NAN};
         char name[256];
         snprintf(name, sizeof name, "%s", r->name);
         char *cut = strstr(name, ",seed=");

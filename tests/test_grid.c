@@ -145,40 +145,6 @@ START_TEST(test_stale_run_refused) {
 }
 END_TEST
 
-/* The interval arithmetic on inputs worked by hand. */
-START_TEST(test_intervals) {
-    ck_assert_double_eq_tol(t975(1), 12.7062, 1e-9);
-    ck_assert_double_eq_tol(t975(2.9), 4.3027, 1e-9); /* between two rows: the fewer degrees */
-    ck_assert_double_eq_tol(t975(30), 2.0423, 1e-9);
-    ck_assert_double_eq_tol(t975(1e6), 1.9799, 1e-9);
-    ck_assert(isnan(t975(0.5)));
-    Summary a = summarize((const double[]){3.0, 3.1, 3.2}, 3);
-    ck_assert_int_eq(a.n, 3);
-    ck_assert_double_eq_tol(a.mean, 3.1, 1e-12);
-    ck_assert_double_eq_tol(a.sd, 0.1, 1e-12);
-    ck_assert_double_eq_tol(a.half, 4.3027 * 0.1 / sqrt(3.0), 1e-12);
-    Summary one = summarize((const double[]){2.5}, 1);
-    ck_assert(one.mean == 2.5 && isnan(one.sd) && isnan(one.half));
-    /* b: mean 3.3, sd 0.2 over 4 */
-    Summary b = summarize((const double[]){3.1, 3.3, 3.5, 3.3}, 4);
-    ck_assert_double_eq_tol(b.mean, 3.3, 1e-12);
-    ck_assert_double_eq_tol(b.sd, sqrt(0.08 / 3), 1e-12);
-    /* Welch: va = 0.01 / 3, vb = (0.08 / 3) / 4; nu = (va + vb)^2 / (va^2 / 2 + vb^2 / 3) = 4.56..., so t(4) */
-    double va = 0.01 / 3, vb = 0.08 / 12, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 3);
-    ck_assert(nu > 4 && nu < 5);
-    Difference d = difference(&a, &b);
-    ck_assert_double_eq_tol(d.diff, -0.2, 1e-12);
-    ck_assert_double_eq_tol(d.half, 2.7764 * sqrt(va + vb), 1e-12);
-    ck_assert(!d.excludes_zero); /* 0.2 < 0.30 */
-    Summary c = summarize((const double[]){3.60, 3.61, 3.62}, 3);
-    Difference far = difference(&c, &a);
-    ck_assert(far.excludes_zero && far.diff > 0.49);
-    Summary flat = summarize((const double[]){3.0, 3.0}, 2), flat2 = summarize((const double[]){3.5, 3.5}, 2);
-    Difference exact = difference(&flat2, &flat);
-    ck_assert(exact.half == 0 && exact.excludes_zero);
-}
-END_TEST
-
 /* --seeds: each point N times with seed, seed + 1, ...; the summary rows
  * from the finished, undiverged runs. */
 START_TEST(test_seeds) {
@@ -330,7 +296,6 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_tables_of_long_rows);
     tcase_add_test(tc, test_words_refused);
     tcase_add_test(tc, test_stale_run_refused);
-    tcase_add_test(tc, test_intervals);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_effects_one_axis_at_a_time);
     tcase_add_test(tc, test_linked_axis);
