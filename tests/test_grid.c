@@ -175,11 +175,13 @@ START_TEST(test_seeds) {
                                        .diverged_step = 7, .val_bpb = bpb[i], .best_val_bpb = bpb[i], .tok_s = 100};
     char *md, *csv, *summary;
     grid_tables(&g, runs, n, &md, &csv, &summary);
-    /* relu against the baseline: -0.2 +- t(nu) sqrt(0.01/3 + 0.04/3), nu = 2.94 by
-     * Welch-Satterthwaite, so t(2) */
+    /* relu against the baseline: -0.2 +- t(nu) sqrt(0.01/3 + 0.04/3), nu = 50/17 =
+     * 2.9412 by Welch-Satterthwaite, used as it is: t(0.975, 2.9412) = 3.2187586145
+     * (mpmath, integrating Student's density; rounded down to t(2) = 4.3027 it
+     * would be [-0.7555, +0.3555]) */
     double va = 0.01 / 3, vb = 0.04 / 3, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 2);
-    ck_assert(nu > 2 && nu < 3);
-    double half = 4.3027 * sqrt(va + vb);
+    ck_assert_double_eq_tol(nu, 50.0 / 17, 1e-12);
+    double half = 3.2187586145 * sqrt(va + vb);
     char want[200];
     snprintf(want, sizeof want, "| phi=relu | relu | 3/3 | 3.1000 | 0.1000 | [%.4f, %.4f] | -0.2000 | [%+.4f, %+.4f] | no |",
              3.1 - 4.3027 * 0.1 / sqrt(3.0), 3.1 + 4.3027 * 0.1 / sqrt(3.0), -0.2 - half, -0.2 + half);
@@ -191,10 +193,10 @@ START_TEST(test_seeds) {
     ck_assert_msg(strstr(md, "Every run:"), "%s", md);
     ck_assert_msg(strstr(md, "| phi=elu,seed="), "%s", md);
     /* the effect of phi: elu (3.6, 3.61) minus relu (3.0, 3.1, 3.2), Welch:
-     * nu = 2.03, so t(2) */
+     * nu = 2.0299, t(0.975, 2.0299) = 4.2425171048 (mpmath, as above) */
     double ve = 0.00005 / 2, vr = 0.01 / 3, nu_e = (ve + vr) * (ve + vr) / (ve * ve / 1 + vr * vr / 2);
-    ck_assert(nu_e > 2 && nu_e < 3);
-    double half_e = 4.3027 * sqrt(ve + vr);
+    ck_assert_double_eq_tol(nu_e, 2.02988413803, 1e-9);
+    double half_e = 4.2425171048 * sqrt(ve + vr);
     snprintf(want, sizeof want, "| phi | relu | elu | - | +0.5050 | [%+.4f, %+.4f] | yes |", 0.505 - half_e, 0.505 + half_e);
     ck_assert_msg(strstr(md, want), "want %s in\n%s", want, md);
     free(md);
