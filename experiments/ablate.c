@@ -13,6 +13,7 @@
  * Under mpirun -np N the runs are dealt round-robin to the ranks, each
  * training its runs whole, one at a time; rank 0 then gathers every result
  * and curve and writes the tables, the same as a serial run's. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +75,56 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
         return -1;
     }
     grid_option_given(g, o->name);
+    return 0;
+}
+
+/* What ablate's own flags collect: the claims (--expect, parsed once the
+ * axes are known) and --within. */
+typedef struct {
+    const char *claims[GRID_MAX_CLAIMS + 1];
+    int n_claims;
+    const char *within;
+} Extra;
+
+static int add_claim(const char *flag, const char *value, void *ctx) {
+    Extra *x = ctx;
+    if (x->n_claims > GRID_MAX_CLAIMS) {
+        fprintf(stderr, "error: %s: more than %d claims\n", flag, GRID_MAX_CLAIMS);
+        return -1;
+    }
+    x->claims[x->n_claims++] = value;
+    return 0;
+}
+
+/* --within X: a number of bpb, X > 0. */
+static int read_within(const char *text, double *x) {
+    char *end;
+    double v = text ? strtod(text, &end) : 0.02;
+    if (text && (end == text || *end || !(v > 0) || !isfinite(v))) {
+        fprintf(stderr, "error: --within: '%s' is not a positive number of bpb\nhint: --within 0.02\n", text);
+        return 2;
+    }
+    *x = v;
+    return 0;
+}
+
+/* ./ablate --paired A B: the two arms, the only positional words. */
+static int paired_main(const ArgPositional *pos, const Extra *x) {
+    double within;
+    if (pos->n != 2) {
+        fprintf(stderr, "error: --paired: takes two arms, GRID/POINT_A GRID/POINT_B (got %d words)\n", pos->n);
+        return 2;
+    }
+    if (x->n_claims) {
+        fprintf(stderr, "error: --paired: --expect is for a grid; --paired prints B - A\n");
+        return 2;
+    }
+    if (read_within(x->within, &within) != 0) return 2;
+    Err e;
+    if (grid_paired_report(stdout, pos->v[0], pos->v[1], within, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     return 0;
 }
 
@@ -184,7 +235,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
 /* The positional words: the grid's key=v1/v2/... and key=v (after the
  * --key value options, so that they win), and the corpus. 0, or the status
  * to exit with. */
-static int read_words(Grid *grid, const ArgPositional *pos, const char **corpus) {
+static int read_words(Grid *grid, const ArgPositional *pos, const Extra *x, const char **corpus) {
     Err e;
     for (int i = 0; i < pos->n; i++) {
         const char *a = pos->v[i];
@@ -208,7 +259,12 @@ static int read_words(Grid *grid, const ArgPositional *pos, const char **corpus)
         err_print(&e);
         return 2;
     }
-    return 0;
+    for (int i = 0; i < x->n_claims; i++)
+        if (grid_expect(grid, x->claims[i], &e) != 0) {
+            err_print(&e);
+            return 2;
+        }
+    return read_within(x->within, &grid->within);
 }
 
 /* The runs in dir (*runs, *n_runs), those that cannot run listed with the
@@ -228,6 +284,10 @@ static int plan(const Grid *grid, bool baseline, const char *dir, GridRun **runs
     }
     if (*n_train == 0) {
         fprintf(stderr, "error: no combination of the grid can run\n");
+        return 2;
+    }
+    if (grid_check_claims(grid, *runs, *n_runs, &e) != 0) {
+        err_print(&e);
         return 2;
     }
     return 0;
@@ -280,18 +340,23 @@ static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false;
+    bool no_baseline = false, paired = false;
+    Extra extra = {.n_claims = 0};
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
         {"--out", .text = &out, .needs = "a folder"},
         {"--seeds", .integer = &grid.seeds, .lo = 1, .hi = GRID_MAX_SEEDS, .needs = "a count"},
+        {"--expect", .call = add_claim, .ctx = &extra, .needs = "a claim, \"A < B\"", .repeat = true},
+        {"--within", .text = &extra.within, .needs = "a number of bpb"},
+        {"--paired", .on = &paired},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
-    if ((status = read_words(&grid, &pos, &corpus)) != 0) return status;
+    if (paired) return paired_main(&pos, &extra);
+    if ((status = read_words(&grid, &pos, &extra, &corpus)) != 0) return status;
     char dir[400];
     if (out)
         snprintf(dir, sizeof dir, "%s", out);

@@ -15,6 +15,13 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **cs
 /* results.md, results.csv (and with seeds summary.csv) and curves.png in dir;
  * with seeds, curves.png draws each point's mean curve between faint lines
  * one standard deviation away. */
+/* -1 with e set when a claim (--expect) names no two points of the runs. */
+int grid_check_claims(const Grid *g, const GridRun *runs, int n, Err *e);
+/* ./ablate --paired: B - A over the seeds two arms share, seed by seed, with
+ * the runs still on the byte plateau set apart, the paired interval and the
+ * verdict rule's answer (within: its largest X). An arm is DIR/POINT, its
+ * runs the folders DIR/POINT_seed-<n>. -1 with e set when an arm has no runs. */
+int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, Err *e);
 int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e);
 
 #endif

@@ -130,3 +130,21 @@ int seeds_needed_welch(double diff, double sa, double sb, int cap) {
     }
     return -1;
 }
+
+Verdict verdict_rule(const Difference *d, double within) {
+    Verdict v = {.kind = VERDICT_INCONCLUSIVE, .bound = NAN, .seeds_needed = -1};
+    if (!isfinite(d->half)) return v;
+    double lo = d->diff - d->half, hi = d->diff + d->half;
+    if (d->excludes_zero) {
+        v.kind = hi < 0 ? VERDICT_AGREES : VERDICT_DISAGREES;
+        return v;
+    }
+    v.bound = fmax(fabs(lo), fabs(hi));
+    if (v.bound <= within) {
+        v.kind = VERDICT_NO_EFFECT;
+        return v;
+    }
+    /* a paired interval: n = df + 1 pairs of sd se sqrt(n) */
+    v.seeds_needed = seeds_needed_paired(d->diff, d->se * sqrt(d->df + 1), VERDICT_SEEDS_CAP);
+    return v;
+}

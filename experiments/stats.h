@@ -50,4 +50,22 @@ double min_resolvable(double se, double df);
 int seeds_needed_paired(double diff, double sd, int cap);
 int seeds_needed_welch(double diff, double sa, double sb, int cap);
 
+/* EXPERIMENTS.md's verdict rule, on a seed-matched difference d taken as
+ * (the side claimed lower) - (the side claimed higher), so that the claim is
+ * d < 0 (lower val bpb is better):
+ *   agrees:    the paired 95% interval lies below 0;
+ *   disagrees: it lies above 0;
+ *   no effect larger than X: neither, and X, the interval's larger bound in
+ *              absolute value, is at most `within` (0.02 bpb);
+ *   inconclusive: otherwise (or with fewer than 2 pairs), with the pairs that
+ *              would resolve the difference seen at 95% with 80% power. */
+typedef enum { VERDICT_AGREES, VERDICT_DISAGREES, VERDICT_NO_EFFECT, VERDICT_INCONCLUSIVE } VerdictKind;
+typedef struct {
+    VerdictKind kind;
+    double bound;     /* the interval's larger bound in absolute value: X when no effect */
+    int seeds_needed; /* inconclusive: seeds_needed_paired (-1: beyond the cap, or no interval) */
+} Verdict;
+#define VERDICT_SEEDS_CAP 1000
+Verdict verdict_rule(const Difference *d, double within);
+
 #endif

@@ -98,6 +98,41 @@ START_TEST(test_power) {
 }
 END_TEST
 
+/* The verdict rule on d = (claimed lower) - (claimed higher), hand-worked:
+ * the pairs of test_paired lie below 0 (agrees), their negation above
+ * (disagrees). Differences +0.001, +0.002, +0.003: mean 0.002, sd 0.001,
+ * half t(0.975, 2) 0.001 / sqrt(3) = 0.0024841: [-0.00048, +0.00448], no
+ * effect larger than 0.00448 within 0.02; within 0.004 inconclusive, and 5
+ * pairs resolve 0.002 ((2.7764 + 0.9410) 0.001 / sqrt(5) = 0.001662; 4 pairs
+ * 0.002080). +0.01, -0.01, +0.03: mean 0.01, sd 0.02, 34 pairs (33 resolve
+ * 0.010063, 34 0.009905, from t(0.975, 32..33) and t(0.8, 32..33)). */
+START_TEST(test_verdict) {
+    const double a[] = {3.00, 3.10, 3.25}, b[] = {3.05, 3.14, 3.30};
+    Difference d = paired_difference(a, b, 3);
+    Verdict v = verdict_rule(&d, 0.02);
+    ck_assert_int_eq(v.kind, VERDICT_AGREES);
+    d = paired_difference(b, a, 3);
+    ck_assert_int_eq(verdict_rule(&d, 0.02).kind, VERDICT_DISAGREES);
+    const double zero[] = {2.0, 2.1, 2.2}, small[] = {2.001, 2.102, 2.203}, noisy[] = {2.01, 2.09, 2.23};
+    d = paired_difference(small, zero, 3);
+    ck_assert_double_eq_tol(d.half, 0.00248413771, 1e-10);
+    v = verdict_rule(&d, 0.02);
+    ck_assert_int_eq(v.kind, VERDICT_NO_EFFECT);
+    ck_assert_double_eq_tol(v.bound, 0.00448413771, 1e-10);
+    v = verdict_rule(&d, 0.004);
+    ck_assert_int_eq(v.kind, VERDICT_INCONCLUSIVE);
+    ck_assert_int_eq(v.seeds_needed, 5);
+    d = paired_difference(noisy, zero, 3);
+    v = verdict_rule(&d, 0.02);
+    ck_assert_int_eq(v.kind, VERDICT_INCONCLUSIVE);
+    ck_assert_int_eq(v.seeds_needed, 34);
+    ck_assert_double_eq_tol(v.bound, 0.0596827542, 1e-9); /* wider than 0.02 */
+    d = paired_difference(noisy, zero, 1); /* one pair: no interval */
+    v = verdict_rule(&d, 0.02);
+    ck_assert(v.kind == VERDICT_INCONCLUSIVE && v.seeds_needed == -1);
+}
+END_TEST
+
 Suite *stats_suite(void) {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("intervals");
@@ -105,6 +140,7 @@ Suite *stats_suite(void) {
     tcase_add_test(tc, test_summary_and_welch);
     tcase_add_test(tc, test_paired);
     tcase_add_test(tc, test_power);
+    tcase_add_test(tc, test_verdict);
     suite_add_tcase(s, tc);
     return s;
 }
