@@ -7,8 +7,10 @@
  * resumes (finished runs are skipped, an unfinished one resumes from its
  * checkpoint; a folder holding a run of other options is refused). Writes
  * results.md, results.csv and curves.png (validation bpb against step, every
- * run overlaid). A run that fails (a model too large, a folder in use) is
- * recorded as failed, and the others go on.
+ * run overlaid); with seeds, paired intervals and power lines, and with
+ * --expect the verdict of each claim (grid_report.h). A run that fails (a
+ * model too large, a folder in use) is recorded as failed, and the others go
+ * on. --paired compares two arms' run folders seed by seed, training nothing.
  *
  * Under mpirun -np N the runs are dealt round-robin to the ranks, each
  * training its runs whole, one at a time; rank 0 then gathers every result
@@ -32,7 +34,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
-            "                corpus.txt\n"
+            "                [--expect \"A < B\" ...] [--within X] corpus.txt\n"
+            "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X]\n"
             "\n"
             "Trains one run per point of the grid: every key=v1/v2/... is an axis and the runs are\n"
             "their cartesian product; key=v fixes an option for all runs; --key value sets the\n"
@@ -48,8 +51,28 @@ static void usage(FILE *f) {
             "--seeds N runs every point N times, with seeds seed, seed + 1, ... (both the model's\n"
             "initialisation and the data order); results.md then opens with one row per point: the\n"
             "mean final val bpb of its finished runs, their standard deviation, a 95%% interval (t),\n"
-            "and the difference from the baseline with Welch's 95%% interval and whether it excludes\n"
-            "zero (also in DIR/summary.csv); curves.png draws each point's mean curve, +- 1 sd faint.\n"
+            "the difference from the baseline with Welch's 95%% interval and whether it excludes\n"
+            "zero; then the seed-matched (paired) difference from the baseline (without one, from\n"
+            "the first point) with its t interval, over the seed pairs where neither run is still\n"
+            "on the byte plateau, and a power line: the smallest difference those pairs resolve\n"
+            "(95%%, 80%% power) and the pairs that would resolve the difference seen (also in\n"
+            "DIR/summary.csv). The effects table gets the same paired columns. curves.png draws\n"
+            "each point's mean curve, +- 1 sd faint.\n"
+            "\n"
+            "--expect \"A < B\" (or \"A > B\"; may be given again) is a claim that A has the lower\n"
+            "val bpb: each side is key=value terms joined by ',' on the grid's axes (both sides\n"
+            "naming the same axes) or `baseline`, e.g. --expect \"reweight=cos < reweight=none\".\n"
+            "For each pair of points it names (alike on the other axes), results.md and stdout get\n"
+            "a line `verdict: ...` by the rule of EXPERIMENTS.md: agrees or disagrees (the paired\n"
+            "interval excludes 0, one way or the other), no effect larger than X (the interval lies\n"
+            "within +-X, X at most --within, 0.02 bpb), or inconclusive with the seed pairs needed.\n"
+            "A run still on the byte plateau (last val bpb above 3.3, or 3.9 as a masked LM, or\n"
+            "first below that only in the last quarter of its steps) is listed apart and never\n"
+            "counted, nor its pair.\n"
+            "\n"
+            "--paired GRID/POINT_A GRID/POINT_B trains nothing: it reads the run folders\n"
+            "GRID/POINT_seed-<n> of both arms and prints B - A seed by seed, the runs set apart,\n"
+            "the paired interval and the verdict (sh scripts/results.sh paired runs it on archives).\n"
             "\n"
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"

@@ -9,8 +9,11 @@
 /* results.md and results.csv (one column per axis, one row per run) into
  * md and csv, which the caller frees. With seeds, results.md opens with one
  * row per point: the mean final val bpb of its finished runs, their standard
- * deviation and 95% interval, and the difference from the baseline with
- * Welch's interval; summary (if not NULL) gets the same as CSV. */
+ * deviation and 95% interval, the difference from the baseline with Welch's
+ * interval, and the seed-matched difference from the baseline (or the first
+ * point) with its paired interval and power; summary (if not NULL) gets the
+ * same as CSV. Then the effects table, the claims' verdict lines (--expect)
+ * and the runs set apart for being on the byte plateau. */
 void grid_tables(const Grid *g, const GridRun *runs, int n, char **md, char **csv, char **summary);
 /* results.md, results.csv (and with seeds summary.csv) and curves.png in dir;
  * with seeds, curves.png draws each point's mean curve between faint lines
