@@ -146,7 +146,9 @@ static int claim_side(const Grid *g, GridClaim *c, int side, const char *s, cons
     if (s == end) return err_set(e, "--expect \"%s\": a side is empty", c->text);
     if ((size_t)(end - s) == 8 && !strncmp(s, "baseline", 8)) return c->baseline[side] = true, 0;
     while (s < end) {
+        while (*s == ' ') s++; /* "phi=relu, reweight=cos" */
         const char *comma = memchr(s, ',', (size_t)(end - s)), *stop = comma ? comma : end;
+        while (stop > s && stop[-1] == ' ') stop--;
         const char *eq = memchr(s, '=', (size_t)(stop - s));
         int len = (int)(stop - s);
         if (!eq) return err_set(e, "--expect \"%s\": '%.*s' is not key=value (nor baseline)", c->text, len, s);

@@ -306,7 +306,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         put_num(csv, d.diff + d.half, "%.6f,", ",");
         fputs(isfinite(d.half) ? (d.excludes_zero ? "yes," : "no,") : ",", csv);
         put_num(csv, d.df, "%.4f,", ",");
-        put_csv(csv, ref_name);
+        put_csv(csv, p != ref ? ref_name : "");
         fputc(',', csv);
         paired_cells(p != ref ? &pd : NULL, md, csv);
         fputc('\n', csv);
@@ -392,10 +392,10 @@ int grid_check_claims(const Grid *g, const GridRun *runs, int n, Err *e) {
 /* The claims' verdicts, and the runs set apart for being on the plateau. */
 static void verdicts(const Grid *g, const GridRun *runs, int n, FILE *md) {
     if (g->n_claims) {
-        fprintf(md, "\nThe claims (--expect; lower val bpb is better), by the verdict rule of EXPERIMENTS.md: the "
+        fprintf(md, "%sThe claims (--expect; lower val bpb is better), by the verdict rule of EXPERIMENTS.md: the "
                     "claimed-lower minus the claimed-higher, seed by seed over the pairs off the byte plateau; "
                     "no effect larger than X when X is at most %g bpb.\n\n",
-                g->within);
+                ftell(md) ? "\n" : "", g->within);
         for (int c = 0; c < g->n_claims; c++) claim_lines(g, &g->claims[c], runs, n, md);
     }
     bool any = false;
@@ -417,7 +417,7 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
     if (g->seeds > 1) summary_tables(g, runs, n, md, sum);
     if (g->seeds > 1 || g->n_claims) {
         verdicts(g, runs, n, md);
-        fputs("\nEvery run:\n\n", md);
+        fputs(ftell(md) ? "\nEvery run:\n\n" : "Every run:\n\n", md);
     }
     table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s | params",
                  "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status,params", 6);

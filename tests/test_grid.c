@@ -224,16 +224,21 @@ START_TEST(test_seeds) {
 }
 END_TEST
 
+/* A settled grid of `seeds` seeds on the axes words[0..n). */
+static void grid_of(Grid *g, int seeds, const char *const *words, int n) {
+    Err e;
+    grid_init(g);
+    g->seeds = seeds;
+    for (int i = 0; i < n; i++) ck_assert_msg(grid_word(g, words[i], &e) == 0, "%s: %s", words[i], e.msg);
+    ck_assert_int_eq(grid_settle(g, &e), 0);
+}
+
 /* The effects table pairs points that differ on one axis alone: with
  * phi x reweight, two rows per axis, none across both. */
 START_TEST(test_effects_one_axis_at_a_time) {
     Grid g;
-    grid_init(&g);
     Err e;
-    g.seeds = 2;
-    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
-    ck_assert_int_eq(grid_word(&g, "reweight=none/cos", &e), 0);
-    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    grid_of(&g, 2, (const char *[]){"phi=relu/elu", "reweight=none/cos"}, 2);
     GridRun *runs;
     int n = grid_plan(&g, true, "out", &runs, &e);
     ck_assert_int_eq(n, 10);
@@ -313,12 +318,8 @@ END_TEST
  * names, from hand-worked runs (the intervals worked apart with mpmath). */
 START_TEST(test_claims) {
     Grid g;
-    grid_init(&g);
     Err e;
-    g.seeds = 3;
-    ck_assert_int_eq(grid_word(&g, "phi=relu/elu/identity", &e), 0);
-    ck_assert_int_eq(grid_word(&g, "reweight=none/cos", &e), 0);
-    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    grid_of(&g, 3, (const char *[]){"phi=relu/elu/identity", "reweight=none/cos"}, 2);
     const char *claims[] = {"reweight=cos < reweight=none", "baseline < phi=relu,reweight=none", "phi=relu < phi=elu",
                             " phi=elu,reweight=none > phi=identity,reweight=none "};
     for (int i = 0; i < 4; i++) ck_assert_msg(grid_expect(&g, claims[i], &e) == 0, "%s: %s", claims[i], e.msg);
@@ -381,11 +382,8 @@ END_TEST
 /* A malformed claim is refused, naming what is wrong. */
 START_TEST(test_expect_refused) {
     Grid g;
-    grid_init(&g);
     Err e;
-    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
-    ck_assert_int_eq(grid_word(&g, "reweight=none/cos", &e), 0);
-    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    grid_of(&g, 1, (const char *[]){"phi=relu/elu", "reweight=none/cos"}, 2);
     static const char *bad[][2] = {
         {"reweight=cos", "not one '<' or '>' between two points"},
         {"reweight=cos < reweight=none < phi=relu", "not one '<' or '>'"},
@@ -405,7 +403,7 @@ START_TEST(test_expect_refused) {
         ck_assert_msg(!strncmp(e.msg, "--expect \"", 10), "%s", e.msg);
     }
     ck_assert_int_eq(g.n_claims, 0);
-    ck_assert_int_eq(grid_expect(&g, "phi=relu,reweight=cos<baseline", &e), 0);
+    ck_assert_int_eq(grid_expect(&g, "phi=relu , reweight=cos<baseline", &e), 0);
     ck_assert_int_eq(g.n_claims, 1);
     ck_assert(g.claims[0].value[0][0] == 0 && g.claims[0].value[0][1] == 1 && g.claims[0].baseline[1]);
     grid_release(&g);
