@@ -496,7 +496,8 @@ static int arm_runs(const char *arm, GridRun *runs, long long *seeds, Err *e) {
             rc = -1;
             break;
         }
-        seeds[n++] = atoll(tail);
+        if (runs[n].n_points) /* a run not yet evaluated has no final value */
+            seeds[n++] = atoll(tail);
     }
     closedir(d);
     if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
