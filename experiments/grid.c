@@ -490,5 +490,12 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     if (!r->n_points) return 0; /* not evaluated yet: no final value */
     r->result.status = TRAIN_DONE;
     r->result.val_bpb = r->bpb[r->n_points - 1];
+    /* result.json's value, unrounded, when there is one: the grid's tables use it */
+    Err ignored;
+    if (read_json(folder, "result.json", &json, &ignored) == 0 && json) {
+        double v = number(json, "val_bpb");
+        if (isfinite(v) && fabs(v - r->result.val_bpb) < 1e-5) r->result.val_bpb = v;
+        cJSON_Delete(json);
+    }
     return 0;
 }

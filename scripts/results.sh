@@ -25,7 +25,8 @@
 # paired: each arm is a point's runs, GRID/POINT_seed-<n> (from GRID's archive, or
 #   the run folders when it has none); the two may be in different grids. It runs
 #   `./ablate --paired A B --within X` on them, which prints per seed the final val
-#   bpb (the last val_bpb of metrics.jsonl) of both and B - A; a run still on the
+#   bpb (the last val_bpb of metrics.jsonl, unrounded from result.json when there
+#   is one, as in the grid's tables) of both and B - A; a run still on the
 #   byte plateau is listed apart and its seed not counted: its last val bpb above
 #   3.3 (causal) or 3.9 (masked LM), or first below that only in the last quarter
 #   of its steps. Then the mean difference, its sd, the paired 95% t interval, and
