@@ -7,12 +7,15 @@
  * resumes (finished runs are skipped, an unfinished one resumes from its
  * checkpoint; a folder holding a run of other options is refused). Writes
  * results.md, results.csv and curves.png (validation bpb against step, every
- * run overlaid). A run that fails (a model too large, a folder in use) is
- * recorded as failed, and the others go on.
+ * run overlaid); with seeds, paired intervals and power lines, and with
+ * --expect the verdict of each claim (grid_report.h). A run that fails (a
+ * model too large, a folder in use) is recorded as failed, and the others go
+ * on. --paired compares two arms' run folders seed by seed, training nothing.
  *
  * Under mpirun -np N the runs are dealt round-robin to the ranks, each
  * training its runs whole, one at a time; rank 0 then gathers every result
  * and curve and writes the tables, the same as a serial run's. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +34,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
-            "                corpus.txt\n"
+            "                [--expect \"A < B\" ...] [--within X] corpus.txt\n"
+            "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X]\n"
             "\n"
             "Trains one run per point of the grid: every key=v1/v2/... is an axis and the runs are\n"
             "their cartesian product; key=v fixes an option for all runs; --key value sets the\n"
@@ -47,8 +51,28 @@ static void usage(FILE *f) {
             "--seeds N runs every point N times, with seeds seed, seed + 1, ... (both the model's\n"
             "initialisation and the data order); results.md then opens with one row per point: the\n"
             "mean final val bpb of its finished runs, their standard deviation, a 95%% interval (t),\n"
-            "and the difference from the baseline with Welch's 95%% interval and whether it excludes\n"
-            "zero (also in DIR/summary.csv); curves.png draws each point's mean curve, +- 1 sd faint.\n"
+            "the difference from the baseline with Welch's 95%% interval and whether it excludes\n"
+            "zero; then the seed-matched (paired) difference from the baseline (without one, from\n"
+            "the first point) with its t interval, over the seed pairs where neither run is still\n"
+            "on the byte plateau, and a power line: the smallest difference those pairs resolve\n"
+            "(95%%, 80%% power) and the pairs that would resolve the difference seen (also in\n"
+            "DIR/summary.csv). The effects table gets the same paired columns. curves.png draws\n"
+            "each point's mean curve, +- 1 sd faint.\n"
+            "\n"
+            "--expect \"A < B\" (or \"A > B\"; may be given again) is a claim that A has the lower\n"
+            "val bpb: each side is key=value terms joined by ',' on the grid's axes (both sides\n"
+            "naming the same axes) or `baseline`, e.g. --expect \"reweight=cos < reweight=none\".\n"
+            "For each pair of points it names (alike on the other axes), results.md and stdout get\n"
+            "a line `verdict: ...` by the rule of EXPERIMENTS.md: agrees or disagrees (the paired\n"
+            "interval excludes 0, one way or the other), no effect larger than X (the interval lies\n"
+            "within +-X, X at most --within, 0.02 bpb), or inconclusive with the seed pairs needed.\n"
+            "A run still on the byte plateau (last val bpb above 3.3, or 3.9 as a masked LM, or\n"
+            "first below that only in the last quarter of its steps) is listed apart and never\n"
+            "counted, nor its pair.\n"
+            "\n"
+            "--paired GRID/POINT_A GRID/POINT_B trains nothing: it reads the run folders\n"
+            "GRID/POINT_seed-<n> of both arms and prints B - A seed by seed, the runs set apart,\n"
+            "the paired interval and the verdict (sh scripts/results.sh paired runs it on archives).\n"
             "\n"
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
@@ -74,6 +98,56 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
         return -1;
     }
     grid_option_given(g, o->name);
+    return 0;
+}
+
+/* What ablate's own flags collect: the claims (--expect, parsed once the
+ * axes are known) and --within. */
+typedef struct {
+    const char *claims[GRID_MAX_CLAIMS + 1];
+    int n_claims;
+    const char *within;
+} Extra;
+
+static int add_claim(const char *flag, const char *value, void *ctx) {
+    Extra *x = ctx;
+    if (x->n_claims > GRID_MAX_CLAIMS) {
+        fprintf(stderr, "error: %s: more than %d claims\n", flag, GRID_MAX_CLAIMS);
+        return -1;
+    }
+    x->claims[x->n_claims++] = value;
+    return 0;
+}
+
+/* --within X: a number of bpb, X > 0. */
+static int read_within(const char *text, double *x) {
+    char *end;
+    double v = text ? strtod(text, &end) : 0.02;
+    if (text && (end == text || *end || !(v > 0) || !isfinite(v))) {
+        fprintf(stderr, "error: --within: '%s' is not a positive number of bpb\nhint: --within 0.02\n", text);
+        return 2;
+    }
+    *x = v;
+    return 0;
+}
+
+/* ./ablate --paired A B: the two arms, the only positional words. */
+static int paired_main(const ArgPositional *pos, const Extra *x) {
+    double within;
+    if (pos->n != 2) {
+        fprintf(stderr, "error: --paired: takes two arms, GRID/POINT_A GRID/POINT_B (got %d words)\n", pos->n);
+        return 2;
+    }
+    if (x->n_claims) {
+        fprintf(stderr, "error: --paired: --expect is for a grid; --paired prints B - A\n");
+        return 2;
+    }
+    if (read_within(x->within, &within) != 0) return 2;
+    Err e;
+    if (grid_paired_report(stdout, pos->v[0], pos->v[1], within, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     return 0;
 }
 
@@ -184,7 +258,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
 /* The positional words: the grid's key=v1/v2/... and key=v (after the
  * --key value options, so that they win), and the corpus. 0, or the status
  * to exit with. */
-static int read_words(Grid *grid, const ArgPositional *pos, const char **corpus) {
+static int read_words(Grid *grid, const ArgPositional *pos, const Extra *x, const char **corpus) {
     Err e;
     for (int i = 0; i < pos->n; i++) {
         const char *a = pos->v[i];
@@ -208,7 +282,12 @@ static int read_words(Grid *grid, const ArgPositional *pos, const char **corpus)
         err_print(&e);
         return 2;
     }
-    return 0;
+    for (int i = 0; i < x->n_claims; i++)
+        if (grid_expect(grid, x->claims[i], &e) != 0) {
+            err_print(&e);
+            return 2;
+        }
+    return read_within(x->within, &grid->within);
 }
 
 /* The runs in dir (*runs, *n_runs), those that cannot run listed with the
@@ -228,6 +307,10 @@ static int plan(const Grid *grid, bool baseline, const char *dir, GridRun **runs
     }
     if (*n_train == 0) {
         fprintf(stderr, "error: no combination of the grid can run\n");
+        return 2;
+    }
+    if (grid_check_claims(grid, *runs, *n_runs, &e) != 0) {
+        err_print(&e);
         return 2;
     }
     return 0;
@@ -280,18 +363,23 @@ static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false;
+    bool no_baseline = false, paired = false;
+    Extra extra = {.n_claims = 0};
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
         {"--out", .text = &out, .needs = "a folder"},
         {"--seeds", .integer = &grid.seeds, .lo = 1, .hi = GRID_MAX_SEEDS, .needs = "a count"},
+        {"--expect", .call = add_claim, .ctx = &extra, .needs = "a claim, \"A < B\"", .repeat = true},
+        {"--within", .text = &extra.within, .needs = "a number of bpb"},
+        {"--paired", .on = &paired},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
-    if ((status = read_words(&grid, &pos, &corpus)) != 0) return status;
+    if (paired) return paired_main(&pos, &extra);
+    if ((status = read_words(&grid, &pos, &extra, &corpus)) != 0) return status;
     char dir[400];
     if (out)
         snprintf(dir, sizeof dir, "%s", out);

@@ -17,6 +17,7 @@ void grid_init(Grid *g) {
     memset(g, 0, sizeof *g);
     config_defaults(&g->base);
     g->seeds = 1;
+    g->within = 0.02;
 }
 
 void grid_option_given(Grid *g, const char *name) {
@@ -133,6 +134,62 @@ int grid_settle(Grid *g, Err *e) {
     /* The curves want ten or so points per run, whatever the budget. */
     TrainConfig *t = &g->base.train;
     if (!g->eval_given && t->steps < 10 * t->eval_every) t->eval_every = t->steps >= 10 ? t->steps / 10 : 1;
+    return 0;
+}
+
+/* One side of a claim, [s, end) without the spaces around it: "baseline", or
+ * key=value terms joined by ','; into c->value[side] and c->baseline[side]. */
+static int claim_side(const Grid *g, GridClaim *c, int side, const char *s, const char *end, Err *e) {
+    while (s < end && *s == ' ') s++;
+    while (end > s && end[-1] == ' ') end--;
+    for (int a = 0; a < GRID_MAX_AXES; a++) c->value[side][a] = -1;
+    if (s == end) return err_set(e, "--expect \"%s\": a side is empty", c->text);
+    if ((size_t)(end - s) == 8 && !strncmp(s, "baseline", 8)) return c->baseline[side] = true, 0;
+    while (s < end) {
+        while (*s == ' ') s++; /* "phi=relu, reweight=cos" */
+        const char *comma = memchr(s, ',', (size_t)(end - s)), *stop = comma ? comma : end;
+        while (stop > s && stop[-1] == ' ') stop--;
+        const char *eq = memchr(s, '=', (size_t)(stop - s));
+        int len = (int)(stop - s);
+        if (!eq) return err_set(e, "--expect \"%s\": '%.*s' is not key=value (nor baseline)", c->text, len, s);
+        int a = 0, klen = (int)(eq - s);
+        while (a < g->n_axes && ((int)strlen(g->axes[a].name) != klen || strncmp(g->axes[a].name, s, (size_t)klen))) a++;
+        if (a == g->n_axes) return err_set(e, "--expect \"%s\": '%.*s' is not an axis of the grid", c->text, klen, s);
+        if (c->value[side][a] >= 0) return err_set(e, "--expect \"%s\": %.*s given twice on one side", c->text, klen, s);
+        const GridAxis *ax = &g->axes[a];
+        int v = 0, vlen = (int)(stop - eq - 1);
+        while (v < ax->n && ((int)strlen(ax->values[v]) != vlen || strncmp(ax->values[v], eq + 1, (size_t)vlen))) v++;
+        if (v == ax->n)
+            return err_set(e, "--expect \"%s\": '%.*s' is not a value of the axis %s", c->text, len, s, ax->name);
+        c->value[side][a] = v;
+        s = comma ? comma + 1 : end;
+    }
+    return 0;
+}
+
+int grid_expect(Grid *g, const char *text, Err *e) {
+    if (g->n_claims == GRID_MAX_CLAIMS) return err_set(e, "--expect: more than %d claims", GRID_MAX_CLAIMS);
+    GridClaim c = {.baseline = {false, false}};
+    if (strlen(text) >= sizeof c.text) return err_set(e, "--expect \"%.40s...\": too long", text);
+    snprintf(c.text, sizeof c.text, "%s", text);
+    const char *lt = strchr(text, '<'), *gt = strchr(text, '>'), *op = lt ? lt : gt;
+    if (!op || (lt && gt) || strchr(op + 1, *op))
+        return err_set(e, "--expect \"%s\": not one '<' or '>' between two points", text),
+               err_hint(e, "--expect \"reweight=cos < reweight=none\" (lower val bpb is better)");
+    /* side 0 is the one claimed lower */
+    int left = *op == '<' ? 0 : 1;
+    if (claim_side(g, &c, left, text, op, e) != 0 || claim_side(g, &c, 1 - left, op + 1, text + strlen(text), e) != 0)
+        return -1;
+    if (c.baseline[0] && c.baseline[1]) return err_set(e, "--expect \"%s\": the baseline on both sides", text);
+    bool same = c.baseline[0] == c.baseline[1];
+    for (int a = 0; a < g->n_axes && !c.baseline[0] && !c.baseline[1]; a++) {
+        if ((c.value[0][a] < 0) != (c.value[1][a] < 0))
+            return err_set(e, "--expect \"%s\": %s is named on one side only", text, g->axes[a].name),
+                   err_hint(e, "both sides name the same axes, e.g. \"phi=relu,reweight=cos < phi=relu,reweight=none\"");
+        same = same && c.value[0][a] == c.value[1][a];
+    }
+    if (same) return err_set(e, "--expect \"%s\": the same points on both sides", text);
+    g->claims[g->n_claims++] = c;
     return 0;
 }
 
@@ -399,4 +456,46 @@ int grid_record(GridRun *r, Err *e) {
     free(text);
     read_metrics(r);
     return rc;
+}
+
+bool grid_plateau(const GridRun *r, char *why, size_t size) {
+    double level = r->cfg.model.objective == OBJECTIVE_MLM ? 3.9 : 3.3;
+    double final = r->n_points ? r->bpb[r->n_points - 1] : r->result.val_bpb;
+    double left = 0; /* the first evaluated step below the level */
+    for (int i = 0; i < r->n_points && !left; i++)
+        if (r->bpb[i] < level) left = r->steps[i];
+    if (r->n_points && !left)
+        snprintf(why, size, "never below the plateau level");
+    else if (final > level)
+        snprintf(why, size, "ends above the plateau level");
+    else if (left > 0.75 * r->cfg.train.steps)
+        snprintf(why, size, "below the plateau level only from step %.0f of %d", left, r->cfg.train.steps);
+    else
+        return false;
+    return true;
+}
+
+int grid_read_folder(GridRun *r, const char *folder, Err *e) {
+    memset(r, 0, sizeof *r);
+    config_defaults(&r->cfg);
+    snprintf(r->folder, sizeof r->folder, "%s", folder);
+    cJSON *json;
+    if (read_json(folder, "config.json", &json, e) != 0) return -1;
+    const cJSON *o = cJSON_GetObjectItem(json, "objective");
+    if (cJSON_IsString(o) && !strcmp(o->valuestring, "mlm")) r->cfg.model.objective = OBJECTIVE_MLM;
+    double steps = number(json, "steps");
+    if (isfinite(steps)) r->cfg.train.steps = (int)steps;
+    cJSON_Delete(json);
+    read_metrics(r);
+    if (!r->n_points) return 0; /* not evaluated yet: no final value */
+    r->result.status = TRAIN_DONE;
+    r->result.val_bpb = r->bpb[r->n_points - 1];
+    /* result.json's value, unrounded, when there is one: the grid's tables use it */
+    Err ignored;
+    if (read_json(folder, "result.json", &json, &ignored) == 0 && json) {
+        double v = number(json, "val_bpb");
+        if (isfinite(v) && fabs(v - r->result.val_bpb) < 1e-5) r->result.val_bpb = v;
+        cJSON_Delete(json);
+    }
+    return 0;
 }

@@ -31,6 +31,18 @@ typedef struct {
     int n;
 } GridAxis;
 
+#define GRID_MAX_CLAIMS 16
+
+/* A claim to test (--expect "reweight=cos < reweight=none"): the points of
+ * side 0 have a lower val bpb than the points of side 1 that agree with them
+ * on every other axis. A side fixes some axes (a value index each, -1 for an
+ * axis it leaves free) or is the baseline. */
+typedef struct {
+    char text[200];                /* as given */
+    int value[2][GRID_MAX_AXES];   /* [side][axis] */
+    bool baseline[2];
+} GridClaim;
+
 typedef struct {
     Config base; /* what every run shares: defaults, --key value and key=v */
     GridAxis axes[GRID_MAX_AXES];
@@ -38,6 +50,9 @@ typedef struct {
     int seeds;                    /* runs per point, seeds seed, seed + 1, ... (--seeds; 1) */
     bool attn_given, eval_given;  /* attn and eval_every were set, as a key or an option */
     const AttnKernel *implied;    /* the kernel the first kernel-owned key names */
+    GridClaim claims[GRID_MAX_CLAIMS];
+    int n_claims;
+    double within; /* the verdict rule's largest "no effect larger than X" (--within; 0.02 bpb) */
 } Grid;
 
 typedef struct {
@@ -65,6 +80,10 @@ void grid_option_given(Grid *g, const char *name);
 /* After the last word: the implied kernel, and ten or so validation points
  * per run unless eval_every was given. -1 with e set when there is no axis. */
 int grid_settle(Grid *g, Err *e);
+/* A claim, after grid_settle: "A < B" or "A > B", each side the baseline or
+ * key=value terms joined by ',' on axes of the grid (both sides naming the
+ * same axes). -1 with e naming what is wrong. */
+int grid_expect(Grid *g, const char *text, Err *e);
 /* runs/ablate-<axis>-<axis>... */
 void grid_default_dir(const Grid *g, char *dir, size_t size);
 /* The runs in dir, the baseline last (unless !baseline or it equals a grid
@@ -83,4 +102,16 @@ typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
 int grid_run_state(GridRun *r, const char *corpus, Err *e);
 /* After training run r: writes its result.json and reads its curve. */
 int grid_record(GridRun *r, Err *e);
+
+/* Whether finished run r is still on the byte plateau (EXPERIMENTS.md): its
+ * last val bpb above 3.3 (causal) or 3.9 (masked LM), or first below that
+ * level only in the last quarter of its steps, so that its final value says
+ * mostly when it left the plateau. A run without a curve is judged by its
+ * final value alone. If so, why says which. */
+bool grid_plateau(const GridRun *r, char *why, size_t size);
+/* A run folder read as a finished run of its own (no grid): its objective
+ * and steps from config.json, its curve from metrics.jsonl and its final val
+ * bpb the curve's last (n_points 0 when it has none), unrounded from
+ * result.json when that has it. -1 with e set when its config.json is not one. */
+int grid_read_folder(GridRun *r, const char *folder, Err *e);
 #endif

@@ -2,6 +2,7 @@
  * results.csv, summary.csv and curves.png, from the runs' results. */
 #include "grid_report.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,19 +100,111 @@ static int points_of(const GridRun *runs, int n, const GridRun **first, int *bas
     return n_points;
 }
 
-/* One row per point: mean, sd, interval, and the difference from the baseline. */
+/* Whether run r finished with a final val bpb. */
+static bool has_value(const GridRun *r) {
+    return r && !r->skipped && r->result.status == TRAIN_DONE && isfinite(r->result.val_bpb);
+}
+
+/* Point p's runs by seed index (NULL where it has none). */
+static void by_seed(const GridRun *runs, int n, int p, const GridRun **out) {
+    for (int s = 0; s < GRID_MAX_SEEDS; s++) out[s] = NULL;
+    for (int i = 0; i < n; i++)
+        if (runs[i].point == p && runs[i].seed_index < GRID_MAX_SEEDS) out[runs[i].seed_index] = &runs[i];
+}
+
+/* A seed-matched difference b - a: over the seeds where both runs have a
+ * value and neither is on the plateau (apart: those where both have a value
+ * but one is on it), with its power: the smallest difference the pairs
+ * resolve at 95% with 80% power, and the pairs that would resolve the
+ * difference seen. */
+typedef struct {
+    Difference d;
+    double sd, resolvable;
+    int pairs, apart, needed;
+} Paired;
+
+#define MAX_PAIRS 256
+
+static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_seeds) {
+    double x[MAX_PAIRS] = {0}, y[MAX_PAIRS] = {0};
+    Paired p = {.pairs = 0};
+    char why[128];
+    for (int s = 0; s < n_seeds && p.pairs < MAX_PAIRS; s++) {
+        if (!has_value(a[s]) || !has_value(b[s])) continue;
+        if (grid_plateau(a[s], why, sizeof why) || grid_plateau(b[s], why, sizeof why)) {
+            p.apart++;
+            continue;
+        }
+        x[p.pairs] = a[s]->result.val_bpb;
+        y[p.pairs++] = b[s]->result.val_bpb;
+    }
+    p.d = paired_difference(y, x, p.pairs);
+    p.sd = p.pairs > 1 ? p.d.se * sqrt(p.pairs) : NAN;
+    p.resolvable = min_resolvable(p.d.se, p.d.df);
+    p.needed = isfinite(p.d.half) ? seeds_needed_paired(p.d.diff, p.sd, VERDICT_SEEDS_CAP) : -1;
+    return p;
+}
+
+/* points p and q (b - a = q - p) of the grid, paired */
+static Paired paired_points(const GridRun *runs, int n, int p, int q) {
+    const GridRun *a[GRID_MAX_SEEDS], *b[GRID_MAX_SEEDS];
+    by_seed(runs, n, p, a);
+    by_seed(runs, n, q, b);
+    return paired_of(a, b, GRID_MAX_SEEDS);
+}
+
+static const char PAIRED_MD[] = "paired | 95% interval | pairs | differs | resolves | pairs needed";
+static const char PAIRED_CSV[] = "pairs,apart,paired_diff,paired_low,paired_high,paired_differs,resolvable,pairs_needed";
+#define PAIRED_COLUMNS 6
+
+/* The paired columns of a row: the difference, its interval, the pairs (and
+ * those set apart), whether it excludes 0, and the power. NULL: none. */
+static void paired_cells(const Paired *p, FILE *md, FILE *csv) {
+    if (!p) {
+        fputs(" - | - | - | - | - | - |\n", md);
+        if (csv) fputs(",,,,,,,", csv);
+        return;
+    }
+    bool interval = isfinite(p->d.half);
+    fputc(' ', md);
+    put_num(md, p->d.diff, "%+.4f", "-");
+    if (interval)
+        fprintf(md, " | [%+.4f, %+.4f] | ", p->d.diff - p->d.half, p->d.diff + p->d.half);
+    else
+        fputs(" | - | ", md);
+    fprintf(md, "%d", p->pairs);
+    if (p->apart) fprintf(md, " (%d apart)", p->apart);
+    fprintf(md, " | %s | ", interval ? (p->d.excludes_zero ? "yes" : "no") : "-");
+    put_num(md, p->resolvable, "%.4f", "-");
+    if (!interval)
+        fputs(" | - |\n", md);
+    else if (p->needed < 0)
+        fprintf(md, " | > %d |\n", VERDICT_SEEDS_CAP);
+    else
+        fprintf(md, " | %d |\n", p->needed);
+    if (!csv) return;
+    fprintf(csv, "%d,%d,", p->pairs, p->apart);
+    put_num(csv, p->d.diff, "%.6f,", ",");
+    put_num(csv, p->d.diff - p->d.half, "%.6f,", ",");
+    put_num(csv, p->d.diff + p->d.half, "%.6f,", ",");
+    fputs(interval ? (p->d.excludes_zero ? "yes," : "no,") : ",", csv);
+    put_num(csv, p->resolvable, "%.6f,", ",");
+    if (interval && p->needed >= 0) fprintf(csv, "%d", p->needed);
+}
+
 /* The effect of each axis: every two points that differ on that axis alone,
- * the later value minus the earlier, with Welch's interval. */
+ * the later value minus the earlier, with Welch's interval and paired. */
 static void effects_table(const Grid *g, const GridRun *runs, int n, const GridRun *const *first, int n_points,
                           FILE *md) {
     bool any = false;
     for (int a = 0; a < g->n_axes; a++) any = any || g->axes[a].n > 1;
     if (!any) return;
-    fputs("\nThe effect of each axis: every two points that differ on that axis alone, the later value "
-          "minus the earlier (final val bpb), with Welch's 95% interval.\n\n"
-          "| axis | from | to | other axes | difference | 95% interval | differs |\n"
-          "|---|---|---|---|---|---|---|\n",
-          md);
+    fprintf(md, "\nThe effect of each axis: every two points that differ on that axis alone, the later value "
+                "minus the earlier (final val bpb), with Welch's 95%% interval, then seed by seed (paired, over "
+                "the pairs off the byte plateau) with the power of those pairs.\n\n"
+                "| axis | from | to | other axes | difference | 95%% interval | differs | %s |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+            PAIRED_MD);
     for (int a = 0; a < g->n_axes; a++)
         for (int p = 0; p < n_points; p++)
             for (int q = p + 1; q < n_points; q++) {
@@ -132,31 +225,59 @@ static void effects_table(const Grid *g, const GridRun *runs, int n, const GridR
                 fprintf(md, "| %s | %s | %s | %s | ", g->axes[a].name, x->values[a], y->values[a], k ? others : "-");
                 put_num(md, d.diff, "%+.4f", "-");
                 if (isfinite(d.half))
-                    fprintf(md, " | [%+.4f, %+.4f] | %s |\n", d.diff - d.half, d.diff + d.half,
+                    fprintf(md, " | [%+.4f, %+.4f] | %s |", d.diff - d.half, d.diff + d.half,
                             d.excludes_zero ? "yes" : "no");
                 else
-                    fputs(" | - | - |\n", md);
+                    fputs(" | - | - |", md);
+                Paired pd = paired_points(runs, n, p, q);
+                paired_cells(&pd, md, NULL);
             }
 }
 
+/* The point the paired columns compare with: the baseline, else the first that can run. */
+static int reference_point(const GridRun *const *first, int n_points, int baseline) {
+    if (baseline >= 0) return baseline;
+    for (int p = 0; p < n_points; p++)
+        if (!first[p]->skipped) return p;
+    return 0;
+}
+
+/* A point's name: its first run's without ",seed=". */
+static void point_name(const GridRun *r, char *name, size_t size) {
+    snprintf(name, size, "%s", r->name);
+    char *cut = strstr(name, ",seed=");
+    if (cut) *cut = '\0';
+}
+
+/* One row per point: mean, sd, interval, the difference from the baseline
+ * (Welch), and the seed-matched difference from the reference with its power. */
 static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, FILE *csv) {
     static const GridRun *first[GRID_MAX_RUNS + 1];
-    int baseline, n_points = points_of(runs, n, first, &baseline);
+    int baseline, n_points = points_of(runs, n, first, &baseline), ref = reference_point(first, n_points, baseline);
     Summary base = baseline >= 0 ? point_summary(runs, n, baseline) : (Summary){0};
+    char ref_name[256];
+    point_name(first[ref], ref_name, sizeof ref_name);
     fprintf(md, "%d seeds per point (seed %lld on); final val bpb over each point's finished runs, with 95%% "
-                "intervals (t); the difference from the baseline with Welch's interval.\n\n",
-            g->seeds, (long long)g->base.train.seed);
-    table_header(g, md, csv, "point", "runs | mean | sd | 95% interval | minus baseline | 95% interval | differs",
-                 "runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs", 7);
+                "intervals (t); the difference from the baseline with Welch's interval (fractional degrees of "
+                "freedom); then the difference from %s seed by seed (paired: each seed fixes the initialisation "
+                "and the data order) with its t interval, over the pairs off the byte plateau, the smallest "
+                "difference those pairs resolve (95%%, 80%% power) and the pairs that would resolve the "
+                "difference seen.\n\n",
+            g->seeds, (long long)g->base.train.seed, ref_name);
+    char md_cols[300];
+    snprintf(md_cols, sizeof md_cols, "runs | mean | sd | 95%% interval | minus baseline | 95%% interval | differs | %s",
+             PAIRED_MD);
+    char csv_cols[300];
+    snprintf(csv_cols, sizeof csv_cols, "runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs,welch_df,"
+             "paired_against,%s", PAIRED_CSV);
+    table_header(g, md, csv, "point", md_cols, csv_cols, 7 + PAIRED_COLUMNS);
     for (int p = 0; p < n_points; p++) {
         const GridRun *r = first[p];
         if (r->skipped) continue;
         Summary s = point_summary(runs, n, p);
-        Difference d = baseline >= 0 && p != baseline ? difference(&s, &base) : (Difference){NAN, NAN, false};
+        Difference d = baseline >= 0 && p != baseline ? difference(&s, &base) : (Difference){NAN, NAN, false, NAN, NAN};
         char name[256];
-        snprintf(name, sizeof name, "%s", r->name);
-        char *cut = strstr(name, ",seed=");
-        if (cut) *cut = '\0';
+        point_name(r, name, sizeof name);
         row_start(g, r, name, md, csv);
         fprintf(md, " %d/%d | ", s.n, g->seeds);
         put_num(md, s.mean, "%.4f", "-");
@@ -171,9 +292,10 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         put_num(md, d.diff, "%+.4f", "-");
         fputs(" | ", md);
         if (isfinite(d.half))
-            fprintf(md, "[%+.4f, %+.4f] | %s |\n", d.diff - d.half, d.diff + d.half, d.excludes_zero ? "yes" : "no");
+            fprintf(md, "[%+.4f, %+.4f] | %s |", d.diff - d.half, d.diff + d.half, d.excludes_zero ? "yes" : "no");
         else
-            fputs("- | - |\n", md);
+            fputs("- | - |", md);
+        Paired pd = p != ref ? paired_points(runs, n, ref, p) : (Paired){.pairs = 0};
         fprintf(csv, "%d,", s.n);
         put_num(csv, s.mean, "%.6f,", ",");
         put_num(csv, s.sd, "%.6f,", ",");
@@ -182,10 +304,108 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
         put_num(csv, d.diff, "%.6f,", ",");
         put_num(csv, d.diff - d.half, "%.6f,", ",");
         put_num(csv, d.diff + d.half, "%.6f,", ",");
-        fputs(isfinite(d.half) ? (d.excludes_zero ? "yes\n" : "no\n") : "\n", csv);
+        fputs(isfinite(d.half) ? (d.excludes_zero ? "yes," : "no,") : ",", csv);
+        put_num(csv, d.df, "%.4f,", ",");
+        put_csv(csv, p != ref ? ref_name : "");
+        fputc(',', csv);
+        paired_cells(p != ref ? &pd : NULL, md, csv);
+        fputc('\n', csv);
     }
     effects_table(g, runs, n, first, n_points, md);
-    fputs("\nEvery run:\n\n", md);
+}
+
+/* Whether point x is on side `side` of claim c. */
+static bool claim_side_has(const Grid *g, const GridClaim *c, int side, const GridRun *x) {
+    if (x->skipped || !x->values[0]) return c->baseline[side] && !x->skipped && !x->values[0];
+    if (c->baseline[side]) return false;
+    for (int a = 0; a < g->n_axes; a++)
+        if (c->value[side][a] >= 0 && strcmp(x->values[a], g->axes[a].values[c->value[side][a]])) return false;
+    return true;
+}
+
+/* Whether points x (side 0) and y (side 1) are one of claim c's pairs: the
+ * same on every axis the claim leaves free (unless one is the baseline). */
+static bool claim_pair(const Grid *g, const GridClaim *c, const GridRun *x, const GridRun *y) {
+    if (!claim_side_has(g, c, 0, x) || !claim_side_has(g, c, 1, y)) return false;
+    for (int a = 0; a < g->n_axes && !c->baseline[0] && !c->baseline[1]; a++)
+        if (c->value[0][a] < 0 && strcmp(x->values[a], y->values[a])) return false;
+    return true;
+}
+
+/* A verdict in words, for the claim "lower < higher" tested on d = lower - higher. */
+static void verdict_words(const Verdict *v, const Difference *d, char *buf, size_t size) {
+    switch (v->kind) {
+    case VERDICT_AGREES: snprintf(buf, size, "agrees"); break;
+    case VERDICT_DISAGREES: snprintf(buf, size, "disagrees"); break;
+    case VERDICT_NO_EFFECT: snprintf(buf, size, "no effect larger than %.4f bpb", v->bound); break;
+    default:
+        if (!isfinite(d->half))
+            snprintf(buf, size, "inconclusive; fewer than 2 seed pairs off the plateau");
+        else if (v->seeds_needed < 0)
+            snprintf(buf, size, "inconclusive; over %d seed pairs would resolve %+.4f (95%%, 80%% power)",
+                     VERDICT_SEEDS_CAP, d->diff);
+        else
+            snprintf(buf, size, "inconclusive; %d seed pairs would resolve %+.4f (95%%, 80%% power)", v->seeds_needed,
+                     d->diff);
+    }
+}
+
+/* The verdict lines of claim c: one per pair of points it names. */
+static int claim_lines(const Grid *g, const GridClaim *c, const GridRun *runs, int n, FILE *md) {
+    static const GridRun *first[GRID_MAX_RUNS + 1];
+    int baseline, n_points = points_of(runs, n, first, &baseline), lines = 0;
+    for (int p = 0; p < n_points; p++)
+        for (int q = 0; q < n_points; q++) {
+            if (p == q || !claim_pair(g, c, first[p], first[q])) continue;
+            lines++;
+            if (!md) continue;
+            /* the axes the claim leaves free, from the point that has them */
+            const GridRun *x = first[p]->values[0] ? first[p] : first[q];
+            char at[256] = "";
+            size_t k = 0;
+            for (int a = 0; a < g->n_axes && k < sizeof at; a++)
+                if (c->value[c->baseline[0] ? 1 : 0][a] < 0)
+                    k += (size_t)snprintf(at + k, sizeof at - k, "%s%s=%s", k ? "," : " at ", g->axes[a].name,
+                                          x->values[a]);
+            Paired pd = paired_points(runs, n, q, p); /* lower - higher */
+            Verdict v = verdict_rule(&pd.d, g->within);
+            char words[160];
+            verdict_words(&v, &pd.d, words, sizeof words);
+            fprintf(md, "verdict: %s%s: %s (paired ", c->text, at, words);
+            put_num(md, pd.d.diff, "%+.4f", "-");
+            if (isfinite(pd.d.half)) fprintf(md, " [%+.4f, %+.4f]", pd.d.diff - pd.d.half, pd.d.diff + pd.d.half);
+            fprintf(md, ", %d pairs", pd.pairs);
+            if (pd.apart) fprintf(md, ", %d apart", pd.apart);
+            fputs(")\n", md);
+        }
+    return lines;
+}
+
+int grid_check_claims(const Grid *g, const GridRun *runs, int n, Err *e) {
+    for (int c = 0; c < g->n_claims; c++)
+        if (!claim_lines(g, &g->claims[c], runs, n, NULL))
+            return err_set(e, "--expect \"%s\": no two points of the grid to compare", g->claims[c].text),
+                   err_hint(e, "the baseline is not run under --no-baseline, nor a combination that cannot work");
+    return 0;
+}
+
+/* The claims' verdicts, and the runs set apart for being on the plateau. */
+static void verdicts(const Grid *g, const GridRun *runs, int n, FILE *md) {
+    if (g->n_claims) {
+        fprintf(md, "%sThe claims (--expect; lower val bpb is better), by the verdict rule of EXPERIMENTS.md: the "
+                    "claimed-lower minus the claimed-higher, seed by seed over the pairs off the byte plateau; "
+                    "no effect larger than X when X is at most %g bpb.\n\n",
+                ftell(md) ? "\n" : "", g->within);
+        for (int c = 0; c < g->n_claims; c++) claim_lines(g, &g->claims[c], runs, n, md);
+    }
+    bool any = false;
+    char why[128];
+    for (int i = 0; i < n; i++) {
+        if (!has_value(&runs[i]) || !grid_plateau(&runs[i], why, sizeof why)) continue;
+        if (!any) fputs("\nSet apart from the paired columns and the verdicts, still on the byte plateau:\n\n", md);
+        any = true;
+        fprintf(md, "- %s: %s\n", runs[i].name, why);
+    }
 }
 
 void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char **csv_out, char **summary_out) {
@@ -195,6 +415,10 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
     FILE *sum = open_memstream(&sum_text, &sum_len);
     if (!md || !csv || !sum) DIE("out of memory");
     if (g->seeds > 1) summary_tables(g, runs, n, md, sum);
+    if (g->seeds > 1 || g->n_claims) {
+        verdicts(g, runs, n, md);
+        fputs(ftell(md) ? "\nEvery run:\n\n" : "Every run:\n\n", md);
+    }
     table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s | params",
                  "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status,params", 6);
     for (int i = 0; i < n; i++) {
@@ -242,6 +466,106 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         *summary_out = sum_text;
     else
         free(sum_text);
+}
+
+#define ARM_MAX_RUNS MAX_PAIRS
+
+static void grid_free_runs_only(GridRun *runs, int n) {
+    for (int i = 0; i < n; i++) free(runs[i].steps), free(runs[i].bpb);
+}
+
+/* The runs of an arm, DIR/POINT: the folders DIR/POINT_seed-<n>, read with
+ * grid_read_folder, by seed. The count, or -1 with e set. */
+static int arm_runs(const char *arm, GridRun *runs, long long *seeds, Err *e) {
+    char dir[1024], prefix[512];
+    const char *slash = strrchr(arm, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - arm) : 1, slash ? arm : ".");
+    snprintf(prefix, sizeof prefix, "%s_seed-", slash ? slash + 1 : arm);
+    DIR *d = opendir(dir);
+    if (!d) return err_set(e, "%s: no such grid folder", dir);
+    int n = 0, rc = 0;
+    struct dirent *ent;
+    size_t len = strlen(prefix);
+    while (rc == 0 && (ent = readdir(d)) && n < ARM_MAX_RUNS) {
+        const char *tail = ent->d_name + len;
+        if (strncmp(ent->d_name, prefix, len) || !*tail || strspn(tail, "0123456789") != strlen(tail)) continue;
+        char folder[1300];
+        snprintf(folder, sizeof folder, "%s/%s", dir, ent->d_name);
+        if (grid_read_folder(&runs[n], folder, e) != 0) {
+            free(runs[n].steps), free(runs[n].bpb);
+            rc = -1;
+            break;
+        }
+        if (runs[n].n_points) /* a run not yet evaluated has no final value */
+            seeds[n++] = atoll(tail);
+    }
+    closedir(d);
+    if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
+    if (rc != 0) grid_free_runs_only(runs, n);
+    /* by seed: an insertion sort, a few runs */
+    for (int i = 1; i < n && rc == 0; i++)
+        for (int j = i; j > 0 && seeds[j] < seeds[j - 1]; j--) {
+            long long t = seeds[j];
+            GridRun r = runs[j];
+            seeds[j] = seeds[j - 1], runs[j] = runs[j - 1];
+            seeds[j - 1] = t, runs[j - 1] = r;
+        }
+    return rc == 0 ? n : -1;
+}
+
+/* The verdict rule on b - a, with no claim: which way the interval excludes 0. */
+static void paired_verdict(FILE *out, const Paired *p, double within) {
+    if (!isfinite(p->d.half)) {
+        fprintf(out, "paired: %d seed pair(s) off the plateau, too few for an interval: inconclusive\n", p->pairs);
+        return;
+    }
+    double lo = p->d.diff - p->d.half, hi = p->d.diff + p->d.half;
+    fprintf(out, "paired: n %d, mean %+.4f, sd %.4f, 95%% interval [%+.4f, %+.4f]\n", p->pairs, p->d.diff, p->sd, lo, hi);
+    Verdict v = verdict_rule(&p->d, within);
+    if (v.kind == VERDICT_AGREES || v.kind == VERDICT_DISAGREES)
+        fprintf(out, "verdict: excludes 0, B %c A\n", v.kind == VERDICT_AGREES ? '<' : '>');
+    else if (v.kind == VERDICT_NO_EFFECT)
+        fprintf(out, "verdict: no effect larger than %.4f bpb (X = %g)\n", v.bound, within);
+    else if (v.seeds_needed < 0)
+        fprintf(out, "verdict: inconclusive; over %d seed pairs would resolve %+.4f (95%%, 80%% power)\n",
+                VERDICT_SEEDS_CAP, p->d.diff);
+    else
+        fprintf(out, "verdict: inconclusive; %d seed pairs would resolve %+.4f (95%%, 80%% power)\n", v.seeds_needed,
+                p->d.diff);
+}
+
+int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, Err *e) {
+    static GridRun ra[ARM_MAX_RUNS], rb[ARM_MAX_RUNS];
+    static long long sa[ARM_MAX_RUNS], sb[ARM_MAX_RUNS];
+    int na = arm_runs(arm_a, ra, sa, e);
+    if (na < 0) return -1;
+    int nb = arm_runs(arm_b, rb, sb, e);
+    if (nb < 0) {
+        grid_free_runs_only(ra, na);
+        return -1;
+    }
+    fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
+    const GridRun *a[ARM_MAX_RUNS], *b[ARM_MAX_RUNS];
+    int k = 0;
+    for (int j = 0; j < nb; j++) {
+        int i = 0;
+        while (i < na && sa[i] != sb[j]) i++;
+        if (i == na) continue;
+        double d = rb[j].result.val_bpb - ra[i].result.val_bpb;
+        char wa[128], wb[128];
+        bool pa = grid_plateau(&ra[i], wa, sizeof wa), pb = grid_plateau(&rb[j], wb, sizeof wb);
+        fprintf(out, "  seed %lld: A %.4f  B %.4f  B - A %+.4f", sb[j], ra[i].result.val_bpb, rb[j].result.val_bpb, d);
+        if (pa || pb)
+            fprintf(out, "  apart: %s%s%s%s%s", pa ? "A " : "", pa ? wa : "", pa && pb ? "; " : "", pb ? "B " : "",
+                    pb ? wb : "");
+        fputc('\n', out);
+        a[k] = &ra[i], b[k++] = &rb[j];
+    }
+    Paired p = paired_of(a, b, k);
+    paired_verdict(out, &p, within);
+    grid_free_runs_only(ra, na);
+    grid_free_runs_only(rb, nb);
+    return 0;
 }
 
 /* Point p's mean curve and the curves one sd above and below, over the

@@ -1,21 +1,70 @@
-/* stats.c: summaries and Welch intervals for a grid's seeds. */
+/* stats.c: summaries, intervals and power for a grid's seeds.
+ *
+ * Student's t distribution through the regularised incomplete beta function:
+ * for t >= 0, P(T <= t) = 1 - I_x(df / 2, 1 / 2) / 2 with x = df / (df + t^2).
+ * I_x is evaluated by its continued fraction (modified Lentz), on whichever
+ * side of the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) converges fast, and the
+ * quantile by bisection on the cdf, which is monotone. */
 #include "stats.h"
 
 #include <math.h>
 
-/* t(0.975, df) for df = 1..30, then 40, 60, 120 and the normal limit. */
-static const double t_small[30] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
-                                   2.2010,  2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
-                                   2.0796,  2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423};
-
-double t975(double df) {
-    if (!(df >= 1)) return NAN;
-    if (df <= 30) return t_small[(int)floor(df) - 1]; /* the fewer degrees: the wider interval */
-    if (df < 40) return 2.0423;
-    if (df < 60) return 2.0211;
-    if (df < 120) return 2.0003;
-    return 1.9799;
+/* The continued fraction of I_x(a, b) without its prefactor. */
+static double beta_fraction(double a, double b, double x) {
+    const double tiny = 1e-300, eps = 1e-15;
+    double c = 1, d = 1 - (a + b) * x / (a + 1);
+    if (fabs(d) < tiny) d = tiny;
+    d = 1 / d;
+    double h = d;
+    for (int m = 1; m <= 500; m++) {
+        double m2 = 2.0 * m;
+        double num = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+        for (int pass = 0; pass < 2; pass++) {
+            d = 1 + num * d;
+            if (fabs(d) < tiny) d = tiny;
+            c = 1 + num / c;
+            if (fabs(c) < tiny) c = tiny;
+            d = 1 / d;
+            h *= d * c;
+            num = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+        }
+        if (fabs(d * c - 1) < eps) break;
+    }
+    return h;
 }
+
+/* The regularised incomplete beta function I_x(a, b), 0 <= x <= 1. */
+static double inc_beta(double a, double b, double x) {
+    if (x <= 0) return 0;
+    if (x >= 1) return 1;
+    double lead = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+    if (x < (a + 1) / (a + b + 2)) return lead * beta_fraction(a, b, x) / a;
+    return 1 - lead * beta_fraction(b, a, 1 - x) / b;
+}
+
+double t_cdf(double t, double df) {
+    if (!(df > 0) || isnan(t)) return NAN;
+    if (isinf(t)) return t > 0 ? 1 : 0;
+    double tail = 0.5 * inc_beta(df / 2, 0.5, df / (df + t * t));
+    return t >= 0 ? 1 - tail : tail;
+}
+
+double t_quantile(double p, double df) {
+    if (!(df > 0) || !(p > 0 && p < 1)) return NAN;
+    if (p < 0.5) return -t_quantile(1 - p, df);
+    double lo = 0, hi = 1;
+    while (t_cdf(hi, df) < p && hi < 1e300) hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-12 * (1 + hi); i++) {
+        double mid = 0.5 * (lo + hi);
+        if (t_cdf(mid, df) < p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+double t975(double df) { return t_quantile(0.975, df); }
 
 Summary summarize(const double *x, int n) {
     Summary s = {.n = n, .mean = NAN, .sd = NAN, .half = NAN};
@@ -31,17 +80,71 @@ Summary summarize(const double *x, int n) {
     return s;
 }
 
-Difference difference(const Summary *a, const Summary *b) {
-    Difference d = {.diff = a->mean - b->mean, .half = NAN, .excludes_zero = false};
-    if (a->n < 2 || b->n < 2) return d;
-    double va = a->sd * a->sd / a->n, vb = b->sd * b->sd / b->n, se2 = va + vb;
-    if (se2 == 0) { /* no spread at all: the interval is the point */
+/* The interval diff +- t(0.975, df) se. */
+static Difference interval(double diff, double se, double df) {
+    Difference d = {.diff = diff, .half = NAN, .excludes_zero = false, .df = df, .se = se};
+    if (se == 0) { /* no spread at all: the interval is the point */
         d.half = 0;
-        d.excludes_zero = d.diff != 0;
+        d.excludes_zero = diff != 0;
         return d;
     }
-    double nu = se2 * se2 / (va * va / (a->n - 1) + vb * vb / (b->n - 1));
-    d.half = t975(nu) * sqrt(se2);
-    d.excludes_zero = fabs(d.diff) > d.half;
+    d.half = t975(df) * se;
+    d.excludes_zero = fabs(diff) > d.half;
     return d;
+}
+
+Difference difference(const Summary *a, const Summary *b) {
+    if (a->n < 2 || b->n < 2) return (Difference){a->mean - b->mean, NAN, false, NAN, NAN};
+    double va = a->sd * a->sd / a->n, vb = b->sd * b->sd / b->n, se2 = va + vb;
+    double nu = se2 > 0 ? se2 * se2 / (va * va / (a->n - 1) + vb * vb / (b->n - 1)) : NAN;
+    return interval(a->mean - b->mean, sqrt(se2), nu);
+}
+
+Difference paired_difference(const double *a, const double *b, int n) {
+    if (n < 1) return (Difference){NAN, NAN, false, NAN, NAN};
+    double mean = 0, ss = 0;
+    for (int i = 0; i < n; i++) mean += (a[i] - b[i]) / n;
+    if (n < 2) return (Difference){mean, NAN, false, NAN, NAN};
+    for (int i = 0; i < n; i++) ss += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
+    return interval(mean, sqrt(ss / (n - 1)) / sqrt(n), n - 1);
+}
+
+double min_resolvable(double se, double df) {
+    if (!(se >= 0) || !(df > 0)) return NAN;
+    return (t975(df) + t_quantile(0.8, df)) * se;
+}
+
+int seeds_needed_paired(double diff, double sd, int cap) {
+    if (!(sd >= 0) || !isfinite(diff) || diff == 0) return -1;
+    for (int n = 2; n <= cap; n++)
+        if (min_resolvable(sd / sqrt(n), n - 1) <= fabs(diff)) return n;
+    return -1;
+}
+
+int seeds_needed_welch(double diff, double sa, double sb, int cap) {
+    if (!(sa >= 0) || !(sb >= 0) || !isfinite(diff) || diff == 0) return -1;
+    for (int n = 2; n <= cap; n++) {
+        double va = sa * sa / n, vb = sb * sb / n, se2 = va + vb;
+        double nu = se2 > 0 ? se2 * se2 / ((va * va + vb * vb) / (n - 1)) : n - 1;
+        if (min_resolvable(sqrt(se2), nu) <= fabs(diff)) return n;
+    }
+    return -1;
+}
+
+Verdict verdict_rule(const Difference *d, double within) {
+    Verdict v = {.kind = VERDICT_INCONCLUSIVE, .bound = NAN, .seeds_needed = -1};
+    if (!isfinite(d->half)) return v;
+    double lo = d->diff - d->half, hi = d->diff + d->half;
+    if (d->excludes_zero) {
+        v.kind = hi < 0 ? VERDICT_AGREES : VERDICT_DISAGREES;
+        return v;
+    }
+    v.bound = fmax(fabs(lo), fabs(hi));
+    if (v.bound <= within) {
+        v.kind = VERDICT_NO_EFFECT;
+        return v;
+    }
+    /* a paired interval: n = df + 1 pairs of sd se sqrt(n) */
+    v.seeds_needed = seeds_needed_paired(d->diff, d->se * sqrt(d->df + 1), VERDICT_SEEDS_CAP);
+    return v;
 }

@@ -23,15 +23,17 @@
 #   if it differs (a newer run) nothing is written: pack first, or remove it.
 #
 # paired: each arm is a point's runs, GRID/POINT_seed-<n> (from GRID's archive, or
-#   the run folders when it has none); the two may be in different grids. Per seed,
-#   the final val bpb (the last val_bpb of metrics.jsonl) of both and B - A; a run
-#   still on the byte plateau is listed apart and its seed not counted: its last
-#   val bpb above 3.3 (causal) or 3.9 (masked LM), or first below that only in the
-#   last quarter of its steps. Then the mean difference, its sd, the paired 95% t
-#   interval, and the verdict: B - A excludes 0 (and which way), no effect larger
-#   than the interval's largest bound when that is at most X (default 0.02 bpb),
-#   or inconclusive with the seed pairs that would resolve the mean seen at 95%
-#   with 80% power.
+#   the run folders when it has none); the two may be in different grids. It runs
+#   `./ablate --paired A B --within X` on them, which prints per seed the final val
+#   bpb (the last val_bpb of metrics.jsonl, unrounded from result.json when there
+#   is one, as in the grid's tables) of both and B - A; a run still on the
+#   byte plateau is listed apart and its seed not counted: its last val bpb above
+#   3.3 (causal) or 3.9 (masked LM), or first below that only in the last quarter
+#   of its steps. Then the mean difference, its sd, the paired 95% t interval, and
+#   the verdict: B - A excludes 0 (and which way), no effect larger than the
+#   interval's largest bound when that is at most X (default 0.02 bpb), or
+#   inconclusive with the seed pairs that would resolve the mean seen at 95% with
+#   80% power. ./ablate's tables (and its --expect verdicts) use the same code.
 #
 # Every write goes to a temporary file renamed into place, so an interrupted
 # command leaves either the old archive or the new one. Errors are one line,
@@ -179,92 +181,34 @@ unpack() {
     work=
 }
 
-# The runs of the arm $1 (GRID/POINT), one line each: "seed final objective steps left",
-# left being the first evaluated step below the plateau level (0 if none).
-arm_runs() {
+# An arm's folder to read: GRID/POINT itself when GRID has no archive, else the
+# same point in GRID's archive, extracted once under $work.
+arm_folder() {
     grid=$(dirname "$1") point=$(basename "$1")
     [ -d "$grid" ] || die "$grid: no such grid folder"
-    from=$grid
     if [ -f "$grid/$ARCHIVE" ]; then
         from="$work/$(echo "$grid" | tr / _)"
         [ -d "$from" ] || extract "$grid" "$from"
+        echo "$from/$point"
+    else
+        echo "$1"
     fi
-    found=0
-    for d in "$from/$point"_seed-*/; do
-        [ -f "$d/metrics.jsonl" ] || continue
-        seed=${d%/}
-        seed=${seed##*_seed-}
-        case "$seed" in *[!0-9]* | '') continue ;; esac
-        objective=$(sed -n 's/.*"objective":[[:space:]]*"\([a-z]*\)".*/\1/p' "$d/config.json")
-        steps=$(sed -n 's/.*"steps":[[:space:]]*\([0-9]*\).*/\1/p' "$d/config.json")
-        sed -n 's/.*"step": \([0-9]*\),.*"val_bpb": \([0-9][0-9.eE+-]*\),.*/\1 \2/p' "$d/metrics.jsonl" |
-            awk -v seed="$seed" -v obj="$objective" -v steps="$steps" '
-                BEGIN { level = obj == "mlm" ? 3.9 : 3.3 }
-                { if (!left && $2 < level) left = $1; final = $2 }
-                END { if (NR) printf "%s %s %s %s %d\n", seed, final, obj, steps, left }'
-        found=1
-    done
-    [ "$found" -eq 1 ] || die "$1: no runs ($point""_seed-<n> in $grid or its $ARCHIVE)"
 }
 
+# The statistics and the verdict rule are ./ablate's (--paired), the same code
+# that writes the grids' tables; this verb only finds the runs.
 paired() {
     [ $# -ge 2 ] && [ $# -le 3 ] || usage
     x=${3:-0.02}
     case "$x" in '' | *[!0-9.]*) die "$x: X must be a number of bpb, such as 0.02" ;; esac
+    ablate=$(dirname "$0")/../ablate
+    [ -x "$ablate" ] || die "$ablate: not built" "make builds it"
     work=$(mktemp -d)
-    arm_runs "$1" >"$work/a"
-    arm_runs "$2" >"$work/b"
-    awk -v A="$1" -v B="$2" -v X="$x" '
-        function plateau(f, steps, left) { return left == 0 || f > (o == "mlm" ? 3.9 : 3.3) || left > 0.75 * steps }
-        function why(f, steps, left) {
-            return left == 0 ? "never below the plateau level" : f > (o == "mlm" ? 3.9 : 3.3) ? "ends above the plateau level" : \
-                   sprintf("below the plateau level only from step %d of %d", left, steps)
-        }
-        # t quantiles, 95% two-sided and 80% one-sided: exact to df 30, then Cornish-Fisher
-        function tq(z, table, df,    t) {
-            if (df <= 30) { split(table, t, " "); return t[df] }
-            return z + (z^3 + z) / (4 * df) + (5 * z^5 + 16 * z^3 + 3 * z) / (96 * df^2)
-        }
-        function t975(df) { return tq(1.959964, T975, df) }
-        function t80(df) { return tq(0.841621, T80, df) }
-        BEGIN {
-            T975 = "12.7062 4.3027 3.1824 2.7764 2.5706 2.4469 2.3646 2.3060 2.2622 2.2281 2.2010 2.1788 " \
-                   "2.1604 2.1448 2.1314 2.1199 2.1098 2.1009 2.0930 2.0860 2.0796 2.0739 2.0687 2.0639 " \
-                   "2.0595 2.0555 2.0518 2.0484 2.0452 2.0423"
-            T80 = "1.3764 1.0607 0.9785 0.9410 0.9195 0.9057 0.8960 0.8889 0.8834 0.8791 0.8755 0.8726 " \
-                  "0.8702 0.8681 0.8662 0.8647 0.8633 0.8620 0.8610 0.8600 0.8591 0.8583 0.8575 0.8569 " \
-                  "0.8562 0.8557 0.8551 0.8546 0.8542 0.8538"
-        }
-        FILENAME ~ /\/a$/ { fa[$1] = $2; o = $3; pa[$1] = plateau($2, $4, $5); wa[$1] = why($2, $4, $5); next }
-        { fb[$1] = $2; o = $3; pb[$1] = plateau($2, $4, $5); wb[$1] = why($2, $4, $5); seeds[++ns] = $1 }
-        END {
-            printf "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", A, B
-            for (i = 1; i <= ns; i++) {
-                s = seeds[i]
-                if (!(s in fa)) continue
-                d = fb[s] - fa[s]
-                if (pa[s] || pb[s]) {
-                    printf "  seed %s: A %.4f  B %.4f  B - A %+.4f  apart: %s\n", s, fa[s], fb[s], d,
-                           (pa[s] ? "A " wa[s] : "") (pa[s] && pb[s] ? "; " : "") (pb[s] ? "B " wb[s] : "")
-                    continue
-                }
-                printf "  seed %s: A %.4f  B %.4f  B - A %+.4f\n", s, fa[s], fb[s], d
-                n++; sum += d; v[n] = d
-            }
-            if (n < 2) { printf "paired: %d seed pair(s) off the plateau, too few for an interval: inconclusive\n", n; exit 0 }
-            m = sum / n
-            for (i = 1; i <= n; i++) ss += (v[i] - m)^2
-            sd = sqrt(ss / (n - 1)); h = t975(n - 1) * sd / sqrt(n); lo = m - h; hi = m + h
-            printf "paired: n %d, mean %+.4f, sd %.4f, 95%% interval [%+.4f, %+.4f]\n", n, m, sd, lo, hi
-            big = -lo > hi ? -lo : hi
-            if (lo > 0) print "verdict: excludes 0, B > A"
-            else if (hi < 0) print "verdict: excludes 0, B < A"
-            else if (big <= X + 0) printf "verdict: no effect larger than %.4f bpb (X = %s)\n", big, X
-            else {
-                for (k = 2; k <= 1000; k++) if (sd == 0 || t975(k - 1) + t80(k - 1) <= sqrt(k) * (m < 0 ? -m : m) / sd) break
-                printf "verdict: inconclusive; %s seed pairs would resolve %+.4f (95%%, 80%% power)\n", (k > 1000 ? "over 1000" : k), m
-            }
-        }' "$work/a" "$work/b"
+    a=$(arm_folder "$1")
+    b=$(arm_folder "$2")
+    # the output names the arms as given, not the extracted copies
+    "$ablate" --paired "$a" "$b" --within "$x" >"$work/out" || exit 1
+    sed "s|^  A = .*|  A = $1|; s|^  B = .*|  B = $2|" "$work/out"
     rm -rf "$work"
     work=
 }

@@ -54,6 +54,30 @@ else
     fail "ablate --seeds 2: six runs, a summary row per point" "$(head -c 300 "$T/err")"
 fi
 expect "ablate: --seeds 0" 2 "--seeds" ./ablate phi=relu/elu --seeds 0 $SMALL "$T/small.txt"
+# --expect: the same grid again (every run finished: nothing trains), with two
+# claims; each verdict line is in results.md and on stdout, one per claim here.
+if ./ablate phi=relu/elu --seeds 2 $SMALL --steps 20 --out "$S" --expect "phi=relu < phi=elu" \
+    --expect "baseline > phi=elu" "$T/small.txt" >"$T/out" 2>"$T/err" &&
+    [ "$(grep -c 'finished before' "$T/out")" = 6 ] &&
+    [ "$(grep -c '^verdict: phi=relu < phi=elu: ' "$S/results.md")" = 1 ] &&
+    [ "$(grep -c '^verdict: baseline > phi=elu: ' "$S/results.md")" = 1 ] &&
+    [ "$(grep -c '^verdict: ' "$T/out")" = 2 ] && grep -q '^pairs,\|,pairs,apart,' "$S/summary.csv"; then
+    pass "ablate --expect: a verdict line per claim, in results.md and on stdout"
+else
+    fail "ablate --expect: a verdict line per claim, in results.md and on stdout" "$(head -c 300 "$T/err")"
+fi
+expect "ablate: --expect without '<'" 2 "--expect \"phi=relu\": not one '<' or '>' between two points" \
+    ./ablate phi=relu/elu --expect "phi=relu" $SMALL --out "$T/never" "$T/small.txt"
+expect "ablate: --expect on no axis" 2 "'heads' is not an axis of the grid" \
+    ./ablate phi=relu/elu --expect "heads=2 < heads=4" $SMALL --out "$T/never" "$T/small.txt"
+expect "ablate: --expect on the baseline, none run" 2 "no two points of the grid to compare" \
+    ./ablate phi=relu/elu --no-baseline --expect "baseline < phi=elu" $SMALL --out "$T/never" "$T/small.txt"
+expect "ablate: --within not a number" 2 "--within: 'lots' is not a positive number" \
+    ./ablate phi=relu/elu --within lots $SMALL --out "$T/never" "$T/small.txt"
+if [ ! -e "$T/never" ]; then pass "a refused --expect trains nothing"; else fail "a refused --expect trains nothing" "$T/never made"; fi
+expect "ablate --paired: one arm" 2 "--paired: takes two arms" ./ablate --paired "$S/phi-relu"
+expect "ablate --paired: no such grid" 1 "no such grid folder" ./ablate --paired "$T/nothere/a" "$T/nothere/b"
+expect "ablate --paired: no runs" 1 "no runs (phi-tanh_seed-<n>" ./ablate --paired "$S/phi-relu" "$S/phi-tanh"
 # A run that diverges is recorded at its step and the others go on (the
 # setting is the one tests/test_train.c pins: the decay flips the weights'
 # sign and multiplies them by 99 every step).

@@ -176,12 +176,15 @@ sh scripts/results.sh pack "$tmp/g" >/dev/null
 expect_caught "a run left out of the archive"
 echo "results_layout: a removed archive, changed numbers, a missing run and extra files are each caught"
 
-# paired, on hand-worked runs: seeds 1-3 of points a and b (final val bpb below), and a
-# point c whose seed 3 never leaves the causal plateau (3.3 bpb).
-mk() { # point seed final [earlier]: a run folder with two evaluations
+# paired (./ablate --paired, the code of the grids' paired columns and verdicts), on
+# hand-worked runs: seeds 1-3 of points a and b (final val bpb below), and a point c
+# whose seed 3 never leaves the causal plateau (3.3 bpb). Each check fails under a
+# plausible mistake: t replaced by z, the sd over n, the plateau rule (or its last
+# quarter, or the masked level) left out.
+mk() { # point seed final [earlier [objective]]: a run folder with two evaluations
     d="$tmp/h/$1_seed-$2"
     mkdir -p "$d"
-    printf '{\n\t"objective":\t"clm",\n\t"steps":\t100\n}' >"$d/config.json"
+    printf '{\n\t"objective":\t"%s",\n\t"steps":\t100\n}' "${5:-clm}" >"$d/config.json"
     printf '{"step": 50, "loss": 1, "val_loss": 1, "val_bpb": %s, "lr": 0}\n' "${4:-3.0}" >"$d/metrics.jsonl"
     printf '{"step": 100, "loss": 1, "val_loss": 1, "val_bpb": %s, "lr": 0}\n' "$3" >>"$d/metrics.jsonl"
 }
@@ -201,6 +204,8 @@ mk c 1 2.001; mk c 2 2.102; mk c 3 3.5 3.6  # c - a: 0.001 0.002, and seed 3 apa
 mk e 1 2.01; mk e 2 2.09; mk e 3 2.23       # e - a: 0.01 -0.01 0.03
 mk f 1 2.001; mk f 2 2.102; mk f 3 2.203    # f - a: 0.001 0.002 0.003
 mk g 1 2.001; mk g 2 2.102; mk g 3 3.2 3.6  # seed 3 below 3.3 only at its last step: apart
+mk m 1 3.50 3.0 mlm; mk m 2 3.60 3.0 mlm; mk m 3 3.70 3.0 mlm  # masked LMs: the level is 3.9
+mk n 1 3.52 3.0 mlm; mk n 2 3.61 3.0 mlm; mk n 3 3.74 3.0 mlm  # n - m: 0.02 0.01 0.04
 # mean 0.03, sd 0.01, t(0.975, 2) = 4.3027: 0.03 -+ 4.3027 * 0.01 / sqrt(3) = [0.0052, 0.0548]
 expect_paired a b 0.02 "paired: n 3, mean +0.0300, sd 0.0100, 95% interval [+0.0052, +0.0548]" \
     "verdict: excludes 0, B > A"
@@ -214,4 +219,6 @@ expect_paired a c 0.02 "  seed 3: A 2.2000  B 3.5000  B - A +1.3000  apart: B ne
     "paired: n 2, mean +0.0015, sd 0.0007, 95% interval [-0.0049, +0.0079]"
 expect_paired a g 0.02 "  seed 3: A 2.2000  B 3.2000  B - A +1.0000  apart: B below the plateau level only from step 100 of 100" \
     "paired: n 2, mean +0.0015, sd 0.0007, 95% interval [-0.0049, +0.0079]"
+# masked: nothing apart; mean 0.0233, sd 0.0153, half 4.3027 * 0.0153 / sqrt(3) = 0.0379
+expect_paired m n 0.02 "paired: n 3, mean +0.0233, sd 0.0153, 95% interval [-0.0146, +0.0613]"
 echo "results_layout: paired gives the hand-worked intervals, verdicts and seeds needed"

@@ -145,40 +145,6 @@ START_TEST(test_stale_run_refused) {
 }
 END_TEST
 
-/* The interval arithmetic on inputs worked by hand. */
-START_TEST(test_intervals) {
-    ck_assert_double_eq_tol(t975(1), 12.7062, 1e-9);
-    ck_assert_double_eq_tol(t975(2.9), 4.3027, 1e-9); /* between two rows: the fewer degrees */
-    ck_assert_double_eq_tol(t975(30), 2.0423, 1e-9);
-    ck_assert_double_eq_tol(t975(1e6), 1.9799, 1e-9);
-    ck_assert(isnan(t975(0.5)));
-    Summary a = summarize((const double[]){3.0, 3.1, 3.2}, 3);
-    ck_assert_int_eq(a.n, 3);
-    ck_assert_double_eq_tol(a.mean, 3.1, 1e-12);
-    ck_assert_double_eq_tol(a.sd, 0.1, 1e-12);
-    ck_assert_double_eq_tol(a.half, 4.3027 * 0.1 / sqrt(3.0), 1e-12);
-    Summary one = summarize((const double[]){2.5}, 1);
-    ck_assert(one.mean == 2.5 && isnan(one.sd) && isnan(one.half));
-    /* b: mean 3.3, sd 0.2 over 4 */
-    Summary b = summarize((const double[]){3.1, 3.3, 3.5, 3.3}, 4);
-    ck_assert_double_eq_tol(b.mean, 3.3, 1e-12);
-    ck_assert_double_eq_tol(b.sd, sqrt(0.08 / 3), 1e-12);
-    /* Welch: va = 0.01 / 3, vb = (0.08 / 3) / 4; nu = (va + vb)^2 / (va^2 / 2 + vb^2 / 3) = 4.56..., so t(4) */
-    double va = 0.01 / 3, vb = 0.08 / 12, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 3);
-    ck_assert(nu > 4 && nu < 5);
-    Difference d = difference(&a, &b);
-    ck_assert_double_eq_tol(d.diff, -0.2, 1e-12);
-    ck_assert_double_eq_tol(d.half, 2.7764 * sqrt(va + vb), 1e-12);
-    ck_assert(!d.excludes_zero); /* 0.2 < 0.30 */
-    Summary c = summarize((const double[]){3.60, 3.61, 3.62}, 3);
-    Difference far = difference(&c, &a);
-    ck_assert(far.excludes_zero && far.diff > 0.49);
-    Summary flat = summarize((const double[]){3.0, 3.0}, 2), flat2 = summarize((const double[]){3.5, 3.5}, 2);
-    Difference exact = difference(&flat2, &flat);
-    ck_assert(exact.half == 0 && exact.excludes_zero);
-}
-END_TEST
-
 /* --seeds: each point N times with seed, seed + 1, ...; the summary rows
  * from the finished, undiverged runs. */
 START_TEST(test_seeds) {
@@ -209,26 +175,45 @@ START_TEST(test_seeds) {
                                        .diverged_step = 7, .val_bpb = bpb[i], .best_val_bpb = bpb[i], .tok_s = 100};
     char *md, *csv, *summary;
     grid_tables(&g, runs, n, &md, &csv, &summary);
-    /* relu against the baseline: -0.2 +- t(nu) sqrt(0.01/3 + 0.04/3), nu = 2.94 by
-     * Welch-Satterthwaite, so t(2) */
+    /* relu against the baseline: -0.2 +- t(nu) sqrt(0.01/3 + 0.04/3), nu = 50/17 =
+     * 2.9412 by Welch-Satterthwaite, used as it is: t(0.975, 2.9412) = 3.2187586145
+     * (mpmath, integrating Student's density; rounded down to t(2) = 4.3027 it
+     * would be [-0.7555, +0.3555]) */
     double va = 0.01 / 3, vb = 0.04 / 3, nu = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 2);
-    ck_assert(nu > 2 && nu < 3);
-    double half = 4.3027 * sqrt(va + vb);
+    ck_assert_double_eq_tol(nu, 50.0 / 17, 1e-12);
+    double half = 3.2187586145 * sqrt(va + vb);
     char want[200];
     snprintf(want, sizeof want, "| phi=relu | relu | 3/3 | 3.1000 | 0.1000 | [%.4f, %.4f] | -0.2000 | [%+.4f, %+.4f] | no |",
              3.1 - 4.3027 * 0.1 / sqrt(3.0), 3.1 + 4.3027 * 0.1 / sqrt(3.0), -0.2 - half, -0.2 + half);
     ck_assert_msg(strstr(md, want), "want %s in\n%s", want, md);
     ck_assert_msg(strstr(md, "| phi=elu | elu | 2/3 | 3.6050 |"), "%s", md);
     ck_assert_msg(strstr(md, "| baseline attn=softmax | - | 3/3 | 3.3000 | 0.2000 |"), "%s", md);
-    ck_assert_msg(strstr(summary, "point,phi,runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs\n"), "%s", summary);
+    ck_assert_msg(strstr(summary, "point,phi,runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs,"
+                                  "welch_df,paired_against,pairs,apart,paired_diff,paired_low,paired_high,"
+                                  "paired_differs,resolvable,pairs_needed\n"),
+                  "%s", summary);
     ck_assert_msg(strstr(summary, "phi=relu,relu,3,3.100000,0.100000,"), "%s", summary);
+    /* paired, relu - baseline: the baseline's seed 1339 (3.5) is on the causal
+     * plateau (above 3.3), so its pair is apart; the others differ by -0.1 and
+     * -0.2: mean -0.15, sd 0.070711, se 0.05, half t(0.975, 1) 0.05 = 0.635310
+     * (z would give 0.098, sd over n 0.449, the plateau kept 3 pairs and mean
+     * -0.1667). Power: (t(0.975, 1) + t(0.8, 1)) 0.05 = (12.70620 + 1.37638)
+     * 0.05 = 0.704129; pairs for 0.15 at sd 0.070711: 3 resolve 0.2190, 4 0.1471,
+     * so 4. Worked apart with mpmath. */
+    ck_assert_msg(strstr(md, "| -0.2000 | [-0.6155, +0.2155] | no | -0.1500 | [-0.7853, +0.4853] | 2 (1 apart) | no | "
+                             "0.7041 | 4 |"),
+                  "%s", md);
+    ck_assert_msg(strstr(summary, ",2.9412,baseline attn=softmax,2,1,-0.150000,-0.785310,0.485310,no,0.704129,4\n"),
+                  "%s", summary);
+    ck_assert_msg(strstr(md, "\n- baseline attn=softmax,seed=1339: ends above the plateau level\n"), "%s", md);
+    ck_assert_msg(!strstr(md, "softmax,seed=1338: ends above"), "%s", md); /* 3.3 is not above 3.3 */
     ck_assert_msg(strstr(md, "Every run:"), "%s", md);
     ck_assert_msg(strstr(md, "| phi=elu,seed="), "%s", md);
     /* the effect of phi: elu (3.6, 3.61) minus relu (3.0, 3.1, 3.2), Welch:
-     * nu = 2.03, so t(2) */
+     * nu = 2.0299, t(0.975, 2.0299) = 4.2425171048 (mpmath, as above) */
     double ve = 0.00005 / 2, vr = 0.01 / 3, nu_e = (ve + vr) * (ve + vr) / (ve * ve / 1 + vr * vr / 2);
-    ck_assert(nu_e > 2 && nu_e < 3);
-    double half_e = 4.3027 * sqrt(ve + vr);
+    ck_assert_double_eq_tol(nu_e, 2.02988413803, 1e-9);
+    double half_e = 4.2425171048 * sqrt(ve + vr);
     snprintf(want, sizeof want, "| phi | relu | elu | - | +0.5050 | [%+.4f, %+.4f] | yes |", 0.505 - half_e, 0.505 + half_e);
     ck_assert_msg(strstr(md, want), "want %s in\n%s", want, md);
     free(md);
@@ -239,16 +224,21 @@ START_TEST(test_seeds) {
 }
 END_TEST
 
+/* A settled grid of `seeds` seeds on the axes words[0..n). */
+static void grid_of(Grid *g, int seeds, const char *const *words, int n) {
+    Err e;
+    grid_init(g);
+    g->seeds = seeds;
+    for (int i = 0; i < n; i++) ck_assert_msg(grid_word(g, words[i], &e) == 0, "%s: %s", words[i], e.msg);
+    ck_assert_int_eq(grid_settle(g, &e), 0);
+}
+
 /* The effects table pairs points that differ on one axis alone: with
  * phi x reweight, two rows per axis, none across both. */
 START_TEST(test_effects_one_axis_at_a_time) {
     Grid g;
-    grid_init(&g);
     Err e;
-    g.seeds = 2;
-    ck_assert_int_eq(grid_word(&g, "phi=relu/elu", &e), 0);
-    ck_assert_int_eq(grid_word(&g, "reweight=none/cos", &e), 0);
-    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    grid_of(&g, 2, (const char *[]){"phi=relu/elu", "reweight=none/cos"}, 2);
     GridRun *runs;
     int n = grid_plan(&g, true, "out", &runs, &e);
     ck_assert_int_eq(n, 10);
@@ -267,7 +257,7 @@ START_TEST(test_effects_one_axis_at_a_time) {
     ck_assert_msg(strstr(md, "| phi | relu | elu | reweight=cos | +0.2000 |"), "%s", md);
     ck_assert_msg(strstr(md, "| reweight | none | cos | phi=relu | +0.1000 |"), "%s", md);
     ck_assert_msg(strstr(md, "| reweight | none | cos | phi=elu | +0.1000 |"), "%s", md);
-    const char *effects = strstr(md, "| axis |"), *end = strstr(md, "Every run:");
+    const char *effects = strstr(md, "| axis |"), *end = effects ? strstr(effects, "\n\n") : NULL;
     ck_assert(effects && end && effects < end);
     const char *b = strstr(effects, "baseline");
     ck_assert_msg(!b || b > end, "the baseline is in no effect row:\n%s", effects);
@@ -324,16 +314,145 @@ START_TEST(test_linked_axis) {
 }
 END_TEST
 
+/* --expect: the verdict rule of EXPERIMENTS.md on each pair of points a claim
+ * names, from hand-worked runs (the intervals worked apart with mpmath). */
+START_TEST(test_claims) {
+    Grid g;
+    Err e;
+    grid_of(&g, 3, (const char *[]){"phi=relu/elu/identity", "reweight=none/cos"}, 2);
+    const char *claims[] = {"reweight=cos < reweight=none", "baseline < phi=relu,reweight=none", "phi=relu < phi=elu",
+                            " phi=elu,reweight=none > phi=identity,reweight=none "};
+    for (int i = 0; i < 4; i++) ck_assert_msg(grid_expect(&g, claims[i], &e) == 0, "%s: %s", claims[i], e.msg);
+    GridRun *runs;
+    int n = grid_plan(&g, true, "out", &runs, &e);
+    ck_assert_int_eq(n, 21);
+    /* by point: relu none, relu cos, elu none, elu cos, identity none, identity cos, baseline */
+    static const double bpb[7][3] = {{3.00, 3.10, 3.25}, {2.95, 3.06, 3.20},    {2.00, 2.10, 2.20}, {2.01, 2.09, 2.23},
+                                     {2.001, 2.102, 2.203}, {2.5, 2.4, 2.3}, {2.50, 2.62, 3.40}};
+    for (int i = 0; i < n; i++) {
+        double v = bpb[runs[i].point][runs[i].seed_index];
+        runs[i].result = (TrainResult){.status = TRAIN_DONE, .step = 10, .val_bpb = v, .best_val_bpb = v, .tok_s = 1};
+    }
+    ck_assert_int_eq(grid_check_claims(&g, runs, n, &e), 0);
+    char *md, *csv, *summary;
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    const char *want[] = {
+        /* cos - none at relu: -0.05 -0.04 -0.05, mean -0.046667, sd 0.0057735, half
+         * t(0.975, 2) 0.0033333 = 0.014342: below 0 */
+        "verdict: reweight=cos < reweight=none at phi=relu: agrees (paired -0.0467 [-0.0610, -0.0323], 3 pairs)\n",
+        /* at elu: +0.01 -0.01 +0.03, mean 0.01, sd 0.02: [-0.0397, +0.0597], wider than
+         * +-0.02; 34 pairs resolve 0.01 (33 resolve 0.01006) */
+        "verdict: reweight=cos < reweight=none at phi=elu: inconclusive; 34 seed pairs would resolve +0.0100 (95%, "
+        "80% power) (paired +0.0100 [-0.0397, +0.0597], 3 pairs)\n",
+        /* the baseline's seed 1339 (3.40) is on the plateau: -0.50 -0.48, sd 0.014142,
+         * half t(0.975, 1) 0.01 = 0.127062 */
+        "verdict: baseline < phi=relu,reweight=none: agrees (paired -0.4900 [-0.6171, -0.3629], 2 pairs, 1 apart)\n",
+        /* relu - elu: +1.00 +1.00 +1.05 at none, +0.94 +0.97 +0.97 at cos: above 0 */
+        "verdict: phi=relu < phi=elu at reweight=none: disagrees (paired +1.0167 [+0.9450, +1.0884], 3 pairs)\n",
+        "verdict: phi=relu < phi=elu at reweight=cos: disagrees (paired +0.9600 [+0.9170, +1.0030], 3 pairs)\n",
+        /* identity - elu: +0.001 +0.002 +0.003, [-0.0005, +0.0045]: inside +-0.02 */
+        "verdict:  phi=elu,reweight=none > phi=identity,reweight=none : no effect larger than 0.0045 bpb (paired "
+        "+0.0020 [-0.0005, +0.0045], 3 pairs)\n",
+    };
+    const char *said = strstr(md, "The claims");
+    ck_assert_ptr_nonnull(said);
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        ck_assert_msg(strstr(said, want[i]), "want %s in\n%.2000s", want[i], said);
+    int lines = 0;
+    for (const char *p = md; (p = strstr(p, "\nverdict: ")); p++) lines++;
+    ck_assert_int_eq(lines, 7); /* 3 + 1 + 2 + 1: one per pair of points */
+    /* within 0.004 the last is no longer "no effect": 5 pairs would resolve 0.002 */
+    g.within = 0.004;
+    free(md), free(csv), free(summary);
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    ck_assert_msg(strstr(md, "phi=identity,reweight=none : inconclusive; 5 seed pairs would resolve +0.0020"), "%.2000s",
+                  strstr(md, "The claims"));
+    free(md), free(csv), free(summary);
+    grid_free(runs, n);
+    /* without the baseline, a claim on it names no two points */
+    n = grid_plan(&g, false, "out", &runs, &e);
+    ck_assert_int_eq(grid_check_claims(&g, runs, n, &e), -1);
+    ck_assert_msg(strstr(e.msg, "--expect \"baseline < phi=relu,reweight=none\": no two points of the grid to compare"),
+                  "%s", e.msg);
+    grid_free(runs, n);
+    grid_release(&g);
+}
+END_TEST
+
+/* A malformed claim is refused, naming what is wrong. */
+START_TEST(test_expect_refused) {
+    Grid g;
+    Err e;
+    grid_of(&g, 1, (const char *[]){"phi=relu/elu", "reweight=none/cos"}, 2);
+    static const char *bad[][2] = {
+        {"reweight=cos", "not one '<' or '>' between two points"},
+        {"reweight=cos < reweight=none < phi=relu", "not one '<' or '>'"},
+        {"phi=relu < phi=elu > phi=relu", "not one '<' or '>'"},
+        {"reweight=cos < ", "a side is empty"},
+        {"rewieght=cos < reweight=none", "'rewieght' is not an axis of the grid"},
+        {"reweight=sin < reweight=none", "'reweight=sin' is not a value of the axis reweight"},
+        {"reweight < reweight=none", "'reweight' is not key=value (nor baseline)"},
+        {"phi=relu < reweight=none", "phi is named on one side only"},
+        {"phi=relu,phi=elu < phi=relu", "phi given twice on one side"},
+        {"reweight=cos < reweight=cos", "the same points on both sides"},
+        {"baseline < baseline", "the baseline on both sides"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_msg(grid_expect(&g, bad[i][0], &e) == -1, "%s accepted", bad[i][0]);
+        ck_assert_msg(strstr(e.msg, bad[i][1]), "%s: %s", bad[i][0], e.msg);
+        ck_assert_msg(!strncmp(e.msg, "--expect \"", 10), "%s", e.msg);
+    }
+    ck_assert_int_eq(g.n_claims, 0);
+    ck_assert_int_eq(grid_expect(&g, "phi=relu , reweight=cos<baseline", &e), 0);
+    ck_assert_int_eq(g.n_claims, 1);
+    ck_assert(g.claims[0].value[0][0] == 0 && g.claims[0].value[0][1] == 1 && g.claims[0].baseline[1]);
+    grid_release(&g);
+}
+END_TEST
+
+/* The plateau rule (EXPERIMENTS.md): above 3.3 causal, 3.9 masked, at the end,
+ * or first below it only in the last quarter of the steps. */
+START_TEST(test_plateau) {
+    GridRun r = {.n_points = 4};
+    config_defaults(&r.cfg);
+    r.cfg.train.steps = 400;
+    double steps[4] = {100, 200, 300, 400}, bpb[4] = {3.6, 3.5, 3.25, 3.0};
+    r.steps = steps, r.bpb = bpb;
+    char why[128] = "";
+    ck_assert(!grid_plateau(&r, why, sizeof why)); /* below from step 300, 300 <= 0.75 * 400 */
+    bpb[2] = 3.31;
+    ck_assert(grid_plateau(&r, why, sizeof why));
+    ck_assert_str_eq(why, "below the plateau level only from step 400 of 400");
+    r.cfg.train.steps = 600; /* 400 <= 450: left in time */
+    ck_assert(!grid_plateau(&r, why, sizeof why));
+    bpb[3] = 3.4;
+    ck_assert(grid_plateau(&r, why, sizeof why));
+    ck_assert_str_eq(why, "never below the plateau level");
+    bpb[0] = 3.2; /* below once, then back above */
+    ck_assert(grid_plateau(&r, why, sizeof why));
+    ck_assert_str_eq(why, "ends above the plateau level");
+    r.cfg.model.objective = OBJECTIVE_MLM; /* 3.4 is below the masked level, 3.9 */
+    ck_assert(!grid_plateau(&r, why, sizeof why));
+    r.n_points = 0; /* no curve: the final value alone */
+    r.result.val_bpb = 3.95;
+    ck_assert(grid_plateau(&r, why, sizeof why));
+    r.result.val_bpb = 3.85;
+    ck_assert(!grid_plateau(&r, why, sizeof why));
+}
+END_TEST
+
 Suite *grid_suite(void) {
     Suite *s = suite_create("grid");
     TCase *tc = tcase_create("grid");
     tcase_add_test(tc, test_tables_of_long_rows);
     tcase_add_test(tc, test_words_refused);
     tcase_add_test(tc, test_stale_run_refused);
-    tcase_add_test(tc, test_intervals);
     tcase_add_test(tc, test_seeds);
     tcase_add_test(tc, test_effects_one_axis_at_a_time);
     tcase_add_test(tc, test_linked_axis);
+    tcase_add_test(tc, test_claims);
+    tcase_add_test(tc, test_expect_refused);
+    tcase_add_test(tc, test_plateau);
     suite_add_tcase(s, tc);
     return s;
 }
