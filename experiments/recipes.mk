@@ -175,11 +175,11 @@ extrapolate-demo: deps
 	sh scripts/extrapolate_demo.sh $(EXTRAP_STEPS) $(EXTRAP_BYTES) data/brown.txt runs/extrap
 
 # bf16 against fp32 on the demo model (the defaults: 4 layers, d_model 128,
-# context 128, batch 16, 1500 steps), 3 seeds each, one thread a run: does
+# context 128, batch 16, 1500 steps), 5 seeds each, one thread a run: does
 # rounding every product's inputs to bf16 change what the model learns? The
 # paired difference in final val bpb and its interval are in docs/speed.md.
-# 6 runs of about 10 minutes each on one thread of the 2-core machine.
-PRECISION_OPTS ?= --seeds 3 --no-baseline --threads 1 --sample_length 0
+# 10 runs of 5 to 10 minutes each on one thread of the 2-core machine.
+PRECISION_OPTS ?= --seeds 5 --no-baseline --threads 1 --sample_length 0
 precision-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/precision)
