@@ -39,6 +39,8 @@ cosformer-seeds-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/cosformer-seeds)
 	./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --seeds 3 $(COSFORMER_SEEDS_OPTS) \
+	    --expect "reweight=cos < reweight=none" --expect "phi=relu < phi=leakyrelu" \
+	    --expect "phi=relu < phi=identity" --expect "baseline < phi=relu" \
 	    --out results/cosformer-seeds data/brown.txt
 	$(call grid_pack,results/cosformer-seeds)
 
@@ -52,7 +54,8 @@ COSFORMER_LONG_OPTS ?= --phi relu --layers 2 --d_model 128 --heads 4 --context 5
 cosformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/cosformer-long)
-	./ablate reweight=none/cos $(COSFORMER_LONG_OPTS) --out results/cosformer-long data/brown.txt
+	./ablate reweight=none/cos $(COSFORMER_LONG_OPTS) --expect "reweight=cos < reweight=none" \
+	    --expect "baseline < reweight=none" --out results/cosformer-long data/brown.txt
 	$(call grid_pack,results/cosformer-long)
 
 # More reproductions at the same budget, 3 seeds each, resumable from
@@ -68,16 +71,31 @@ REPRO_OPTS ?= --layers 2 --d_model 128 --context 128 --batch 16 --steps 2500 --w
 lowrank-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/lowrank)
-	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) --out results/lowrank data/brown.txt
+	./ablate key_size=4/8/16/32/64 --heads 8 --head_size 16 $(REPRO_OPTS) \
+	    --expect "key_size=8 < key_size=4" --expect "key_size=16 < key_size=8" \
+	    --expect "key_size=32 < key_size=16" --expect "key_size=64 < key_size=32" \
+	    --expect "key_size=64 < key_size=4" --out results/lowrank data/brown.txt
 	$(call grid_pack,results/lowrank)
 	$(call grid_unpack,results/lowrank-equal)
 	./ablate d_model:key_size:head_size=128:16:16/117:32:15/100:64:12 --heads 8 --no-baseline $(REPRO_OPTS) \
+	    --expect "d_model:key_size:head_size=117:32:15 < d_model:key_size:head_size=128:16:16" \
+	    --expect "d_model:key_size:head_size=100:64:12 < d_model:key_size:head_size=128:16:16" \
+	    --expect "d_model:key_size:head_size=100:64:12 < d_model:key_size:head_size=117:32:15" \
 	    --out results/lowrank-equal data/brown.txt
 	$(call grid_pack,results/lowrank-equal)
 talking-heads-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/talking-heads)
-	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) --out results/talking-heads data/brown.txt
+	./ablate heads=2/4/8/16 talking_heads=none/both $(REPRO_OPTS) \
+	    --expect "talking_heads=both < talking_heads=none" \
+	    --expect "heads=2,talking_heads=none < heads=4,talking_heads=none" \
+	    --expect "heads=2,talking_heads=none < heads=16,talking_heads=none" \
+	    --expect "heads=4,talking_heads=none < heads=16,talking_heads=none" \
+	    --expect "heads=8,talking_heads=none < heads=16,talking_heads=none" \
+	    --expect "heads=16,talking_heads=both < heads=2,talking_heads=both" \
+	    --expect "heads=16,talking_heads=both < heads=4,talking_heads=both" \
+	    --expect "heads=16,talking_heads=both < heads=8,talking_heads=both" \
+	    --out results/talking-heads data/brown.txt
 	$(call grid_pack,results/talking-heads)
 # Linformer's grids are masked LMs with RoPE: at this budget masked LMs with
 # learned positions stay on the byte plateau, softmax as well as Linformer;
@@ -87,6 +105,7 @@ linformer-k-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/linformer-k)
 	./ablate linformer_k=16/32/64 context=128/256 $(LINFORMER_OPTS) $(REPRO_OPTS) \
+	    --expect "linformer_k=64 < linformer_k=16" --expect "linformer_k=64 < linformer_k=32" \
 	    --out results/linformer-k data/brown.txt
 	$(call grid_pack,results/linformer-k)
 # Linformer at k = 32, context 128: the sharing modes, the projections, and a
@@ -125,7 +144,8 @@ linformer-nk-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/linformer-nk-5k)
 	./ablate context:linformer_k=128:32/256:64/256:32 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_LONG_OPTS) --out results/linformer-nk-5k data/brown.txt
+	    $(REPRO_LONG_OPTS) --expect "context:linformer_k=256:64 < context:linformer_k=256:32" \
+	    --out results/linformer-nk-5k data/brown.txt
 	$(call grid_pack,results/linformer-nk-5k)
 
 # The spectrum of P with seeds: 4-layer softmax and cosFormer models, 3
