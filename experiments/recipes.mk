@@ -199,7 +199,7 @@ extrapolate-demo: deps
 # rounding every product's inputs to bf16 change what the model learns? The
 # paired difference in final val bpb and its interval are in docs/speed.md.
 # 10 runs of 5 to 10 minutes each on one thread of the 2-core machine.
-PRECISION_OPTS ?= --seeds 5 --no-baseline --threads 1 --sample_length 0
+PRECISION_OPTS ?= --seeds 5 --no-baseline --threads 1 --sample_length 0 --expect "precision=bf16 < precision=fp32"
 precision-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/precision)
