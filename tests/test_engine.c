@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gemm.h"
+#include "test_util.h"
 #include "blas_stub.h"
 #include "fastmath.h"
 #include "attention/kernels.h"
@@ -288,6 +290,57 @@ START_TEST(test_model_step_makes_no_mallocs) {
     for (int k = 0; k < 4; k++)
         ck_assert_msg(extra[k] == 0, "%s, checkpointing %s: %ld mallocs after the first step",
                       k & 1 ? "rmsnorm" : "layernorm", k & 2 ? "on" : "off", extra[k]);
+}
+END_TEST
+
+/* The same in bf16, at a size where the linear layers' products go to
+ * oneDNN (over GEMM_BF16_MIN_MADDS) and the attention blocks' to sgemm on
+ * rounded inputs, the weights' bf16 copy refreshed after each step: the
+ * primitives, their memory objects and the rounding buffers are made in the
+ * first step, and none after it. */
+START_TEST(test_bf16_step_makes_no_mallocs) {
+    if (!bf16_runs_here("test_engine")) return;
+    enum { B = 8, T = 64 };
+    ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 128, .heads = 2, .key_size = 64, .head_size = 64,
+                       .mlp_ratio = 4, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
+                       .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+    Model m;
+    model_init(&m, &cfg);
+    Rng rng;
+    rng_seed(&rng, 3);
+    model_init_weights(&m, &rng);
+    static int ids[B * T], targets[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (int)rng_below(&rng, 256), targets[i] = (int)rng_below(&rng, 256);
+    AdamWConfig opt = adamw_default();
+    params_zero_grad(&m.params);
+    Precision p_was = gemm_set_precision(PRECISION_BF16);
+    gemm_bind_weights(m.params.value, m.params.total);
+    Arena a;
+    arena_init(&a, 0);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    long after_first = 0;
+    gemm_bf16_count_clear();
+    for (int step = 0; step < 4; step++) {
+        arena_reset(&a);
+        if (step == 1) after_first = mallocs;
+        tape_reset();
+        Tensor *loss = model_loss(&m, ids, targets, B, T);
+        backward(loss);
+        adamw_step(&m.params, &opt, 1e-3f, step + 1, clip_scale(grad_norm(&m.params), 1.0f));
+        gemm_weights_changed();
+    }
+    long extra = mallocs - after_first;
+    double big = gemm_bf16_madds() - gemm_bf16_sgemm_madds(), small = gemm_bf16_sgemm_madds();
+    grad_set(was);
+    tape_reset();
+    engine_set_arena(NULL);
+    arena_free(&a);
+    gemm_bind_weights(NULL, 0);
+    gemm_set_precision(p_was);
+    model_free(&m);
+    ck_assert_msg(big > 0 && small > 0, "both paths ran: %.0f multiply-adds in oneDNN, %.0f in sgemm", big, small);
+    ck_assert_msg(extra == 0, "%ld mallocs after the first bf16 step", extra);
 }
 END_TEST
 
@@ -611,6 +664,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_param_used_twice_accumulates);
     tcase_add_test(tc, test_step_makes_no_mallocs);
     tcase_add_test(tc, test_model_step_makes_no_mallocs);
+    tcase_add_test(tc, test_bf16_step_makes_no_mallocs);
     tcase_add_test(tc, test_backward_reuses_gradients);
     tcase_add_test(tc, test_recomputed_norm_same_gradients);
     tcase_add_test(tc, test_fastmath_accuracy);
