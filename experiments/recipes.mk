@@ -13,7 +13,8 @@ grid_pack = sh scripts/results.sh pack $(1)
 
 .PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
 	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo \
-	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo precision-demo
+	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo precision-demo \
+	linformer-learned-demo
 
 # Trains on the default corpus with the default options (a few minutes on 2
 # cores), then prints the validation bpb, a sample and where the loss plot is.
@@ -205,3 +206,22 @@ precision-demo: deps
 	$(call grid_unpack,results/precision)
 	./ablate precision=fp32/bf16 $(PRECISION_OPTS) --out results/precision data/brown.txt
 	$(call grid_pack,results/precision)
+
+# Linformer with learned positions, the paper's setting (EXPERIMENTS.md §6): why did it not
+# learn? The learned projection against mean pooling and the strided convolution, and
+# learned positions against sinusoidal ones and none, masked LMs at k 32, 10,000 steps, one
+# seed, with the softmax baseline at learned positions (6 runs of 15 to 25 minutes on one
+# thread); then a second seed of the learned projection, mean pooling and the baseline (3
+# runs).
+LF_LEARNED_OPTS ?= --attn linformer --linformer_k 32 --objective mlm --layers 2 --d_model 128 --context 128 \
+	--batch 16 --warmup 100 --threads 1 --sample_length 0 --steps 10000 --eval_every 500
+linformer-learned-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	$(call grid_unpack,results/linformer-learned)
+	./ablate linformer_proj:pos=linear:learned/mean:learned/conv:learned/linear:sinusoidal/linear:none \
+	    $(LF_LEARNED_OPTS) --out results/linformer-learned data/brown.txt
+	$(call grid_pack,results/linformer-learned)
+	$(call grid_unpack,results/linformer-learned-seed2)
+	./ablate linformer_proj=linear/mean --pos learned --seed 1338 $(LF_LEARNED_OPTS) \
+	    --out results/linformer-learned-seed2 data/brown.txt
+	$(call grid_pack,results/linformer-learned-seed2)
