@@ -387,6 +387,10 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     grad_set(true);
     /* once: from here on each step's adamw_step leaves the gradients at 0 */
     params_zero_grad(&run->m.params);
+    if (step >= tc->steps) { /* a finished run opened again: its final validation, as its last step made it */
+        double v = evaluate(&run->m, &run->corpus, &run->cfg, lp.ids, lp.targets, &lp.arena, run->rank, run->ranks);
+        if (isfinite(v)) r->val_bpb = v / M_LN2;
+    }
     for (; step < tc->steps; step++) {
         /* a signal on any rank stops every rank before the same step */
         if (any_rank(run, interrupt_signal() || step == stop_at)) {

@@ -382,6 +382,19 @@ START_TEST(test_resume_exact_bf16) {
 }
 END_TEST
 
+/* A finished run opened again (./ablate finding a run that ./train
+ * finished) trains nothing and reports the final validation its last step
+ * made. */
+START_TEST(test_finished_run_reports_its_val) {
+    Config cfg = tiny_config();
+    TrainResult first, again;
+    run_ok(&cfg, "finished_twice", false, TRAIN_DONE, 30, &first);
+    run_ok(&cfg, "finished_twice", true, TRAIN_DONE, 30, &again);
+    ck_assert(isfinite(first.val_bpb));
+    ck_assert_msg(again.val_bpb == first.val_bpb, "val bpb %.9f again, %.9f first", again.val_bpb, first.val_bpb);
+}
+END_TEST
+
 /* The stop hook applies to one run only. */
 START_TEST(test_stop_hook_is_one_shot) {
     Config cfg = tiny_config();
@@ -960,6 +973,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_recompute_same_bits);
     tcase_add_test(tc, test_resume_exact_mlm);
     tcase_add_test(tc, test_resume_exact_bf16);
+    tcase_add_test(tc, test_finished_run_reports_its_val);
     tcase_add_test(tc, test_stop_hook_is_one_shot);
     tcase_add_test(tc, test_resume_needs_optimizer_state);
     tcase_add_test(tc, test_run_folder);
