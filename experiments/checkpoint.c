@@ -164,6 +164,12 @@ static int read_checked(StFile *st, const char *name, const Tensor *w, float *ds
     return 0;
 }
 
+/* Whether entry name is one of the model's tensors, or AdamW's moment of one. */
+static bool model_tensor(const ParamSet *p, const char *name) {
+    if (!strncmp(name, "optim.m.", 8) || !strncmp(name, "optim.v.", 8)) name += 8;
+    return params_find(p, name) != NULL;
+}
+
 int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
     ParamSet *p = &m->params;
     for (int i = 0; i < params_count(p); i++) {
@@ -176,5 +182,10 @@ int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
         snprintf(name, sizeof name, "optim.v.%s", w->name);
         if (read_checked(st, name, w, p->v + p->offset[i], true, e) != 0) return -1;
     }
+    /* and nothing else: a checkpoint holds exactly its model's tensors (and their moments) */
+    for (int i = 0; i < st->n_entries; i++)
+        if (!model_tensor(p, st->entries[i].name))
+            return err_set(e, "%s: tensor '%s' is not one of the model's (a checkpoint holds exactly its model's "
+                              "tensors)", st->path, st->entries[i].name);
     return 0;
 }

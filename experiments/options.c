@@ -594,6 +594,12 @@ int config_from_json(Config *c, const cJSON *json, Err *e) {
         const OptDef *o = option_find(it->string);
         if (!o) return err_set(e, "config: unknown option '%s'", it->string);
         char buf[320];
+        /* a value of the option's own JSON type, as config_to_json writes it: "2" or "true" as text is refused */
+        bool numeric = o->type == OPT_INT || o->type == OPT_INT64 || o->type == OPT_FLOAT;
+        bool boolean_text = cJSON_IsString(it) && (!strcmp(it->valuestring, "true") || !strcmp(it->valuestring, "false"));
+        if (cJSON_IsString(it) && (numeric || (o->type == OPT_BOOL && boolean_text)))
+            return err_set(e, "config: option '%s' is the text \"%.40s\", not a JSON %s", it->string, it->valuestring,
+                           numeric ? "number" : "bool");
         if (cJSON_IsString(it) || cJSON_IsRaw(it)) /* raw: a float as config_to_json wrote it */
             snprintf(buf, sizeof buf, "%s", it->valuestring);
         else if (cJSON_IsBool(it))

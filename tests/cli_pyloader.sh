@@ -108,9 +108,9 @@ two_rng_window|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 00000
 two_duplicate_overlap|same|s/,"ln_f.bias":\{/,"ln_f.weight":{/; s/"data_offsets":\[([1-9][0-9]*),([0-9]+)\]/"data_offsets":[@{[$1-4]},@{[$2-4]}]/g
 two_dtype_version|same|s/"format_version":"1"/"format_version":"2"/; s/("ln_f.bias":\{"dtype":)"F32"/$1"F16"/
 two_nan_shape|refuse|substr($::data, 0, 4) = pack("V", 0x7fc00000); s/("ln_f.bias":\{"dtype":"F32","shape":)\[16\]/$1\[4,4\]/
-extra_tensor|gap|s/\}$/,"bogus.weight":{"dtype":"F32","shape":[1],"data_offsets":[@{[length $::data]},@{[4 + length $::data]}]}}/; $::data .= "\0\0\0\0"
-layers_string_1|gap|s/\\"layers\\":1,/\\"layers\\":\\"1\\",/
-tie_string_true|gap|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"true\\"/
+extra_tensor|refuse|s/\}$/,"bogus.weight":{"dtype":"F32","shape":[1],"data_offsets":[@{[length $::data]},@{[4 + length $::data]}]}}/; $::data .= "\0\0\0\0"
+layers_string_1|refuse|s/\\"layers\\":1,/\\"layers\\":\\"1\\",/
+tie_string_true|refuse|s/\\"tie_embeddings\\":true/\\"tie_embeddings\\":\\"true\\"/
 '
 : >"$T/list"
 while IFS='|' read -r name want code; do
