@@ -47,7 +47,13 @@ int corpus_open(Corpus *c, const char *path, double val_fraction, int context, E
         return err_set(e, "%s: not a regular file", path);
     }
     if (st.st_size == 0) { /* mmap refuses length 0 */
+        char byte;
+        bool content = read(fd, &byte, 1) > 0; /* /proc's files report 0 bytes and have content */
         close(fd);
+        if (content)
+            return err_set(e, "%s: reports a size of 0 bytes but has content (a file the kernel makes as it is "
+                              "read, as in /proc)", path),
+                   err_hint(e, "copy it to a plain file first: cat %s > corpus.txt", path);
         return err_set(e, "%s: the file is empty (0 bytes)", path);
     }
     if ((uintmax_t)st.st_size > SIZE_MAX) {

@@ -351,7 +351,11 @@ static int report(const Grid *grid, const GridRun *runs, int n_runs, const char 
     if (dist_rank() != 0) return 0;
     char *md, *csv, took[32];
     grid_tables(grid, runs, n_runs, &md, &csv, NULL);
-    printf("\n%s\nwrote %s/results.md, %s/results.csv, %s/curves.png (%s)\n", md, dir, dir, dir,
+    char curves[1100];
+    snprintf(curves, sizeof curves, "%s/curves.png", dir);
+    bool plotted = file_exists(curves); /* none when no run has a curve */
+    printf("\n%s\nwrote %s/results.md, %s/results.csv%s%s%s (%s)\n", md, dir, dir, plotted ? ", " : "",
+           plotted ? curves : "", plotted ? "" : " (no curves.png: no run has a validation curve)",
            format_duration(now_seconds() - t_start, took, sizeof took));
     if (some_failed) printf("some runs failed (see results.md); run the same command again to retry them\n");
     free(md);

@@ -121,7 +121,7 @@ int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) 
         goto fail;
     }
     if (!rng || parse_rng(rng, &info->data_rng) != 0) {
-        err_set(e, "%s: bad or missing 'data_rng' in metadata (four words of 16 hex digits)", path);
+        err_set(e, "%s: bad or missing 'data_rng' in metadata (four words of 16 lowercase hex digits)", path);
         goto fail;
     }
     if (!rng_state_valid(&info->data_rng)) {

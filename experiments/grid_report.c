@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -639,7 +640,8 @@ int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int 
     int labelled = 0;
     for (int i = 0; i < k; i++) labelled += !s[i].faint;
     PlotSpec spec = {title, "step", "val bpb", 0, 0, labelled > 4 ? 1300 : 0, 0, labelled > 4};
-    rc = k ? plot_lines(path, &spec, s, k, e) : 0;
+    /* no run has a curve (every one failed): no plot, and none left from before */
+    rc = k ? plot_lines(path, &spec, s, k, e) : (unlink(path), 0);
     free(s);
     free(buf);
     free(labels);

@@ -562,7 +562,7 @@ def check_metadata(path, meta, file_size=None):
         raise CheckpointError(path, "bad or missing 'step' in metadata")
     rng = meta.get("data_rng")
     if rng is None or not _RNG_RE.fullmatch(rng):
-        raise CheckpointError(path, "bad or missing 'data_rng' in metadata (four words of 16 hex digits)")
+        raise CheckpointError(path, "bad or missing 'data_rng' in metadata (four words of 16 lowercase hex digits)")
     if not any(int(word, 16) for word in rng.split()):
         raise CheckpointError(path, "'data_rng' in metadata is all zero, a state the generator cannot have")
     best = meta.get("best_val_bpb")

@@ -104,6 +104,10 @@ expect "no corpus" 2 "no corpus given" "$R/a" $TINY --out "$R/a"
 expect "missing corpus file" 1 "nothere.txt: cannot open" "$R/a" $TINY --out "$R/a" "$T/nothere.txt"
 expect "directory as corpus" 1 "is a directory" "$R/a" $TINY --out "$R/a" "$T/adir"
 expect "empty corpus" 1 "empty" "$R/a" $TINY --out "$R/a" "$T/empty.txt"
+# /proc's files report 0 bytes and have content: not called empty
+if [ -r /proc/self/status ]; then
+    expect "a /proc file as corpus" 1 "reports a size of 0 bytes but has content" "$R/a" $TINY --out "$R/a" /proc/self/status
+fi
 expect "corpus shorter than the context" 1 "context 32 needs at least 33" "$R/a" $TINY --out "$R/a" "$T/short.txt"
 expect "unknown option" 2 "unknown option '--bogus'" "$R/a" $TINY --bogus 1 --out "$R/a" "$CORPUS"
 expect "option without a value" 2 "--layers: needs a value" "$R/a" --out "$R/a" "$CORPUS" --layers

@@ -146,4 +146,15 @@ expect "spectrum: T longer than the model allows" 2 "learned positions up to 32"
 expect "spectrum: bad --samples" 2 "--samples: expected an integer" ./spectrum "$S" --samples x
 expect "spectrum: unknown option" 2 "unknown option '--bogus'" ./spectrum "$S" --bogus
 
+# a grid whose every run fails (each refused by the memory check under a
+# limit) writes its tables and says there is no curves.png, as there is none
+if (ulimit -v 3000000 && ./ablate phi=relu/elu --no-baseline --layers 8 --d_model 2048 --context 512 --steps 2 \
+    --out "$T/allfail" "$T/small.txt" >"$T/out" 2>"$T/err"); [ -s "$T/allfail/results.md" ] &&
+    [ ! -e "$T/allfail/curves.png" ] && grep -q "no curves.png: no run has a validation curve" "$T/out" &&
+    ! grep -q "curves.png (" "$T/out"; then
+    pass "ablate: every run failed: the tables, and no claim of a curves.png"
+else
+    fail "ablate: every run failed" "$(tail -n 3 "$T/out")"
+fi
+
 cli_end

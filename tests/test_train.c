@@ -735,14 +735,17 @@ START_TEST(test_zero_rng_refused) {
     Err e;
     ck_assert_int_eq(run_quiet(&cfg, "zero_rng", true, &r, &e), -1);
     ck_assert_msg(strstr(e.msg, "'data_rng' in metadata is all zero"), "got '%s'", e.msg);
-    /* and a state that is not four words of 16 hex digits */
+    /* and a state that is not four words of 16 lowercase hex digits (as they are written): the
+     * message says which digits, so that uppercase ones are not refused as "not hex" */
     static const char *const bad[] = {"0x1 2 3 4", "1 2 3", "0000000000000001 0000000000000000 0000000000000000",
                                       "000000000000000g 0000000000000000 0000000000000000 0000000000000000",
-                                      " 0000000000000001 0000000000000000 0000000000000000 000000000000000"};
-    for (int i = 0; i < 5; i++) {
+                                      " 0000000000000001 0000000000000000 0000000000000000 000000000000000",
+                                      "000000000000000A 0000000000000000 0000000000000000 0000000000000000"};
+    for (int i = 0; i < 6; i++) {
         rewrite_checkpoint(path, "data_rng", bad[i], NULL, 0, 0);
         ck_assert_int_eq(run_quiet(&cfg, "zero_rng", true, &r, &e), -1);
-        ck_assert_msg(strstr(e.msg, "bad or missing 'data_rng'"), "'%s': got '%s'", bad[i], e.msg);
+        ck_assert_msg(strstr(e.msg, "bad or missing 'data_rng' in metadata (four words of 16 lowercase hex digits)"),
+                      "'%s': got '%s'", bad[i], e.msg);
     }
 }
 END_TEST
