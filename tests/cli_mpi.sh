@@ -220,4 +220,23 @@ else
     fail "ranks that disagree stop at the checksum" "exit $rc: $(head -n 1 "$T/err")"
 fi
 
+# ------------------------------------------- Ctrl-C to mpirun itself (docs/mpi.md)
+# The ranks save one checkpoint and exit 130; Open MPI's mpirun reports that as 1.
+$MPI ./train $LONG --steps 100000000 --out "$T/sigint" "$T/c.txt" >"$T/out" 2>"$T/err" &
+BG=$!
+i=0
+while [ "$(lines "$T/sigint/metrics.jsonl")" -lt 5 ] && [ $i -lt 300 ]; do
+    sleep 0.1
+    i=$((i + 1))
+done
+kill -INT "$BG"
+wait "$BG"
+rc=$?
+BG=""
+if [ "$rc" -eq 1 ] && grep -q "^interrupted at step [0-9]*; checkpoint saved" "$T/out" && [ -s "$T/sigint/model.safetensors" ]; then
+    pass "Ctrl-C to mpirun: the checkpoint saved, mpirun's exit status 1 as documented"
+else
+    fail "Ctrl-C to mpirun" "exit $rc: $(tail -n 2 "$T/out")"
+fi
+
 cli_end
