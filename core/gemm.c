@@ -1,13 +1,15 @@
 /* gemm.c: matrix products, fp32 through OpenBLAS and bf16 through oneDNN.
  *
- * bf16: each operand is rounded into a per-thread buffer of its own layout
- * (packed, transposed or not) and described to oneDNN by strides, so a
- * transpose costs nothing. alpha is the primitive's output scale and beta a
- * sum post-op, so C = alpha A B + beta C is one primitive as in sgemm. The
- * primitives live in a table filled on first use of a shape; the table is
- * read without a lock (an entry is complete before the count that publishes
- * it is raised) and written under one. Memory objects, streams and
- * scratchpads are per thread, so any thread may run any primitive. */
+ * bf16, large products: each operand is rounded into a per-thread buffer in
+ * its own layout (or read from the bound weights' bf16 copy) and described
+ * to oneDNN by strides, so a transpose costs nothing. alpha is the
+ * primitive's output scale and beta a sum post-op, so C = alpha A B + beta C
+ * is one primitive as in sgemm. The primitives live in a table filled on
+ * first use of a shape; the table is read without a lock (an entry is
+ * complete before the count that publishes it is raised) and written under
+ * one. Memory objects, streams and scratchpads are per thread, so any thread
+ * may run any primitive. Small products (gemm.h) round their operands into a
+ * per-thread float buffer and go to sgemm. */
 #include "gemm.h"
 
 #include <cblas.h>
@@ -27,7 +29,6 @@ typedef struct {
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t md[4]; /* src, weights, dst, scratchpad */
-    const char *impl;
 } Entry;
 
 #define GEMM_MAX_SHAPES 1024
@@ -147,9 +148,6 @@ static void entry_make(Entry *s) {
     dnnl_primitive_attr_destroy(attr);
     DNNL_TRY(dnnl_primitive_create(&s->prim, s->pd));
     s->md[MEM_SCRATCH] = *dnnl_primitive_desc_query_md(s->pd, dnnl_query_scratchpad_md, 0);
-    const char *impl = "";
-    DNNL_TRY(dnnl_primitive_desc_query(s->pd, dnnl_query_impl_info_str, 0, &impl));
-    s->impl = impl;
 }
 
 /* The entry of this shape, made when new. */
@@ -184,6 +182,16 @@ static int entry_find(const Entry *key) {
     return -1;
 }
 
+/* OpenBLAS's sgemm, row-major, the transposes as flags. */
+static void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                  float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+/* Elements from the first to the last of a rows x cols block with row stride ld. */
+static size_t span(int rows, int cols, int ld) { return (size_t)(rows - 1) * ld + cols; }
+
 static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
     free(p);
@@ -217,10 +225,10 @@ void gemm_weights_changed(void) {
  * weights' mirror when x lies in it, else x rounded into *buf at the same
  * layout. */
 static const uint16_t *operand_bf16(const float *x, int rows, int cols, int ld, uint16_t *buf) {
-    long span = (long)(rows - 1) * ld + cols;
-    if (w_count && x >= w_base && x + span <= w_base + w_count) return w_mirror + (x - w_base);
+    long n = (long)span(rows, cols, ld);
+    if (w_count && x >= w_base && x + n <= w_base + w_count) return w_mirror + (x - w_base);
     if (ld == cols) {
-        bf16_from_floats(buf, x, span);
+        bf16_from_floats(buf, x, n);
     } else {
         for (int r = 0; r < rows; r++) bf16_from_floats(buf + (long)r * ld, x + (long)r * ld, cols);
     }
@@ -238,7 +246,7 @@ static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C
     int e = entry_find(key);
     const Entry *s = &shapes[e];
     int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K, rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
-    size_t na = (size_t)(ra - 1) * s->lda + ca, nb = (size_t)(rb - 1) * s->ldb + cb;
+    size_t na = span(ra, ca, s->lda), nb = span(rb, cb, s->ldb);
     tls.buf = grow(tls.buf, &tls.buf_cap, na + nb, sizeof *tls.buf);
     const void *a16 = s->f32 ? (const void *)A : operand_bf16(A, ra, ca, s->lda, tls.buf);
     const void *b16 = s->f32 ? (const void *)B : operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
@@ -296,8 +304,7 @@ static void gemm_jittered(bool ta, bool tb, int M, int N, int K, float alpha, co
     uint64_t key = jitter_seed ^ (call << 40);
     float *a = jitter_copy(A, ta ? K : M, ta ? M : K, lda, key);
     float *b = jitter_copy(B, tb ? N : K, tb ? K : N, ldb, key ^ (1ULL << 39));
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, a,
-                lda, b, ldb, beta, C, ldc);
+    sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
     free(a);
     free(b);
 }
@@ -320,12 +327,11 @@ static void round_rows(float *out, const float *x, int rows, int cols, int ld) {
 static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
     int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
-    size_t na = (size_t)(ra - 1) * lda + ca, nb = (size_t)(rb - 1) * ldb + cb;
+    size_t na = span(ra, ca, lda), nb = span(rb, cb, ldb);
     small_buf = grow(small_buf, &small_cap, na + nb, sizeof *small_buf);
     round_rows(small_buf, A, ra, ca, lda);
     round_rows(small_buf + na, B, rb, cb, ldb);
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha,
-                small_buf, lda, small_buf + na, ldb, beta, C, ldc);
+    sgemm(ta, tb, M, N, K, alpha, small_buf, lda, small_buf + na, ldb, beta, C, ldc);
 #pragma omp atomic
     bf16_calls++;
 #pragma omp atomic
@@ -351,21 +357,13 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
         gemm_bf16(&key, A, B, C);
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                lda, B, ldb, beta, C, ldc);
-}
-
-const char *gemm_bf16_impl(int M, int N, int K) {
-    if (!bf16_ok) return "";
-    Entry key = {.M = M, .N = N, .K = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1.0f};
-    return shapes[entry_find(&key)].impl;
+    sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
     if (path == GEMM_PATH_SGEMM || M <= 0 || N <= 0 || K <= 0) {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                    lda, B, ldb, beta, C, ldc);
+        sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     engine_once();

@@ -44,9 +44,6 @@ Precision gemm_precision(void);
 int gemm_bf16_check(Err *e);
 /* The oneDNN ISA in use, e.g. "avx512_core_bf16" or "avx512_core_amx". */
 const char *gemm_dnnl_isa(void);
-/* oneDNN's name for the implementation it picked for a bf16 product of
- * this shape (e.g. "brg:avx512_core_bf16"), for ./bench; "" when none. */
-const char *gemm_bf16_impl(int M, int N, int K);
 
 /* For ./bench --gemm: one product through a path chosen outright: OpenBLAS's
  * sgemm, oneDNN's fp32 matmul, or oneDNN's bf16 matmul (rounding its inputs;

@@ -72,7 +72,7 @@ void bench_step_grad(BenchStep *b) {
 void bench_step_update(BenchStep *b, int s) {
     /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
     adamw_step(&b->m.params, &b->opt, 1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f));
-    if (b->precision == PRECISION_BF16) gemm_weights_changed();
+    gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
 }
 
 void bench_step_free(BenchStep *b) {

@@ -11,8 +11,7 @@ int precision_begin(int precision, const ParamSet *p, bool strict, Err *e) {
     Err why = {0};
     if (gemm_bf16_check(&why) != 0) {
         if (strict) return *e = why, -1;
-        fprintf(stderr, "note: the model trained with precision=bf16; %s, so it runs in fp32 here\n",
-                why.msg + sizeof "precision=bf16: " - 1);
+        fprintf(stderr, "note: the model trained with precision=bf16 runs in fp32 here (%s)\n", why.msg);
         return 0;
     }
     gemm_set_precision(PRECISION_BF16);

@@ -336,7 +336,7 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     if (!isfinite(l->loss) || !isfinite(l->grad_norm)) return false;
     /* clipping, the update and the zeroing of the gradients, in one pass */
     adamw_step(&m->params, &lp->opt, l->lr, step + 1, clip_scale(norm, tc->clip));
-    if (tc->precision == PRECISION_BF16) gemm_weights_changed();
+    gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
     lp->tokens_since += (long)B * T * N;
     return true;
 }
@@ -465,7 +465,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     int rc = -1;
     if (agree(&run, run_check(&run, e), e) == 0 && agree(&run, run_open(&run, &r->best_val_bpb, e), e) == 0) {
         run_share(&run, &r->best_val_bpb);
-        precision_begin(run.cfg.train.precision, &run.m.params, true, e); /* checked by train_refuses */
+        precision_begin(run.cfg.train.precision, &run.m.params, false, NULL); /* train_refuses checked the CPU */
         int files = run.rank > 0 ? 0
                                  : train_folder_files(&run.folder, &run.cfg, job->corpus, run.ranks, run.start,
                                                       &r->best_val_bpb, e);
