@@ -5,6 +5,10 @@
 #
 # usage: sh scripts/results.sh pack GRID...    fold GRID's finished runs into GRID/runs.tar.xz
 #        sh scripts/results.sh unpack GRID...  restore them as GRID/<run>/ folders
+#        sh scripts/results.sh seed-from SRC DST PREFIX...
+#                                             copy SRC's archived runs whose names start
+#                                             with a PREFIX into the grid DST (a later round
+#                                             of the same points adds seeds, not retrains)
 #        sh scripts/results.sh paired GRID/POINT_A GRID/POINT_B [X]
 #                                             B - A over the seeds they share, by the verdict
 #                                             rule of EXPERIMENTS.md
@@ -54,6 +58,7 @@ usage() {
     echo "usage: sh scripts/results.sh pack|unpack results/GRID..." >&2
     echo "  pack    fold the grid's finished run folders into results/GRID/$ARCHIVE" >&2
     echo "  unpack  restore them as results/GRID/<run>/ (to resume, re-plot or re-analyse)" >&2
+    echo "  seed-from SRC DST PREFIX...: copy SRC's archived runs named PREFIX... into DST" >&2
     echo "  paired  results/GRID/POINT_A results/GRID/POINT_B [X]: B - A over shared seeds" >&2
     exit 2
 }
@@ -181,6 +186,31 @@ unpack() {
     work=
 }
 
+# seed-from: runs of an earlier grid that a later round shares (same options, same
+# seeds) become run folders of the new grid, so that ./ablate skips them. A run
+# already in DST (a folder, or in DST's archive) is left alone.
+seed_from() {
+    [ $# -ge 3 ] || usage
+    src=${1%/} dst=${2%/}
+    shift 2
+    [ -f "$src/$ARCHIVE" ] || die "$src/$ARCHIVE: no such archive"
+    work=$(mktemp -d)
+    extract "$src" "$work/runs"
+    [ ! -f "$dst/$ARCHIVE" ] || extract "$dst" "$work/have"
+    mkdir -p "$dst"
+    n=0
+    for run in $(run_folders "$work/runs"); do
+        want=0
+        for prefix in "$@"; do case "$run" in "$prefix"*) want=1 ;; esac; done
+        [ "$want" -eq 1 ] && [ ! -e "$dst/$run" ] && [ ! -e "$work/have/$run" ] || continue
+        cp -r "$work/runs/$run" "$dst/.$run.$$.tmp" && mv "$dst/.$run.$$.tmp" "$dst/$run"
+        n=$((n + 1))
+    done
+    echo "$dst: $n runs copied from $src"
+    rm -rf "$work"
+    work=
+}
+
 # An arm's folder to read: GRID/POINT itself when GRID has no archive, else the
 # same point in GRID's archive, extracted once under $work.
 arm_folder() {
@@ -218,12 +248,17 @@ verb=$1
 shift
 case "$verb" in
     pack | unpack) ;;
+    seed-from)
+        command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
+        seed_from "$@"
+        exit 0
+        ;;
     paired)
         command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
         paired "$@"
         exit 0
         ;;
-    *) echo "error: $verb: not a verb of scripts/results.sh (pack, unpack or paired)" >&2; usage ;;
+    *) echo "error: $verb: not a verb of scripts/results.sh (pack, unpack, seed-from or paired)" >&2; usage ;;
 esac
 command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
 for grid in "$@"; do "$verb" "$grid"; done
