@@ -15,6 +15,7 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,6 +269,39 @@ static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C
     bf16_calls++;
 #pragma omp atomic
     bf16_madds += (double)s->M * s->N * s->K;
+}
+
+long gemm_bf16_thread_variance(int threads, char *msg, int size) {
+    int before = omp_get_max_threads(), n = __atomic_load_n(&n_shapes, __ATOMIC_ACQUIRE);
+    uint64_t z = 77;
+    long worst = 0;
+    msg[0] = '\0';
+    for (int e = 0; e < n && worst == 0; e++) {
+        const Entry *s = &shapes[e];
+        if (s->f32) continue;
+        size_t na = span(s->ta ? s->K : s->M, s->ta ? s->M : s->K, s->lda);
+        size_t nb = span(s->tb ? s->N : s->K, s->tb ? s->K : s->N, s->ldb), nc = span(s->M, s->N, s->ldc);
+        float *a = malloc_check(sizeof(float) * (na + nb + 2 * nc), __FILE__, __LINE__);
+        float *b = a + na, *c1 = b + nb, *c2 = c1 + nc;
+        for (size_t i = 0; i < na + nb; i++) {
+            z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+            a[i] = (float)((double)(z >> 11) * 0x1p-53 * 2 - 1);
+        }
+        memset(c1, 0, sizeof(float) * 2 * nc);
+        for (int run = 0; run < 2; run++) {
+            omp_set_num_threads(run ? threads : 1);
+            gemm_bf16(s, a, b, run ? c2 : c1);
+        }
+        long differ = 0;
+        for (size_t i = 0; i < nc; i++) differ += memcmp(&c1[i], &c2[i], sizeof(float)) != 0;
+        if (differ)
+            snprintf(msg, (size_t)size, "oneDNN (%s) gives different bits on 1 and %d threads: %ld of %zu values of "
+                     "a bf16 %dx%dx%d product", gemm_dnnl_isa(), threads, differ, nc, s->M, s->N, s->K);
+        worst = differ;
+        free(a);
+    }
+    omp_set_num_threads(before);
+    return worst;
 }
 
 static double jitter;

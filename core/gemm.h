@@ -91,6 +91,13 @@ long gemm_bf16_calls(void);
 double gemm_bf16_madds(void);
 double gemm_bf16_sgemm_madds(void);
 
+/* For the tests: every bf16 primitive made so far, run on random inputs on 1
+ * and on `threads` threads. The number of output values whose bits differ
+ * for the first shape where any do (0: none), described in msg. oneDNN does
+ * not promise the same bits on every thread count; this measures whether it
+ * gives them here. */
+long gemm_bf16_thread_variance(int threads, char *msg, int size);
+
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
  * rounded inputs (measured on the model's attention blocks: oneDNN's
  * fixed cost per call is several microseconds). */

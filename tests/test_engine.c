@@ -587,6 +587,37 @@ START_TEST(test_threads_give_same_bits) {
 }
 END_TEST
 
+/* The same step in bf16, where the linear layers' products go to oneDNN (the
+ * 512-row products are above GEMM_BF16_MIN_MADDS) and the attention's to
+ * sgemm on rounded inputs. oneDNN promises no particular bits across thread
+ * counts, so the test measures both libraries on each product the step made
+ * (oneDNN: every primitive in gemm's table); where either differs it says so
+ * and checks nothing more, else the step must give the same bits. */
+START_TEST(test_bf16_threads_give_same_bits) {
+    if (!bf16_runs_here("test_engine")) return;
+    BigStep s;
+    big_init(&s);
+    gemm_bind_weights(s.p.value, s.p.total);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    gemm_bf16_count_clear();
+    long differ = big_differ(&s, true);
+    ck_assert_msg(gemm_bf16_madds() > gemm_bf16_sgemm_madds(), "no product of the step went to oneDNN");
+    char why[320];
+    long var = blas_thread_variance(2, why, sizeof why);
+    if (!var) var = gemm_bf16_thread_variance(2, why, sizeof why);
+    gemm_set_precision(was);
+    gemm_bind_weights(NULL, 0);
+    if (var) {
+        printf("engine: the 1- and 2-thread bf16 step is not compared: %s\n", why);
+        fflush(stdout);
+    } else {
+        ck_assert_msg(differ == 0, "bf16: %ld of %ld gradient values differ between 1 and 2 threads (-1: the loss), "
+                      "while OpenBLAS and oneDNN give the same bits for every product of the step", differ, s.p.total);
+    }
+    big_free(&s);
+}
+END_TEST
+
 /* The note about an AVX2 kernel on an AVX-512 CPU: exactly when the CPU has
  * AVX-512, OPENBLAS_CORETYPE is set and the kernel it gave is not AVX-512. */
 START_TEST(test_blas_kernel_note) {
@@ -665,6 +696,7 @@ Suite *engine_suite(void) {
     tcase_add_test(tc, test_step_makes_no_mallocs);
     tcase_add_test(tc, test_model_step_makes_no_mallocs);
     tcase_add_test(tc, test_bf16_step_makes_no_mallocs);
+    tcase_add_test(tc, test_bf16_threads_give_same_bits);
     tcase_add_test(tc, test_backward_reuses_gradients);
     tcase_add_test(tc, test_recomputed_norm_same_gradients);
     tcase_add_test(tc, test_fastmath_accuracy);
