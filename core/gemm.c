@@ -11,6 +11,7 @@
  * may run any primitive. Small products (gemm.h) round their operands into a
  * per-thread float buffer and go to sgemm. */
 #include "gemm.h"
+#include "gemm_small.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -357,15 +358,29 @@ static void round_rows(float *out, const float *x, int rows, int cols, int ld) {
     }
 }
 
-/* A small bf16 product: sgemm on its inputs rounded to bf16. */
+/* For the tests and ./bench: small products as sgemm on rounded inputs even
+ * where gemm_small() could run them. */
+static bool force_rounded_sgemm;
+bool gemm_small_set_fallback(bool on) {
+    bool was = force_rounded_sgemm;
+    force_rounded_sgemm = on;
+    return was;
+}
+
+/* A small bf16 product: gemm_small() on AVX512-BF16, else sgemm on its
+ * inputs rounded to bf16. */
 static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
     int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
     size_t na = span(ra, ca, lda), nb = span(rb, cb, ldb);
-    small_buf = grow(small_buf, &small_cap, na + nb, sizeof *small_buf);
-    round_rows(small_buf, A, ra, ca, lda);
-    round_rows(small_buf + na, B, rb, cb, ldb);
-    sgemm(ta, tb, M, N, K, alpha, small_buf, lda, small_buf + na, ldb, beta, C, ldc);
+    if (gemm_small_available() && !force_rounded_sgemm) {
+        gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    } else {
+        small_buf = grow(small_buf, &small_cap, na + nb, sizeof *small_buf);
+        round_rows(small_buf, A, ra, ca, lda);
+        round_rows(small_buf + na, B, rb, cb, ldb);
+        sgemm(ta, tb, M, N, K, alpha, small_buf, lda, small_buf + na, ldb, beta, C, ldc);
+    }
 #pragma omp atomic
     bf16_calls++;
 #pragma omp atomic
@@ -396,6 +411,10 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
 
 void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
+    if (path == GEMM_PATH_SMALL_BF16 && M > 0 && N > 0 && K > 0) {
+        gemm_bf16_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     if (path == GEMM_PATH_SGEMM || M <= 0 || N <= 0 || K <= 0) {
         sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;

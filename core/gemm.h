@@ -46,9 +46,11 @@ int gemm_bf16_check(Err *e);
 const char *gemm_dnnl_isa(void);
 
 /* For ./bench --gemm: one product through a path chosen outright: OpenBLAS's
- * sgemm, oneDNN's fp32 matmul, or oneDNN's bf16 matmul (rounding its inputs;
- * no small-product shortcut). The bf16 path needs gemm_bf16_check() first. */
-typedef enum { GEMM_PATH_SGEMM, GEMM_PATH_DNNL_F32, GEMM_PATH_DNNL_BF16 } GemmPath;
+ * sgemm, oneDNN's fp32 matmul, oneDNN's bf16 matmul (rounding its inputs;
+ * no small-product shortcut), or gemm's own small-product kernel
+ * (gemm_small.h; sgemm on rounded inputs where the CPU lacks AVX512-BF16).
+ * The bf16 paths need gemm_bf16_check() first. */
+typedef enum { GEMM_PATH_SGEMM, GEMM_PATH_DNNL_F32, GEMM_PATH_DNNL_BF16, GEMM_PATH_SMALL_BF16 } GemmPath;
 void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
 
@@ -97,6 +99,11 @@ double gemm_bf16_sgemm_madds(void);
  * not promise the same bits on every thread count; this measures whether it
  * gives them here. */
 long gemm_bf16_thread_variance(int threads, char *msg, int size);
+
+/* For the tests: whether small bf16 products run as sgemm on rounded inputs
+ * even where gemm_small() could run them (off at start). Returns the
+ * previous setting. */
+bool gemm_small_set_fallback(bool on);
 
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
  * rounded inputs (measured on the model's attention blocks: oneDNN's

@@ -137,6 +137,21 @@ int grid_settle(Grid *g, Err *e) {
     return 0;
 }
 
+/* The ',' in [s, end) that starts the next term: the first one followed
+ * (after spaces) by an axis name and '='; NULL when none. Any other comma
+ * belongs to the value (linformer_k=64,16 is one term). */
+static const char *next_term(const Grid *g, const char *s, const char *end) {
+    for (const char *c = memchr(s, ',', (size_t)(end - s)); c; c = memchr(c + 1, ',', (size_t)(end - c - 1))) {
+        const char *k = c + 1;
+        while (k < end && *k == ' ') k++;
+        for (int a = 0; a < g->n_axes; a++) {
+            size_t n = strlen(g->axes[a].name);
+            if ((size_t)(end - k) > n && !strncmp(k, g->axes[a].name, n) && k[n] == '=') return c;
+        }
+    }
+    return NULL;
+}
+
 /* One side of a claim, [s, end) without the spaces around it: "baseline", or
  * key=value terms joined by ','; into c->value[side] and c->baseline[side]. */
 static int claim_side(const Grid *g, GridClaim *c, int side, const char *s, const char *end, Err *e) {
@@ -147,7 +162,7 @@ static int claim_side(const Grid *g, GridClaim *c, int side, const char *s, cons
     if ((size_t)(end - s) == 8 && !strncmp(s, "baseline", 8)) return c->baseline[side] = true, 0;
     while (s < end) {
         while (*s == ' ') s++; /* "phi=relu, reweight=cos" */
-        const char *comma = memchr(s, ',', (size_t)(end - s)), *stop = comma ? comma : end;
+        const char *comma = next_term(g, s, end), *stop = comma ? comma : end;
         while (stop > s && stop[-1] == ' ') stop--;
         const char *eq = memchr(s, '=', (size_t)(stop - s));
         int len = (int)(stop - s);

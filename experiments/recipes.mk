@@ -158,6 +158,7 @@ linformer-demo: deps
 	$(call grid_pack,results/linformer-proj)
 	$(call grid_unpack,results/linformer-layers)
 	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_OPTS) \
+	    --expect "linformer_k=64,16 < linformer_k=64" --expect "linformer_k=64,16 < linformer_k=16,64" \
 	    --out results/linformer-layers data/brown.txt
 	$(call grid_pack,results/linformer-layers)
 
@@ -168,8 +169,9 @@ REPRO_LONG_OPTS = $(subst --steps 2500,--steps 5000,$(REPRO_OPTS))
 linformer-long-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/linformer-layers-5k)
-	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline \
-	    $(REPRO_LONG_OPTS) --out results/linformer-layers-5k data/brown.txt
+	./ablate linformer_k=64/16/64,16/16,64 $(LINFORMER_OPTS) --no-baseline $(REPRO_LONG_OPTS) \
+	    --expect "linformer_k=64,16 < linformer_k=64" --expect "linformer_k=64,16 < linformer_k=16,64" \
+	    --out results/linformer-layers-5k data/brown.txt
 	$(call grid_pack,results/linformer-layers-5k)
 
 # "k, not n/k" at 5,000 steps: n/k = 4 at two lengths (128:32, 256:64) and the

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas_stub.h"
 #include "gemm.h"
+#include "gemm_small.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -208,6 +210,47 @@ START_TEST(test_gemm_bf16_threads) {
 }
 END_TEST
 
+/* On AVX512-BF16, small products run in gemm's own kernel (nothing reaches
+ * OpenBLAS), within the same analysis as sgemm on rounded inputs, which the
+ * fallback still runs; a product big enough to be split over the threads
+ * gives the same bits on 1 and 2 threads. */
+START_TEST(test_gemm_small_kernel) {
+    if (!bf16_here()) return;
+    if (!gemm_small_available()) {
+        printf("test_gemm: the small-product kernel is not tested: this CPU has no AVX512-BF16\n");
+        return;
+    }
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    for (int fallback = 0; fallback < 2; fallback++) {
+        Problem p = problem(_i & 1, _i & 2, 37, 29, 53, 1.0f, 0.0f, false, 500 + (uint64_t)_i);
+        bool fb_was = gemm_small_set_fallback(fallback);
+        blas_record_set(true);
+        float *C = run(&p);
+        blas_record_set(false);
+        gemm_small_set_fallback(fb_was);
+        ck_assert_double_eq(blas_recorded_madds(), fallback ? (double)p.M * p.N * p.K : 0);
+        double r = worst_ratio(&p, C, bf16_round);
+        ck_assert_msg(r < 1, "%s: off the rounded-input reference: %.3g of the bound", fallback ? "sgemm" : "kernel", r);
+        free(C);
+        problem_free(&p);
+    }
+    Problem q = problem(_i & 1, _i & 2, 96, 80, 64, 1.0f, 0.5f, false, 600 + (uint64_t)_i);
+    ck_assert((long)q.M * q.N * q.K >= GEMM_SMALL_PARALLEL_MADDS && (long)q.M * q.N * q.K < GEMM_BF16_MIN_MADDS);
+    int threads = engine_threads();
+    engine_set_threads(1);
+    float *C1 = run(&q);
+    engine_set_threads(2);
+    float *C2 = run(&q);
+    engine_set_threads(threads);
+    ck_assert_msg(!memcmp(C1, C2, sizeof(float) * (long)q.M * q.ldc), "1 and 2 threads give different bits");
+    ck_assert(worst_ratio(&q, C2, bf16_round) < 1);
+    free(C1);
+    free(C2);
+    problem_free(&q);
+    gemm_set_precision(was);
+}
+END_TEST
+
 /* B inside the bound weights is read from their bf16 copy: the same bits
  * as rounding it at the product, and a change reaches products only through
  * gemm_weights_changed. */
@@ -257,6 +300,7 @@ Suite *gemm_suite(void) {
     tcase_add_loop_test(tc, test_gemm_bf16_not_truncated, 0, 2);
     tcase_add_test(tc, test_gemm_bf16_edges);
     tcase_add_test(tc, test_gemm_bf16_threads);
+    tcase_add_loop_test(tc, test_gemm_small_kernel, 0, 4);
     tcase_add_test(tc, test_gemm_bf16_weights_mirror);
     tcase_add_test(tc, test_gemm_isa_named);
     suite_add_tcase(s, tc);

@@ -410,6 +410,22 @@ START_TEST(test_expect_refused) {
 }
 END_TEST
 
+/* A value that holds commas (a per-layer list) is one term: a comma starts
+ * the next term only before an axis name and '='. */
+START_TEST(test_expect_comma_values) {
+    Grid g;
+    Err e;
+    grid_of(&g, 1, (const char *[]){"linformer_k=64/16,64/64,16", "context=128/256"}, 2);
+    ck_assert_msg(grid_expect(&g, "linformer_k=16,64 < linformer_k=64,16", &e) == 0, "%s", e.msg);
+    ck_assert(g.claims[0].value[0][0] == 1 && g.claims[0].value[1][0] == 2);
+    ck_assert_msg(grid_expect(&g, "linformer_k=16,64, context=256 < linformer_k=64,context=256", &e) == 0, "%s", e.msg);
+    ck_assert(g.claims[1].value[0][0] == 1 && g.claims[1].value[0][1] == 1 && g.claims[1].value[1][0] == 0);
+    ck_assert_int_eq(grid_expect(&g, "linformer_k=16,32 < linformer_k=64", &e), -1);
+    ck_assert_msg(strstr(e.msg, "'linformer_k=16,32' is not a value of the axis linformer_k"), "%s", e.msg);
+    grid_release(&g);
+}
+END_TEST
+
 /* The plateau rule (EXPERIMENTS.md): above 3.3 causal, 3.9 masked, at the end,
  * or first below it only in the last quarter of the steps. */
 START_TEST(test_plateau) {
@@ -452,6 +468,7 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_linked_axis);
     tcase_add_test(tc, test_claims);
     tcase_add_test(tc, test_expect_refused);
+    tcase_add_test(tc, test_expect_comma_values);
     tcase_add_test(tc, test_plateau);
     suite_add_tcase(s, tc);
     return s;

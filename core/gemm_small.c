@@ -1,0 +1,183 @@
+/* gemm_small.c: small bf16 products on AVX512-BF16's dot-product instruction.
+ *
+ * The attention kernels' blocks (64 query rows against a head's keys) and
+ * the other products under GEMM_BF16_MIN_MADDS are too small for oneDNN's
+ * cost per call. Here they run on vdpbf16ps, which multiplies pairs of bf16
+ * values and adds both products into an fp32 lane: twice the multiply-adds
+ * of an fp32 FMA per instruction, and the rule of gemm.h (inputs rounded to
+ * nearest even, products exact in fp32, sums in fp32).
+ *
+ * Both operands are packed as bf16 pairs along K: op(A) row by row (pair p
+ * of row i holds k = 2p and 2p + 1), op(B) as pair rows of 16-column
+ * vectors. Rounding happens while packing (vcvtne2ps2bf16), so the packing
+ * replaces the rounding pass it stands in for. The kernel computes an 8 x 32
+ * tile of C in 16 registers. Each output is one sum in a fixed order of k,
+ * whatever the thread count. The packed buffers are per thread and grow to
+ * the largest product, so a training step makes no malloc after its first. */
+#include "gemm_small.h"
+
+#include <immintrin.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+
+#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+enum { MR = 8, NR = 32 };
+
+bool gemm_small_available(void) {
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+    }
+    return have;
+}
+
+static _Thread_local uint32_t *pack_buf;
+static _Thread_local size_t pack_cap;
+
+static uint32_t *pack_space(size_t n) {
+    if (n > pack_cap) {
+        free(pack_buf);
+        pack_cap = n + n / 4;
+        pack_buf = malloc_check(pack_cap * sizeof *pack_buf, __FILE__, __LINE__);
+    }
+    return pack_buf;
+}
+
+static __mmask16 first(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
+
+/* Row x (K floats) as Kp = ceil(K / 2) bf16 pairs; a missing last k is 0. */
+AVX512_BF16 static void pack_row(uint32_t *out, const float *x, int K) {
+    for (int k = 0; k < K; k += 32) {
+        int n = K - k;
+        __m512 lo = _mm512_maskz_loadu_ps(first(n), x + k), hi = _mm512_maskz_loadu_ps(first(n - 16), x + k + 16);
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        _mm512_mask_storeu_epi32(out + k / 2, first((n + 1) / 2), v);
+    }
+}
+
+/* Two rows x0, x1 of n <= 16 values as n pairs (x0[j], x1[j]); x1 NULL: 0. */
+AVX512_BF16 static __m512i pair_rows(const float *x0, const float *x1, int n) {
+    static const short interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    __m512 a = _mm512_maskz_loadu_ps(first(n), x0);
+    __m512 b = x1 ? _mm512_maskz_loadu_ps(first(n), x1) : _mm512_setzero_ps();
+    __m512i v = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), v);
+}
+
+/* X stored K x cols (row stride ld) as Kp pair rows of width w >= cols
+ * (the columns past cols are 0): out[p w + j] = (X[2p][j], X[2p + 1][j]). */
+AVX512_BF16 static void pack_across(uint32_t *out, int w, const float *X, int ld, int K, int cols) {
+    for (int p = 0; p < (K + 1) / 2; p++) {
+        const float *x0 = X + (long)2 * p * ld, *x1 = 2 * p + 1 < K ? x0 + ld : NULL;
+        for (int j = 0; j < w; j += 16)
+            _mm512_storeu_si512(out + (long)p * w + j, pair_rows(x0 + j, x1 ? x1 + j : NULL, cols - j));
+    }
+}
+
+/* The transpose of a 16 x 16 block of 32-bit values, rows r[0..15] in place. */
+AVX512_BF16 static void transpose16(__m512i r[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    /* now each 128-bit lane q of row i holds 4 values of column group q */
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+/* X stored cols x K (each column of op(X) a stored row; row stride ld) as
+ * Kp pair rows of width w: the rows' pairs, transposed 16 x 16 at a time. */
+AVX512_BF16 static void pack_down(uint32_t *out, int w, const float *X, int ld, int K, int cols, uint32_t *tmp) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
+    for (int j0 = 0; j0 < w; j0 += 16) {
+        for (int j = 0; j < 16; j++) {
+            uint32_t *row = tmp + (long)j * Kp16;
+            memset(row, 0, sizeof *row * (size_t)Kp16);
+            if (j0 + j < cols) pack_row(row, X + (long)(j0 + j) * ld, K);
+        }
+        for (int p0 = 0; p0 < Kp; p0 += 16) {
+            __m512i r[16];
+            for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_si512(tmp + (long)j * Kp16 + p0);
+            transpose16(r);
+            for (int p = 0; p < 16 && p0 + p < Kp; p++) _mm512_storeu_si512(out + (long)(p0 + p) * w + j0, r[p]);
+        }
+    }
+}
+
+/* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1 (mr <= MR, nc <=
+ * NR): alpha sum_p a(r, p) . b(p, j) + beta C, a(r, p) at a[r ar + p ap],
+ * b's pair row p at b + p w. */
+AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
+                             float alpha, float beta, float *C, int ldc) {
+    __m512 acc[MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int p = 0; p < Kp; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (long)p * w), b1 = (__m512bh)_mm512_loadu_si512(b + (long)p * w + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * ar + p * ap]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int r = 0; r < mr; r++)
+        for (int h = 0; h < 2; h++) {
+            __mmask16 m = first(nc - 16 * h);
+            if (!m) continue;
+            float *c = C + (long)r * ldc + 16 * h;
+            __m512 v = _mm512_mul_ps(va, acc[r][h]);
+            if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
+            _mm512_mask_storeu_ps(c, m, v);
+        }
+}
+
+AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                            const float *B, int ldb, float beta, float *C, int ldc) {
+    int Kp = (K + 1) / 2, Mp = (M + MR - 1) / MR * MR, w = (N + NR - 1) / NR * NR, Kp16 = (Kp + 15) & ~15;
+    /* op(A): rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
+    size_t na = (size_t)Mp * Kp, nb = (size_t)Kp * w;
+    uint32_t *pa = pack_space(na + nb + (tb ? 16 * (size_t)Kp16 : 0)), *pb = pa + na, *tmp = pb + nb;
+    long ar, ap;
+    if (!ta) {
+        for (int i = 0; i < M; i++) pack_row(pa + (long)i * Kp, A + (long)i * lda, K);
+        memset(pa + (long)M * Kp, 0, sizeof *pa * (size_t)(Mp - M) * Kp);
+        ar = Kp, ap = 1;
+    } else {
+        pack_across(pa, Mp, A, lda, K, M);
+        ar = 1, ap = Mp;
+    }
+    if (tb) pack_down(pb, w, B, ldb, K, N, tmp);
+    else pack_across(pb, w, B, ldb, K, N);
+    int tiles_m = Mp / MR, tiles_n = w / NR;
+    bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
+#pragma omp parallel for collapse(2) schedule(static) if (split)
+    for (int ti = 0; ti < tiles_m; ti++)
+        for (int tj = 0; tj < tiles_n; tj++) {
+            int i0 = ti * MR, j0 = tj * NR, mr = M - i0 < MR ? M - i0 : MR;
+            tile(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb + j0, w, alpha, beta, C + (long)i0 * ldc + j0, ldc);
+        }
+}

@@ -1,0 +1,24 @@
+/* gemm_small.h: gemm's kernel for small bf16 products (AVX512-BF16).
+ *
+ * gemm() sends here, in bf16, the products under GEMM_BF16_MIN_MADDS and
+ * those made inside a parallel region (an attention kernel's blocks), when
+ * the CPU has AVX512-BF16; where it has not, they run as sgemm on inputs
+ * rounded to bf16, the same rule at fp32's rate. */
+#ifndef ATTNLAB_GEMM_SMALL_H
+#define ATTNLAB_GEMM_SMALL_H
+
+#include <stdbool.h>
+
+/* Whether the CPU has the instructions (checked once). */
+bool gemm_small_available(void);
+
+/* C = alpha op(A) op(B) + beta C as gemm() takes it, inputs rounded to bf16
+ * (nearest even), sums in fp32; C is not read when beta is 0. Called outside
+ * a parallel region with at least GEMM_SMALL_PARALLEL_MADDS multiply-adds,
+ * it splits C's tiles over the threads; the bits do not depend on how. */
+void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc);
+
+#define GEMM_SMALL_PARALLEL_MADDS (1L << 18)
+
+#endif
