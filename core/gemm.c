@@ -8,8 +8,9 @@
  * first use of a shape; the table is read without a lock (an entry is
  * complete before the count that publishes it is raised) and written under
  * one. Memory objects, streams and scratchpads are per thread, so any thread
- * may run any primitive. Small products (gemm.h) round their operands into a
- * per-thread float buffer and go to sgemm. */
+ * may run any primitive. Small products (gemm.h) go to gemm_small.c's
+ * AVX512-BF16 kernel, or, without it, round their operands into a per-thread
+ * float buffer and go to sgemm. */
 #include "gemm.h"
 #include "gemm_small.h"
 

@@ -10,10 +10,11 @@
  *     leading dimensions, alpha, beta) and kept for the life of the
  *     process. A small one (under GEMM_BF16_MIN_MADDS multiply-adds), and
  *     any made inside a parallel region (one thread's block of an attention
- *     kernel), is cheaper as sgemm on its inputs rounded to bf16 and widened
- *     again: the same rule (the products of two bf16 values are exact in
- *     fp32, the sums fp32), without oneDNN's cost per call, which exceeds
- *     such a product's work.
+ *     kernel), runs in gemm's own AVX512-BF16 kernel (gemm_small.h), or,
+ *     on a CPU without it, as sgemm on its inputs rounded to bf16 and
+ *     widened again: the same rule (the products of two bf16 values are
+ *     exact in fp32, the sums fp32), without oneDNN's cost per call, which
+ *     exceeds such a product's work.
  * gemm() may be called from inside an OpenMP parallel region: each thread
  * has its own oneDNN stream, memory objects and bf16 buffers, and a product
  * made inside a region runs on the calling thread alone. */
@@ -87,7 +88,8 @@ void gemm_set_jitter(double rel, uint64_t seed);
 
 /* The bf16 products since the count was last cleared, and their
  * multiply-adds (M N K summed), for the tests and ./bench; of them, the
- * multiply-adds of the small ones that ran as sgemm on rounded inputs. */
+ * multiply-adds of the small ones (gemm_small(), or sgemm on rounded inputs
+ * where the CPU lacks AVX512-BF16). */
 void gemm_bf16_count_clear(void);
 long gemm_bf16_calls(void);
 double gemm_bf16_madds(void);
