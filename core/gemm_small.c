@@ -5,7 +5,9 @@
  * cost per call. Here they run on vdpbf16ps, which multiplies pairs of bf16
  * values and adds both products into an fp32 lane: twice the multiply-adds
  * of an fp32 FMA per instruction, and the rule of gemm.h (inputs rounded to
- * nearest even, products exact in fp32, sums in fp32).
+ * nearest even, products exact in fp32, sums in fp32). Like every bf16
+ * instruction it reads subnormal inputs (below 2^-126) as 0 and flushes a
+ * subnormal sum to 0: far below any value a model's products carry.
  *
  * Both operands are packed as bf16 pairs along K: op(A) row by row (pair p
  * of row i holds k = 2p and 2p + 1), op(B) as pair rows of 16-column
