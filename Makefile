@@ -33,12 +33,13 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum ablate extrapolate sample
+COMMANDS := train bench spectrum ablate extrapolate sample report
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+	grid-page-png
 
 all: deps
 	@$(MAKE) --no-print-directory build-all
@@ -83,6 +84,10 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 
 # `make V=1` shows the full compiler command lines.
 Q := $(if $(V),,@)
+
+# The pages' script and style (experiments/page.h) are built into the
+# commands by the assembler's .incbin, which -MMD does not see.
+$(BUILD)/experiments/page_assets.o: experiments/page/page.js experiments/page/page.css
 
 # -MMD -MP: each object gets a .d file beside it naming the headers it
 # includes (read at the end of this file), so that a header change rebuilds
@@ -175,6 +180,14 @@ data: data/brown.txt
 data/brown.txt:
 	@sh scripts/deps.sh --data
 	sh scripts/fetch_corpus.sh
+
+# The pages' charting library, uPlot, from the npm registry at a pinned
+# version and checksum, into vendor/uplot/ (not committed: it is another
+# project's code). The pages are written without charts when it is missing.
+uplot: vendor/uplot/uPlot.iife.min.js
+
+vendor/uplot/uPlot.iife.min.js:
+	sh scripts/fetch_uplot.sh
 
 clean:
 	rm -rf build build-asan build-fuzz $(COMMANDS)
