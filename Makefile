@@ -42,6 +42,7 @@ FLAVOUR_CFLAGS ?= $(OPT)
 	grid-page-png
 
 all: deps
+	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts (make uplot)"
 	@$(MAKE) --no-print-directory build-all
 
 build-all: $(COMMANDS)
@@ -49,7 +50,12 @@ build-all: $(COMMANDS)
 deps:
 	@sh scripts/deps.sh
 
+# The pages' tests (tests/cli_pages.sh) open them in headless chromium, and
+# their charts need uPlot: both are installed here when missing, and the
+# tests say why they skip where they cannot be.
 check: deps
+	@sh scripts/deps.sh --browser || echo "note: chromium could not be installed: the browser tests will be skipped"
+	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts"
 	@$(MAKE) --no-print-directory run-tests
 
 check-asan: deps
@@ -71,6 +77,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
+	sh tests/cli_pages.sh
 
 # The commands are built with the same flags, so that they compile there too.
 # The sanitizers make every test several times slower, so Check's time limits

@@ -441,8 +441,11 @@
     if (G.results_md) effects(section("Effects"), G.results_md);
     var s = section("Every run");
     if (G.results_csv) runsTable(s, G);
+    var listed = {};
+    parseCSV(G.results_csv).forEach(function (r) { listed[r.run] = true; });
     var ul = add(s, el("ul", {"class": "links"}));
     G.runs.forEach(function (r) {
+      if (listed[r.name]) return; /* in the table above */
       add(ul, el("li", {}, [r.href ? el("a", {href: r.href, text: r.name}) : el("span", {text: r.name}), " " + r.state]));
     });
     if (G.results_md) {
