@@ -196,6 +196,12 @@ uplot: vendor/uplot/uPlot.iife.min.js
 vendor/uplot/uPlot.iife.min.js:
 	sh scripts/fetch_uplot.sh
 
+# docs/grid-page.png, README's picture of a grid's page: the cosFormer grid
+# kept in results/, its page opened in headless chromium.
+grid-page-png: all
+	@sh scripts/deps.sh --browser
+	sh scripts/grid_page_png.sh results/cosformer-seeds docs/grid-page.png
+
 clean:
 	rm -rf build build-asan build-fuzz $(COMMANDS)
 

@@ -31,6 +31,7 @@
     if (x === null || x === undefined || x === "" || isNaN(+x)) return "-";
     return (+x).toFixed(digits === undefined ? 4 : digits);
   }
+  function signed(x) { return x === "" || isNaN(+x) ? "-" : (+x >= 0 ? "+" : "") + fmt(x); }
   function color(i) { return COLORS[i % COLORS.length]; }
   function fade(hex, alpha) {
     var n = parseInt(hex.slice(1), 16);
@@ -137,7 +138,7 @@
 
   /* an interval as a bar on a shared scale [lo, hi], a line at ref */
   function bar(low, high, mid, scale, ref) {
-    var W = 160, H = 14;
+    var W = 110, H = 14;
     var x = function (v) { return (v - scale[0]) / (scale[1] - scale[0] || 1) * (W - 8) + 4; };
     var ns = "http://www.w3.org/2000/svg";
     var svg = document.createElementNS(ns, "svg");
@@ -323,14 +324,15 @@
     var paired = sum.some(function (r) { return r.paired_diff !== ""; });
     var head = ["point"].concat(axes, ["runs", "mean", "sd", {label: "95% interval (line: baseline)", nosort: true},
                 "minus baseline", {label: "Welch 95%", nosort: true}]);
-    if (paired) head = head.concat(["paired against", "paired", {label: "paired 95%", nosort: true}, "pairs"]);
+    var against = (sum.filter(function (r) { return r.paired_against; })[0] || {}).paired_against;
+    if (paired) head = head.concat(["paired, minus " + against, {label: "paired 95%", nosort: true}, "pairs"]);
     var rows = sum.map(function (r) {
       var cells = [r.point].concat(axes.map(function (a) { return r[a]; }), [
         r.runs, {text: fmt(r.mean), v: r.mean, cls: "num mean"}, {text: fmt(r.sd), v: r.sd, cls: "num"},
         {node: bar(num(r.low), num(r.high), num(r.mean), sc, ref), v: r.low},
-        {text: r.minus_baseline === "" ? "-" : (num(r.minus_baseline) >= 0 ? "+" : "") + fmt(r.minus_baseline), v: r.minus_baseline, cls: "num"},
+        {text: signed(r.minus_baseline), v: r.minus_baseline, cls: "num"},
         {node: bar(num(r.diff_low), num(r.diff_high), num(r.minus_baseline), dsc, 0), v: r.diff_low}]);
-      if (paired) cells = cells.concat([r.paired_against || "-", {text: r.paired_diff === "" ? "-" : fmt(r.paired_diff), v: r.paired_diff, cls: "num"},
+      if (paired) cells = cells.concat([{text: signed(r.paired_diff), v: r.paired_diff, cls: "num"},
         {node: bar(num(r.paired_low), num(r.paired_high), num(r.paired_diff), psc, 0), v: r.paired_low},
         r.pairs + (num(r.apart) ? " (" + r.apart + " apart)" : "")]);
       return {cells: cells};
