@@ -122,7 +122,8 @@ static int csv_fields(const char *line, char fields[][256], int max) {
 /* The state of a run as words for the page, "done" or "running, step 40 of 100". */
 static void state_words(const cJSON *st, char *buf, size_t size) {
     const char *s = cJSON_GetObjectItem(st, "state")->valuestring;
-    long step = (long)cJSON_GetObjectItem(st, "step")->valuedouble, steps = (long)cJSON_GetObjectItem(st, "steps")->valuedouble;
+    long step = (long)cJSON_GetObjectItem(st, "step")->valuedouble;
+    long steps = (long)cJSON_GetObjectItem(st, "steps")->valuedouble;
     if (!strcmp(s, "done"))
         snprintf(buf, size, "done");
     else
@@ -205,7 +206,8 @@ static cJSON *grid_runs(const char *dir, const char *results, const char *from, 
             for (int i = 0; i < n_folders; i++) named[i] |= !strcmp(folders[i], folder);
             snprintf(name, sizeof name, "%s%s", prefix, f[0]);
             snprintf(sub, sizeof sub, "%s/%s", dir, folder);
-            cJSON_AddItemToArray(runs, run_entry(name, sub, from, options, status_col < n ? f[status_col] : NULL, notes));
+            const char *status = status_col < n ? f[status_col] : NULL;
+            cJSON_AddItemToArray(runs, run_entry(name, sub, from, options, status, notes));
         }
         line = strchr(line, '\n');
         if (line) line++;

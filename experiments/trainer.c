@@ -464,7 +464,8 @@ static int run_finish(Run *run, TrainResult *r, Err *e) {
         if (rc == 0 && r->status == TRAIN_DONE && (sampled = run_sample(run, e)) < 0) rc = -1;
         if (rc == 0) {
             bool done = r->status == TRAIN_DONE && sampled > 0, diverged = r->status == TRAIN_DIVERGED;
-            write_page(run, done ? "done" : diverged ? "diverged" : "interrupted", diverged ? r->diverged_step : r->step);
+            const char *state = done ? "done" : diverged ? "diverged" : "interrupted";
+            write_page(run, state, diverged ? r->diverged_step : r->step);
         }
     }
     if (agree(run, rc, e) != 0) return -1;
