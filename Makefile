@@ -33,14 +33,16 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs $(TEST_PKGS))
 
 CORE_SRC := $(wildcard core/*.c)
 TEST_SRC := $(wildcard tests/*.c)
-COMMANDS := train bench spectrum ablate extrapolate sample
+COMMANDS := train bench spectrum ablate extrapolate sample report
 
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run
+.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+	grid-page-png
 
 all: deps
+	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts (make uplot)"
 	@$(MAKE) --no-print-directory build-all
 
 build-all: $(COMMANDS)
@@ -48,7 +50,12 @@ build-all: $(COMMANDS)
 deps:
 	@sh scripts/deps.sh
 
+# The pages' tests (tests/cli_pages.sh) open them in headless chromium, and
+# their charts need uPlot: both are installed here when missing, and the
+# tests say why they skip where they cannot be.
 check: deps
+	@sh scripts/deps.sh --browser || echo "note: chromium could not be installed: the browser tests will be skipped"
+	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts"
 	@$(MAKE) --no-print-directory run-tests
 
 check-asan: deps
@@ -70,6 +77,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
+	sh tests/cli_pages.sh
 
 # The commands are built with the same flags, so that they compile there too.
 # The sanitizers make every test several times slower, so Check's time limits
@@ -83,6 +91,10 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 
 # `make V=1` shows the full compiler command lines.
 Q := $(if $(V),,@)
+
+# The pages' script and style (experiments/page.h) are built into the
+# commands by the assembler's .incbin, which -MMD does not see.
+$(BUILD)/experiments/page_assets.o: experiments/page/page.js experiments/page/page.css
 
 # -MMD -MP: each object gets a .d file beside it naming the headers it
 # includes (read at the end of this file), so that a header change rebuilds
@@ -179,6 +191,20 @@ data/brown.txt:
 data/typescript.txt:
 	@sh scripts/deps.sh --data
 	sh scripts/fetch_code_corpus.sh
+
+# The pages' charting library, uPlot, from the npm registry at a pinned
+# version and checksum, into vendor/uplot/ (not committed: it is another
+# project's code). The pages are written without charts when it is missing.
+uplot: vendor/uplot/uPlot.iife.min.js
+
+vendor/uplot/uPlot.iife.min.js:
+	sh scripts/fetch_uplot.sh
+
+# docs/grid-page.png, README's picture of a grid's page: the cosFormer grid
+# kept in results/, its page opened in headless chromium.
+grid-page-png: all
+	@sh scripts/deps.sh --browser
+	sh scripts/grid_page_png.sh results/cosformer-seeds docs/grid-page.png
 
 clean:
 	rm -rf build build-asan build-fuzz $(COMMANDS)

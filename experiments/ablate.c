@@ -25,6 +25,7 @@
 #include "dist.h"
 #include "grid_report.h"
 #include "interrupt.h"
+#include "page.h"
 #include "progress.h"
 #include "run.h"
 #include "startup.h"
@@ -78,8 +79,9 @@ static void usage(FILE *f) {
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
             "a run folder holding a run of other options is refused.\n"
-            "Writes DIR/results.md, DIR/results.csv and DIR/curves.png. A run that fails is recorded\n"
-            "as failed and the others go on.\n"
+            "Writes DIR/results.md, DIR/results.csv, DIR/curves.png and DIR/index.html (a page with the\n"
+            "sortable summary, each point's curves and a link to each run's page; docs/pages.md). A run\n"
+            "that fails is recorded as failed and the others go on.\n"
             "\n"
             "Under mpirun -np N, each rank trains whole runs (run i goes to rank i mod N) and rank 0\n"
             "writes the tables, the same as a serial run's; resuming works as above.\n"
@@ -341,11 +343,13 @@ static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_
     return 0;
 }
 
-/* Rank 0 writes the tables and the plot, and prints results.md. */
+/* Rank 0 writes the tables, the plot and the page, and prints results.md. */
 static int report(const Grid *grid, const GridRun *runs, int n_runs, const char *dir, double t_start,
                   bool some_failed) {
     Err e;
-    if (dist_agree(dist_rank() == 0 ? grid_write_outputs(dir, grid, runs, n_runs, &e) : 0, &e) != 0) {
+    int rc = dist_rank() == 0 ? grid_write_outputs(dir, grid, runs, n_runs, &e) : 0;
+    if (rc == 0 && dist_rank() == 0) rc = page_write_grid(dir, &e);
+    if (dist_agree(rc, &e) != 0) {
         err_print(&e);
         return 1;
     }
@@ -355,8 +359,8 @@ static int report(const Grid *grid, const GridRun *runs, int n_runs, const char 
     char curves[1100];
     snprintf(curves, sizeof curves, "%s/curves.png", dir);
     bool plotted = file_exists(curves); /* none when no run has a curve */
-    printf("\n%s\nwrote %s/results.md, %s/results.csv%s%s%s (%s)\n", md, dir, dir, plotted ? ", " : "",
-           plotted ? curves : "", plotted ? "" : " (no curves.png: no run has a validation curve)",
+    printf("\n%s\nwrote %s/results.md, %s/results.csv%s%s%s, %s/index.html (%s)\n", md, dir, dir, plotted ? ", " : "",
+           plotted ? curves : "", plotted ? "" : " (no curves.png: no run has a validation curve)", dir,
            format_duration(now_seconds() - t_start, took, sizeof took));
     if (some_failed) printf("some runs failed (see results.md); run the same command again to retry them\n");
     free(md);

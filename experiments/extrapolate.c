@@ -27,6 +27,7 @@
 #include "memory.h"
 #include "mlm.h"
 #include "open.h"
+#include "page.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -860,6 +861,13 @@ static int report(Job *j) {
             printf("\nwrote %s, %s, %s\n", j->csv_path, j->sum_path, j->png_path);
         else
             printf("\nwrote %s, %s\n", j->csv_path, j->png_path);
+        char why[200]; /* a run folder's page gets the extrapolation's chart */
+        if (page_kind(j->out_dir, why, sizeof why) == PAGE_RUN) {
+            if (page_write_run(j->out_dir, NULL, &e) != 0)
+                status = 1;
+            else
+                printf("page: %s/index.html\n", j->out_dir);
+        }
     }
     if (status != 0) err_print(&e);
     free(csv), free(sum);

@@ -208,8 +208,8 @@ int grid_expect(Grid *g, const char *text, Err *e) {
     return 0;
 }
 
-/* Folder-safe form of a run name. */
-static void folder_name(const char *name, char *out, size_t size) {
+/* Folder-safe form of a run name (grid.h). */
+void grid_folder_name(const char *name, char *out, size_t size) {
     size_t k = 0;
     for (const char *p = name; *p && k + 1 < size; p++)
         out[k++] = (*p == '=' ? '-' : *p == ',' || *p == ' ' ? '_' : *p == '/' ? '-' : *p == ':' ? '+' : *p);
@@ -220,7 +220,7 @@ void grid_default_dir(const Grid *g, char *dir, size_t size) {
     size_t k = (size_t)snprintf(dir, size, "runs/ablate");
     for (int a = 0; a < g->n_axes && k < size; a++) {
         char name[128];
-        folder_name(g->axes[a].name, name, sizeof name);
+        grid_folder_name(g->axes[a].name, name, sizeof name);
         k += (size_t)snprintf(dir + k, size - k, "-%s", name);
     }
 }
@@ -307,7 +307,7 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
         GridRun *r = &runs[i];
         /* the name as a folder; a long one cut, with the run's index to keep it apart */
         char folder[200];
-        folder_name(r->name, folder, sizeof folder);
+        grid_folder_name(r->name, folder, sizeof folder);
         if (strlen(r->name) >= sizeof folder - 1) snprintf(folder + 160, sizeof folder - 160, "-%d", i + 1);
         if ((size_t)snprintf(r->folder, sizeof r->folder, "%s/%s", dir, folder) >= sizeof r->folder ||
             strlen(r->folder) >= sizeof r->cfg.train.out) {

@@ -84,6 +84,10 @@ int grid_settle(Grid *g, Err *e);
  * key=value terms joined by ',' on axes of the grid (both sides naming the
  * same axes). -1 with e naming what is wrong. */
 int grid_expect(Grid *g, const char *text, Err *e);
+/* The folder a run of that name gets under the grid's folder: '=' as '-',
+ * ',' and ' ' as '_', '/' as '-', ':' as '+' ("phi=relu,seed=1" ->
+ * "phi-relu_seed-1"). */
+void grid_folder_name(const char *name, char *out, size_t size);
 /* runs/ablate-<axis>-<axis>... */
 void grid_default_dir(const Grid *g, char *dir, size_t size);
 /* The runs in dir, the baseline last (unless !baseline or it equals a grid

@@ -16,6 +16,7 @@
 #include "interrupt.h"
 #include "memory.h"
 #include "open.h"
+#include "page.h"
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -373,11 +374,16 @@ static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *sk
         if (write_csv(&v, dir, &e) == 0) print_table(&v, a->eigen, skew);
         else status = 1;
         if (status == 0 && write_plots(&v, dir, target, a->eigen, sp.windows, T, &e) != 0) status = 1;
+        /* a run folder's page gets the spectrum's chart */
+        char why[200];
+        bool page = status == 0 && page_kind(dir, why, sizeof why) == PAGE_RUN;
+        if (page && page_write_run(dir, NULL, &e) != 0) status = 1;
         if (status != 0) {
             err_print(&e);
         } else {
             printf("\nwrote %s/spectrum.csv, %s/spectrum.png, %s/singular-values.png, %s/heatmap.png\n", dir, dir,
                    dir, dir);
+            if (page) printf("page: %s/index.html\n", dir);
         }
         averages_free(&v);
     }

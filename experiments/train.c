@@ -23,7 +23,9 @@ static void usage(FILE *f) {
             "Trains a byte-level language model on corpus.txt (any text; the last val_fraction\n"
             "is held out). The run folder gets model.safetensors, config.json, metrics.jsonl,\n"
             "loss.png and samples.txt (under --objective mlm, a fill-in demo: masked\n"
-            "validation windows and the model's predictions). Ctrl-C saves a checkpoint and\n"
+            "validation windows and the model's predictions), and index.html, a page of the\n"
+            "curves, config and samples, written at each evaluation and at the end (while the\n"
+            "run trains it reloads itself; docs/pages.md). Ctrl-C saves a checkpoint and\n"
             "stops; --resume continues the run exactly (training, sampling and threads options\n"
             "may change; model options may not).\n"
             "\n"
@@ -199,7 +201,7 @@ static int report(const TrainResult *r, const Config *cfg, const char *run_dir) 
         default:
             printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r->val_bpb, r->best_val_bpb,
                    cfg->model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r->step, r->tok_s);
-            printf("run folder: %s (loss plot: %s/loss.png)\n", run_dir, run_dir);
+            printf("run folder: %s (loss plot: %s/loss.png, page: %s/index.html)\n", run_dir, run_dir, run_dir);
             return 0;
     }
 }

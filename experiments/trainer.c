@@ -43,6 +43,7 @@
 #include "mlm.h"
 #include "open.h"
 #include "model.h"
+#include "page.h"
 #include "progress.h"
 #include "run.h"
 #include "train_folder.h"
@@ -341,6 +342,19 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     return true;
 }
 
+/* The run folder's index.html (page.h), at an evaluation and at the end:
+ * never in a step, so no step takes longer for it. A page that cannot be
+ * written is said once and the run goes on. */
+static void write_page(Run *run, const char *state, long step) {
+    static bool said;
+    Err e;
+    PageStatus st = {state, step, run->cfg.train.steps};
+    if (page_write_run(run->folder.dir, &st, &e) != 0 && !said) {
+        said = true;
+        fprintf(stderr, "note: %s/index.html not written: %s\n", run->folder.dir, e.msg);
+    }
+}
+
 /* After step l->step: the validation loss when it is due (into r), and the
  * metrics line when it is due. -1 with e set when the ranks disagree. */
 static int after_step(Run *run, Loop *lp, StepLog *l, TrainResult *r, Err *e) {
@@ -364,6 +378,7 @@ static int after_step(Run *run, Loop *lp, StepLog *l, TrainResult *r, Err *e) {
             train_folder_log(&run->folder, l);
             train_folder_progress_text(&run->folder, l, extra, sizeof extra);
             progress_update(&lp->prog, done, extra);
+            if (eval && done < tc->steps) write_page(run, "running", done); /* the last: run_finish's */
         }
         lp->t_log = now_seconds(); /* evaluation and logging are not counted as training time */
         lp->tokens_since = 0;
@@ -447,6 +462,11 @@ static int run_finish(Run *run, TrainResult *r, Err *e) {
     if (run->rank == 0) {
         rc = train_folder_plot(&run->folder, e);
         if (rc == 0 && r->status == TRAIN_DONE && (sampled = run_sample(run, e)) < 0) rc = -1;
+        if (rc == 0) {
+            bool done = r->status == TRAIN_DONE && sampled > 0, diverged = r->status == TRAIN_DIVERGED;
+            const char *state = done ? "done" : diverged ? "diverged" : "interrupted";
+            write_page(run, state, diverged ? r->diverged_step : r->step);
+        }
     }
     if (agree(run, rc, e) != 0) return -1;
     if (run->ranks > 1) dist_bcast(&sampled, sizeof sampled, 0);

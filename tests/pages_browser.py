@@ -1,0 +1,253 @@
+"""tests/pages_browser.py: the pages (experiments/page.h) opened in a real browser.
+
+Debian's chromium, headless, driven by python3-selenium through chromium-driver, opens each
+page from file:// and checks what a reader would see:
+  - no console error (the browser log at SEVERE level is empty);
+  - the page's script ran to its end (body[data-drawn]);
+  - the charts have drawn: in a screenshot of the page, the first chart's canvas holds
+    coloured pixels (the curves), not only the white and grey of an empty plot;
+  - the numbers in the grid page's tables are those of results.csv and summary.csv;
+  - a running run's page reloads itself and then shows a later step, and stops reloading
+    once the run has stopped;
+  - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
+    unfinished run give pages that say so;
+  - without uPlot, the page still has its tables, says how to get the charts, raises no error.
+
+usage: pages_browser.py T TRAIN CORPUS   (T: the folder tests/cli_pages.sh made)
+       pages_browser.py --screenshot PAGE OUT.png   (make grid-page-png)
+Prints "ok   NAME" or "FAIL NAME: why" per check; exit 0 when all pass, 1 when one fails,
+3 (with "skip: ..." on stdout) when chromium, chromium-driver or selenium is missing.
+"""
+import csv
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+DRIVER = "/usr/bin/chromedriver"
+
+
+def browser(height=2400):
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        print("skip: browser tests: python3-selenium is not installed (scripts/deps.sh --browser)")
+        sys.exit(3)
+    if not os.path.exists(DRIVER) or not shutil.which("chromium"):
+        print("skip: browser tests: chromium or chromium-driver is not installed (scripts/deps.sh --browser)")
+        sys.exit(3)
+    o = webdriver.ChromeOptions()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1280,%d" % height, "--force-device-scale-factor=1", "--allow-file-access-from-files"]:
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=o, service=Service(DRIVER))
+
+
+def png_pixels(data):
+    """Width, height and rows of (r, g, b) from an 8-bit RGB or RGBA PNG (what chromium writes)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and ctype in (2, 6), "PNG of depth %d, colour type %d" % (depth, ctype)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw, stride, prev, rows = zlib.decompress(idat), w * bpp, bytearray(w * bpp), []
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1: line[i] = (line[i] + a) & 255
+            elif f == 2: line[i] = (line[i] + b) & 255
+            elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(line)
+        prev = line
+    return w, h, [[tuple(r[x * bpp:x * bpp + 3]) for x in range(w)] for r in rows]
+
+
+def coloured_pixels(shot, rect):
+    """How many pixels inside rect (x, y, w, h) are clearly coloured: a curve, not the grid."""
+    w, h, px = png_pixels(shot)
+    x0, y0 = max(0, int(rect["x"])), max(0, int(rect["y"]))
+    x1, y1 = min(w, int(rect["x"] + rect["width"])), min(h, int(rect["y"] + rect["height"]))
+    return sum(1 for y in range(y0, y1) for x in range(x0, x1) if max(px[y][x]) - min(px[y][x]) > 80)
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, name, ok, why=""):
+        print(("ok   %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
+        self.failed += 0 if ok else 1
+
+
+def open_page(d, path):
+    d.get("file://" + os.path.abspath(path))
+    for _ in range(50):
+        if d.execute_script("return document.body && document.body.getAttribute('data-drawn')"):
+            break
+        time.sleep(0.1)
+    return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def page_basics(c, d, name, path, chart=True):
+    errors = open_page(d, path)
+    c.check("%s: no console error" % name, not errors, "; ".join(e["message"] for e in errors)[:300])
+    drawn = d.execute_script("return document.body.getAttribute('data-drawn')")
+    c.check("%s: the script ran to its end" % name, drawn == "1", "body[data-drawn] is %r" % drawn)
+    if not chart:
+        return
+    rect = d.execute_script("var c = document.querySelector('.chart canvas'); if (!c) return null;"
+                            "c.scrollIntoView(); var r = c.getBoundingClientRect();"
+                            "return {x: r.x, y: r.y, width: r.width, height: r.height};")
+    if not rect:
+        c.check("%s: a chart has drawn" % name, False, "no canvas on the page")
+        return
+    n = coloured_pixels(d.get_screenshot_as_png(), rect)
+    c.check("%s: a chart has drawn (%d coloured pixels in its canvas)" % (name, n), n > 300,
+            "the canvas is blank in the screenshot")
+
+
+def cells(d, table_class, cols):
+    return d.execute_script(
+        "return Array.prototype.map.call(document.querySelectorAll('table.%s tbody tr'), function (r) {"
+        "return [%s]; });" % (table_class, ",".join("r.cells[%d].textContent" % k for k in cols)))
+
+
+def grid_numbers(c, d, grid):
+    with open(os.path.join(grid, "results.csv")) as f:
+        rows = list(csv.DictReader(f))
+    head = rows[0].keys() if rows else []
+    col = list(head).index("final_val_bpb")
+    shown = {r[0]: r[1] for r in cells(d, "runs", [0, col])}
+    want = {r["run"]: ("%.4f" % float(r["final_val_bpb"])) if r["final_val_bpb"] else "-" for r in rows}
+    c.check("grid: the runs table's final val bpb equal results.csv", shown == want,
+            "page %s, results.csv %s" % (sorted(shown.items())[:3], sorted(want.items())[:3]))
+    with open(os.path.join(grid, "summary.csv")) as f:
+        rows = list(csv.DictReader(f))
+    k = list(rows[0].keys()).index("mean")  # the page's columns start as summary.csv's do
+    shown = {r[0]: (r[1], r[2]) for r in cells(d, "summary", [0, k, k + 1])}
+    want = {r["point"]: ("%.4f" % float(r["mean"]), "%.4f" % float(r["sd"])) for r in rows}
+    c.check("grid: the summary table's mean and sd equal summary.csv", shown == want,
+            "page %s, summary.csv %s" % (sorted(shown.items())[:2], sorted(want.items())[:2]))
+    # sorting by mean puts the smallest mean first
+    d.execute_script("Array.prototype.filter.call(document.querySelectorAll('table.summary th'),"
+                     "function (h) { return h.textContent === 'mean'; })[0].click();")
+    first = cells(d, "summary", [0])[0][0]
+    best = min(rows, key=lambda r: float(r["mean"]))["point"]
+    c.check("grid: the summary sorts by mean", first == best, "first row %s, smallest mean %s" % (first, best))
+
+
+def links_resolve(c, d, name, base):
+    hrefs = d.execute_script("return Array.prototype.map.call(document.querySelectorAll('a'), function (a) {"
+                             "return decodeURIComponent(a.href); });")
+    bad = [h for h in hrefs if not (h.startswith("file://") and os.path.isfile(h[len("file://"):]))]
+    c.check("%s: %d links, each to a page that exists" % (name, len(hrefs)), hrefs and not bad, "broken: %s" % bad[:3])
+
+
+def text_of(d, css):
+    return d.execute_script("var e = document.querySelector(%r); return e ? e.textContent : '';" % css)
+
+
+def running(c, d, T, train, corpus):
+    """A run trained now: its page says running, reloads, shows a later step; then stops reloading."""
+    out = os.path.join(T, "live")
+    page = os.path.join(out, "index.html")
+    p = subprocess.Popen([train, "--steps", "1000000", "--eval_every", "100", "--eval_batches", "1", "--log_every",
+                          "100", "--layers", "1", "--d_model", "32", "--heads", "2", "--context", "32", "--threads",
+                          "1", "--sample_length", "0", "--out", out, corpus],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            if os.path.exists(page):
+                break
+            time.sleep(0.1)
+        open_page(d, page)
+        first = text_of(d, "#status")
+        c.check("live: the page says running, step N of M", first.startswith("running, step ")
+                and first.endswith(" of 1000000"), "status %r" % first)
+        d.execute_script("window.notReloaded = true;")
+        later = first
+        for _ in range(120):  # the page reloads every 4 s
+            time.sleep(0.1)
+            if d.execute_script("return window.notReloaded !== true && document.body.getAttribute('data-drawn')"):
+                later = text_of(d, "#status")
+                break
+        step = lambda s: int(s.split()[2]) if s.startswith("running, step ") else -1
+        c.check("live: the page reloaded itself and shows a later step", step(later) > step(first) > 0,
+                "before %r, after %r" % (first, later))
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+    open_page(d, page)
+    stopped = text_of(d, "#status")
+    d.execute_script("window.notReloaded = true;")
+    time.sleep(5)
+    still = d.execute_script("return window.notReloaded === true")
+    c.check("live: once stopped, the page says so and no longer reloads", stopped.startswith("interrupted at step")
+            and still, "status %r, reloaded: %s" % (stopped, not still))
+
+
+def main():
+    if sys.argv[1] == "--screenshot":
+        d = browser(1500)
+        try:
+            open_page(d, sys.argv[2])
+            d.save_screenshot(sys.argv[3])
+        finally:
+            d.quit()
+        return 0
+    T, train, corpus = sys.argv[1:4]
+    c = Checks()
+    d = browser()
+    try:
+        page_basics(c, d, "run", os.path.join(T, "run/index.html"))
+        conf = cells(d, "config", [0, 1])
+        c.check("run: the config table starts with the options that differ",
+                conf[:2] == [["layers", "1"], ["d_model", "32"]], "first rows %s" % conf[:2])
+        c.check("run: the samples are shown", len(text_of(d, "#samples")) > 50, "no sample text")
+        c.check("run: the spectrum's chart is on the page", "Spectrum" in text_of(d, "body"), "no spectrum section")
+        page_basics(c, d, "grid", os.path.join(T, "grid/index.html"))
+        grid_numbers(c, d, os.path.join(T, "grid"))
+        links_resolve(c, d, "grid", T)
+        page_basics(c, d, "report", os.path.join(T, "report.html"))
+        links_resolve(c, d, "report", T)
+        groups = set(r[0] for r in cells(d, "report", [0]))
+        c.check("report: runs grouped by the options that differ", groups == {"d_model=32", "d_model=48"},
+                "groups %s" % groups)
+        page_basics(c, d, "cut", os.path.join(T, "cut/index.html"))
+        notes = text_of(d, "#notes")
+        c.check("cut: the page says metrics.jsonl was cut short", "metrics.jsonl: 1 line not read" in notes,
+                "notes %r" % notes[:200])
+        page_basics(c, d, "broken grid", os.path.join(T, "broken/index.html"))
+        notes = text_of(d, "#notes")
+        c.check("broken grid: the page names the failed, missing and unfinished runs",
+                "failed" in notes and "no run folder" in notes and "stopped, step" in notes, "notes %r" % notes[:300])
+        page_basics(c, d, "no uPlot", os.path.join(T, "nolib/index.html"), chart=False)
+        c.check("no uPlot: the page has its tables and says how to get the charts",
+                "make uplot" in text_of(d, "#nolib") and len(cells(d, "config", [0])) > 10, "no notice or table")
+        running(c, d, T, train, corpus)
+    finally:
+        d.quit()
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
