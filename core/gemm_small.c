@@ -157,12 +157,31 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
         }
 }
 
+/* The thread's buffer for one column panel of op(B) and pack_down's rows. */
+static _Thread_local uint32_t *panel_buf;
+static _Thread_local size_t panel_cap;
+
+/* op(B)'s columns j0 .. j0 + NR - 1 (those past N are 0) as Kp pair rows of
+ * width NR, into the thread's panel buffer. */
+AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, int K, int N, int j0) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
+    size_t need = (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0);
+    if (need > panel_cap) {
+        free(panel_buf);
+        panel_cap = need + need / 4;
+        panel_buf = malloc_check(panel_cap * sizeof *panel_buf, __FILE__, __LINE__);
+    }
+    int cols = N - j0 < NR ? N - j0 : NR;
+    if (tb) pack_down(panel_buf, NR, B + (long)j0 * ldb, ldb, K, cols, panel_buf + (size_t)Kp * NR);
+    else pack_across(panel_buf, NR, B + j0, ldb, K, cols);
+    return panel_buf;
+}
+
 AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
-    int Kp = (K + 1) / 2, Mp = (M + MR - 1) / MR * MR, w = (N + NR - 1) / NR * NR, Kp16 = (Kp + 15) & ~15;
-    /* op(A): rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
-    size_t na = (size_t)Mp * Kp, nb = (size_t)Kp * w;
-    uint32_t *pa = pack_space(na + nb + (tb ? 16 * (size_t)Kp16 : 0)), *pb = pa + na, *tmp = pb + nb;
+    int Kp = (K + 1) / 2, Mp = (M + MR - 1) / MR * MR;
+    /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
+    uint32_t *pa = pack_space((size_t)Mp * Kp);
     long ar, ap;
     if (!ta) {
         for (int i = 0; i < M; i++) pack_row(pa + (long)i * Kp, A + (long)i * lda, K);
@@ -172,14 +191,16 @@ AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, 
         pack_across(pa, Mp, A, lda, K, M);
         ar = 1, ap = Mp;
     }
-    if (tb) pack_down(pb, w, B, ldb, K, N, tmp);
-    else pack_across(pb, w, B, ldb, K, N);
-    int tiles_m = Mp / MR, tiles_n = w / NR;
+    /* op(B) a panel of NR columns at a time, packed where it is used: the
+     * panel stays in L1 while every row tile of A passes over it */
+    int tiles_n = (N + NR - 1) / NR;
     bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
-#pragma omp parallel for collapse(2) schedule(static) if (split)
-    for (int ti = 0; ti < tiles_m; ti++)
-        for (int tj = 0; tj < tiles_n; tj++) {
-            int i0 = ti * MR, j0 = tj * NR, mr = M - i0 < MR ? M - i0 : MR;
-            tile(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb + j0, w, alpha, beta, C + (long)i0 * ldc + j0, ldc);
-        }
+#pragma omp parallel for schedule(static) if (split)
+    for (int tj = 0; tj < tiles_n; tj++) {
+        int j0 = tj * NR;
+        const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
+        for (int i0 = 0; i0 < M; i0 += MR)
+            tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
+                 C + (long)i0 * ldc + j0, ldc);
+    }
 }
