@@ -18,6 +18,7 @@
  * the largest product, so a training step makes no malloc after its first. */
 #include "gemm_small.h"
 
+#include <assert.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -72,9 +73,11 @@ AVX512_BF16 static __m512i pair_rows(const float *x0, const float *x1, int n) {
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), v);
 }
 
-/* X stored K x cols (row stride ld) as Kp pair rows of width w >= cols
- * (the columns past cols are 0): out[p w + j] = (X[2p][j], X[2p + 1][j]). */
+/* X stored K x cols (row stride ld) as Kp pair rows of width w >= cols, a
+ * multiple of 16 (the columns past cols are 0): out[p w + j] = (X[2p][j],
+ * X[2p + 1][j]). */
 AVX512_BF16 static void pack_across(uint32_t *out, int w, const float *X, int ld, int K, int cols) {
+    assert(w % 16 == 0 && w >= cols);
     for (int p = 0; p < (K + 1) / 2; p++) {
         const float *x0 = X + (long)2 * p * ld, *x1 = 2 * p + 1 < K ? x0 + ld : NULL;
         for (int j = 0; j < w; j += 16)
@@ -113,6 +116,7 @@ AVX512_BF16 static void transpose16(__m512i r[16]) {
 /* X stored cols x K (each column of op(X) a stored row; row stride ld) as
  * Kp pair rows of width w: the rows' pairs, transposed 16 x 16 at a time. */
 AVX512_BF16 static void pack_down(uint32_t *out, int w, const float *X, int ld, int K, int cols, uint32_t *tmp) {
+    assert(w % 16 == 0 && w >= cols);
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
     for (int j0 = 0; j0 < w; j0 += 16) {
         for (int j = 0; j < 16; j++) {
@@ -179,7 +183,8 @@ AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, 
 
 AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
-    int Kp = (K + 1) / 2, Mp = (M + MR - 1) / MR * MR;
+    /* Mp: M padded to whole vectors of 16, which pack_across writes, and so to row tiles */
+    int Kp = (K + 1) / 2, Mp = (M + 15) & ~15;
     /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
     uint32_t *pa = pack_space((size_t)Mp * Kp);
     long ar, ap;
