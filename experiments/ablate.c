@@ -331,7 +331,11 @@ static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_
         return 1;
     }
     int ranks = dist_size(), wanted = grid->base.train.threads;
-    int threads = engine_set_threads(wanted || ranks == 1 ? wanted : dist_default_threads());
+    int threads = command_threads(wanted || ranks == 1 ? wanted : dist_default_threads(), stdout, &e);
+    if (dist_agree(threads < 0 ? -1 : 0, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     if (ranks > 1)
         printf("attnlab ablate: %d runs in %s, %d ranks x %s\n", n_train, dir, ranks, threads_banner(threads));
     else

@@ -127,7 +127,7 @@ static void usage(FILE *f) {
             "                    keys a row sees: a causal --window W <= the training context keeps\n"
             "                    n <= context, so there log-n never scales (clm window + logn = window)\n"
             "  --bca on|off      blockwise causal attention, blocks of context / 2 (softmax, clm only)\n"
-            "  --threads N       threads (default 0 = all cores)\n"
+            "  --threads N       threads, at most the CPUs this process may use (default 0 = all of them)\n"
             "  --out DIR         where extrapolate.csv and extrapolate.png go (default: the first\n"
             "                    checkpoint's run folder, or . for a bare .safetensors file)\n"
             "  --label A,B,...   row labels, one per checkpoint, in order (default: as above)\n",
@@ -593,7 +593,7 @@ static int plan(Job *j) {
 /* Scores every variant at every length into v->bpb: 0, or the status to
  * exit with when interrupted. */
 static int score(Job *j) {
-    int used_threads = engine_set_threads(j->threads);
+    int used_threads = engine_threads();
     printf("extrapolate: %d variant%s, lengths", j->nv, j->nv == 1 ? "" : "s");
     for (int l = 0; l < j->nl; l++) printf("%s%d", l ? "," : " ", j->lengths[l]);
     printf(", %s windows, %s\n", j->max_windows || j->max_bytes ? "evenly spaced" : "all", threads_banner(used_threads));
@@ -881,6 +881,8 @@ int main(int argc, char **argv) {
     Job j = {.threads = 0};
     int status = parse_args(&j, argc, argv);
     if (status != ARGS_OK) return status;
+    Err e;
+    if (command_threads(j.threads, stdout, &e) < 0) return err_print(&e), 1; /* before the models, which count them */
     if ((status = make_variants(&j)) == 0 && (status = plan(&j)) == 0 && (status = score(&j)) == 0)
         status = report(&j);
     job_free(&j);

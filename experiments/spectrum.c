@@ -113,6 +113,7 @@ static void on_layer(int layer, const Tensor *P, void *ctx) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [...] [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
+            "                  [--threads N]\n"
             "\n"
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
@@ -136,7 +137,9 @@ static void usage(FILE *f) {
             "  --samples N  windows (default 8)\n"
             "  --length T   window length (default: the model's context)\n"
             "  --out DIR    where the outputs go (default: the run folder); with several runs, where\n"
-            "               the summary goes (default: the current folder)\n");
+            "               the summary goes (default: the current folder)\n"
+            "  --threads N  threads, at most the CPUs this process may use; 0 = all of them (default 0:\n"
+            "               the run's thread count is not a request)\n");
 }
 
 /* Per layer, over its heads: c(T/4) and the k reaching 90% and 99% of the
@@ -150,6 +153,7 @@ typedef struct {
 typedef struct {
     const char *corpus_path, *out_dir; /* NULL: the checkpoint's corpus, the run folder */
     int samples, length;               /* length 0: the model's context */
+    int threads;                       /* --threads: 0 = all the CPUs allowed */
     bool eigen;
 } SpectrumArgs;
 
@@ -178,7 +182,6 @@ static int prepare(const char *target, const SpectrumArgs *a, const OpenRun *o, 
         corpus_close(corpus);
         return 1;
     }
-    engine_set_threads(o->info.cfg.train.threads);
     if (a->eigen && kern->projected_probs) {
         fprintf(stderr, "error: --eigen: attn=%s's P is T x k, not square, so it has no eigenvalues\n",
                 attn_choice(mc->attn)->name);
@@ -447,6 +450,7 @@ int main(int argc, char **argv) {
         {"--length", .integer = &a.length, .lo = 2, .hi = 1 << 20},
         {"--eigen", .on = &a.eigen},
         {"--out", .text = &a.out_dir, .needs = "a folder"},
+        {"--threads", .integer = &a.threads, .lo = 0, .hi = 1024},
     };
     const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
@@ -457,6 +461,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
         return 2;
     }
+    Err e;
+    if (command_threads(a.threads, stdout, &e) < 0) return err_print(&e), 1;
     /* the last positional is the corpus unless it names a folder or a .safetensors file */
     int n_runs = pos.n;
     const char *last = pos.v[pos.n - 1];

@@ -158,15 +158,18 @@ static void new_run_dir(const Config *cfg, char *run_dir, size_t size) {
     snprintf(run_dir, size, "runs/%s-%s", name, stamp);
 }
 
-/* The start-up line: the run folder, the threads, and the ranks when data parallel. */
-static void print_banner(const Config *cfg, const char *run_dir, bool resumed) {
+/* The threads, then the start-up line: the run folder, the threads, and the
+ * ranks when data parallel. 0, or -1 with e set when the threads do not fit. */
+static int print_banner(const Config *cfg, const char *run_dir, bool resumed, Err *e) {
     int N = dist_size();
-    int threads = engine_set_threads(cfg->train.threads || N == 1 ? cfg->train.threads : dist_default_threads());
+    int threads = command_threads(cfg->train.threads || N == 1 ? cfg->train.threads : dist_default_threads(), stdout, e);
+    if (threads < 0) return -1;
     if (N > 1)
         printf("attnlab train: %s%s, %d ranks x %s\ndata parallel: effective batch %d = %d ranks x batch %d\n", run_dir,
                resumed ? " (resumed)" : "", N, threads_banner(threads), N * cfg->train.batch, N, cfg->train.batch);
     else
         printf("attnlab train: %s%s, %s\n", run_dir, resumed ? " (resumed)" : "", threads_banner(threads));
+    return 0;
 }
 
 /* What the run came to, on stdout or stderr; the status to exit with. */
@@ -246,7 +249,10 @@ static int train_main(int argc, char **argv) {
         err_print(&e);
         return 2;
     }
-    print_banner(&cfg, run_dir, resume != NULL);
+    if (print_banner(&cfg, run_dir, resume != NULL, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
     fflush(stdout); /* seen at once in a log, before the first step */
 

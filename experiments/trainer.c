@@ -398,7 +398,11 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
             break;
         }
         StepLog l = {.step = step + 1};
-        if (!train_step(run, &lp, step, &l)) {
+        double t_step = now_seconds();
+        bool finite = train_step(run, &lp, step, &l);
+        /* a signal is seen at the next step: the watchdog waits that long */
+        interrupt_grace(2 * (now_seconds() - t_step));
+        if (!finite) {
             r->status = TRAIN_DIVERGED;
             r->diverged_step = step + 1;
             r->step = step;
