@@ -18,14 +18,17 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./train [--key value ...] corpus.txt\n"
-            "       ./train --resume RUN_DIR [--key value ...] [corpus.txt]\n"
+            "       ./train --resume RUN_DIR [--repair] [--key value ...] [corpus.txt]\n"
             "\n"
             "Trains a byte-level language model on corpus.txt (any text; the last val_fraction\n"
             "is held out). The run folder gets model.safetensors, config.json, metrics.jsonl,\n"
             "loss.png and samples.txt (under --objective mlm, a fill-in demo: masked\n"
             "validation windows and the model's predictions). Ctrl-C saves a checkpoint and\n"
             "stops; --resume continues the run exactly (training, sampling and threads options\n"
-            "may change; model options may not).\n"
+            "may change; model options may not). A resume reads the run's metrics.jsonl and stops\n"
+            "at a line that is cut short, binary or garbage, naming it; --repair then keeps the\n"
+            "lines before it, keeps the original beside as metrics.jsonl.broken-<date>-<time>, and\n"
+            "resumes.\n"
             "\n"
             "Under mpirun -np N, the N processes (ranks) train one model together: each step\n"
             "takes N x batch windows, rank r taking rows [r batch, (r + 1) batch) of the batch\n"
@@ -209,8 +212,8 @@ static int report(const TrainResult *r, const Config *cfg, const char *run_dir) 
 
 /* The command line: the options into args->cfg, --resume and the corpus.
  * ARGS_OK, or the status to exit with (0 after --help). */
-static int parse(int argc, char **argv, TrainArgs *args, const char **resume, const char **corpus) {
-    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}};
+static int parse(int argc, char **argv, TrainArgs *args, const char **resume, bool *repair, const char **corpus) {
+    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}, {"--repair", .on = repair}};
     const ArgSpec cli = {.command = "train", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = args};
     ArgPositional pos;
@@ -221,6 +224,11 @@ static int parse(int argc, char **argv, TrainArgs *args, const char **resume, co
         return 2;
     }
     if (pos.n) *corpus = pos.v[0];
+    if (*repair && !*resume) {
+        fprintf(stderr, "error: --repair: only with --resume, which reads the run's metrics.jsonl\n"
+                        "hint: ./train --resume RUN_DIR --repair\n");
+        return 2;
+    }
     if (!*resume && !*corpus) {
         fprintf(stderr, "error: no corpus given\nhint: ./train corpus.txt (make data fetches data/brown.txt)\n");
         return 2;
@@ -232,8 +240,9 @@ static int train_main(int argc, char **argv) {
     Config cfg;
     config_defaults(&cfg);
     const char *corpus = NULL, *resume = NULL;
+    bool repair = false;
     TrainArgs args = {.cfg = &cfg};
-    int status = parse(argc, argv, &args, &resume, &corpus);
+    int status = parse(argc, argv, &args, &resume, &repair, &corpus);
     if (status != ARGS_OK) return status;
     char run_dir[1024];
     CheckpointInfo info;
@@ -260,7 +269,7 @@ static int train_main(int argc, char **argv) {
     int N = dist_size();
     char label[64] = "train";
     if (N > 1) snprintf(label, sizeof label, "train %dx%d=%d", N, cfg.train.batch, N * cfg.train.batch);
-    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = label,
+    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .repair = repair, .label = label,
                     .data_parallel = N > 1};
     TrainResult r;
     if (train_run(&job, &r, &e) != 0) {

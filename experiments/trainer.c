@@ -472,7 +472,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         precision_begin(run.cfg.train.precision, &run.m.params, false, NULL); /* train_refuses checked the CPU */
         int files = run.rank > 0 ? 0
                                  : train_folder_files(&run.folder, &run.cfg, job->corpus, run.ranks, run.start,
-                                                      &r->best_val_bpb, e);
+                                                      job->repair, &r->best_val_bpb, e);
         if (agree(&run, files, e) == 0 && run_steps(&run, stop_at, r, e) == 0) rc = run_finish(&run, r, e);
     }
     run_close(&run);

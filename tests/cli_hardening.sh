@@ -211,6 +211,47 @@ else
     fail "--resume with its own folder as --out" "refused, or wrote elsewhere"
 fi
 
+# ------------------------------------------------ 12: a broken metrics.jsonl
+# A resume stops at a line that is cut short, binary or garbage, with its
+# number and a hint naming --repair, and changes nothing; --repair keeps the
+# lines before it, keeps the original beside, and resumes.
+./train $TINY --steps 20 --log_every 5 --out "$T/hist" "$T/small.txt" >/dev/null 2>&1
+# broken NAME PERL: a copy of the run, its metrics.jsonl rewritten by PERL
+broken() {
+    rm -rf "${T:?}/$1"
+    cp -r "$T/hist" "$T/$1"
+    perl -0777 -pi -e "$2" "$T/$1/metrics.jsonl"
+    cp "$T/$1/metrics.jsonl" "$T/$1.before"
+}
+broken cut 's/^((?:[^\n]*\n){2}[^\n]{30}).*/$1/s'
+broken binary 's/^(.*\n)(.*\n)/$1\x00\x01\xfe\xff\x7f\n/'
+broken garbage 's/^((.*\n){3})/$1garbage here\n/'
+for c in cut:3:"cut short" binary:2:"a NUL byte" garbage:4:"not JSON"; do
+    kind=${c%%:*} rest=${c#*:}
+    line=${rest%%:*} why=${rest#*:}
+    expect "a metrics.jsonl $kind: --resume refused" 1 "$kind/metrics.jsonl: line $line: $why" \
+        timeout -k 5 30 ./train --resume "$T/$kind" --steps 25
+    if grep -q "^hint: resume with --repair to keep the $((line - 1)) line" "$T/err" && cmp -s "$T/$kind.before" "$T/$kind/metrics.jsonl" &&
+        [ -z "$(find "$T/$kind" -name 'metrics.jsonl.broken-*')" ]; then
+        pass "a metrics.jsonl $kind: the hint names --repair; nothing changed"
+    else
+        fail "a metrics.jsonl $kind: the hint names --repair; nothing changed" "$(tail -n 1 "$T/err")"
+    fi
+    timeout -k 5 30 ./train --resume "$T/$kind" --steps 25 --repair >"$T/out" 2>"$T/err"
+    rc=$?
+    aside=$(find "$T/$kind" -name 'metrics.jsonl.broken-*')
+    kept=$(head -n $((line - 1)) "$T/$kind.before")
+    if [ $rc -eq 0 ] && [ -n "$aside" ] && cmp -s "$T/$kind.before" "$aside" &&
+        [ "$(head -n $((line - 1)) "$T/$kind/metrics.jsonl")" = "$kept" ] &&
+        [ "$(sed -n "${line}p" "$T/$kind/metrics.jsonl" | cut -c1-12)" = '{"step": 25,' ] &&
+        grep -q "^note: --repair: .*kept lines 1-$((line - 1)) (line $line: $why[^)]*); the original is $aside" "$T/out"; then
+        pass "a metrics.jsonl $kind: --repair keeps lines 1-$((line - 1)), the original beside, and resumes"
+    else
+        fail "a metrics.jsonl $kind: --repair keeps lines 1-$((line - 1)), the original beside, and resumes" "exit $rc, aside $aside: $(tail -n 1 "$T/out")"
+    fi
+done
+expect "--repair without --resume" 2 "--repair: only with --resume" ./train $TINY --repair --out "$T/bad" "$T/small.txt"
+
 # ------------------------------------------------ 11: files that are not what they claim
 expect "a 1-byte corpus" 1 "the corpus is too short: 1 byte" ./train $TINY --out "$T/bad" "$T/one.txt"
 expect "a 1-byte corpus: extrapolate" 1 "the corpus is too short: 1 byte" \
