@@ -316,6 +316,22 @@ static int plan(const Grid *grid, bool baseline, const char *dir, GridRun **runs
     return 0;
 }
 
+/* The grid's folder, made and locked for the command's life (run_lock; the
+ * process's end releases it). A run's own folder is refused: the grid's
+ * results and run subfolders would go in among its files. */
+static int grid_folder_lock(const char *dir, Err *e) {
+    static const char *const run_files[] = {"model.safetensors", "config.json", "metrics.jsonl"};
+    for (size_t i = 0; i < sizeof run_files / sizeof *run_files; i++) {
+        char path[1100];
+        if (path_join(path, sizeof path, dir, run_files[i], e) != 0) return -1;
+        if (file_exists(path))
+            return err_set(e, "--out %s: a run's folder (it holds %s), not a grid's", dir, run_files[i]),
+                   err_hint(e, "pick another --out: ./ablate writes a run folder per point inside it");
+    }
+    if (make_dirs(dir, e) != 0) return -1;
+    return run_lock(dir, e) < 0 ? -1 : 0; /* held until the process ends */
+}
+
 /* Before any run: the corpus (once for all runs: a missing file is the
  * command's error, not every run's) and the folder; then the start-up line. */
 static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_train) {
@@ -326,7 +342,7 @@ static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_
         return 1;
     }
     corpus_close(&check);
-    if (dist_agree(dist_rank() == 0 ? make_dirs(dir, &e) : 0, &e) != 0) {
+    if (dist_agree(dist_rank() == 0 ? grid_folder_lock(dir, &e) : 0, &e) != 0) {
         err_print(&e);
         return 1;
     }

@@ -377,6 +377,7 @@ typedef struct {
     long total_bytes; /* what scoring every variant at every length reads */
     int max_T;
     char out_dir[1100], csv_path[1200], png_path[1200], sum_path[1200];
+    int lock; /* out_dir's lock (run.h), -1 until taken: at once when it exists, else when it is made */
 } Job;
 
 /* The command line. ARGS_OK, or the status to exit with (said). */
@@ -587,6 +588,8 @@ static int plan(Job *j) {
     if (path_join(j->csv_path, sizeof j->csv_path, j->out_dir, "extrapolate.csv", &e) != 0 ||
         path_join(j->png_path, sizeof j->png_path, j->out_dir, "extrapolate.png", &e) != 0)
         return err_print(&e), 2;
+    /* a folder another command writes in (./train, say) is refused before the scoring */
+    if (is_directory(j->out_dir) && (j->lock = run_lock(j->out_dir, &e)) < 0) return err_print(&e), 1;
     return 0;
 }
 
@@ -851,7 +854,8 @@ static int report(Job *j) {
     int status = 0;
     if (path_join(j->sum_path, sizeof j->sum_path, j->out_dir, "extrapolate-summary.csv", &e) != 0) {
         status = 2;
-    } else if (make_dirs(j->out_dir, &e) != 0 || write_plot(j, &gr, grouped, &e) != 0 ||
+    } else if (make_dirs(j->out_dir, &e) != 0 || (j->lock < 0 && (j->lock = run_lock(j->out_dir, &e)) < 0) ||
+               write_plot(j, &gr, grouped, &e) != 0 ||
                write_file_atomic(j->csv_path, csv, &e) != 0 || (grouped && write_file_atomic(j->sum_path, sum, &e) != 0)) {
         status = 1;
     } else {
@@ -873,12 +877,13 @@ static void job_free(Job *j) {
         corpus_close(&j->vs[i].corpus);
     }
     free(j->vs);
+    run_unlock(j->lock);
 }
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
-    Job j = {.threads = 0};
+    Job j = {.threads = 0, .lock = -1};
     int status = parse_args(&j, argc, argv);
     if (status != ARGS_OK) return status;
     Err e;

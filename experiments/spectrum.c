@@ -368,6 +368,14 @@ static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *sk
     int status = open_one(target, a, &o, &m, &corpus, &T);
     if (status != 0) return status;
     const char *dir = a->out_dir ? a->out_dir : o.dir;
+    Err le;
+    int lock = run_lock(dir, &le); /* the folder's one lock (run.h): no ./train or other command writing there */
+    if (lock < 0) {
+        err_print(&le);
+        corpus_close(&corpus);
+        model_free(&m);
+        return 1;
+    }
     Spectrum sp = {.layers = o.info.cfg.model.layers, .heads = o.info.cfg.model.heads, .eigen = a->eigen};
     status = measure(&sp, &m, &corpus, o.path, T, a->samples);
     if (status == 0) {
@@ -387,6 +395,7 @@ static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *sk
     spectrum_free(&sp);
     corpus_close(&corpus);
     model_free(&m);
+    run_unlock(lock);
     return status;
 }
 

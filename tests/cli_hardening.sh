@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_hardening.sh: hostile input to ./train, ./spectrum, ./extrapolate and ./sample.
+# tests/cli_hardening.sh: hostile input to ./train, ./spectrum, ./extrapolate, ./sample and ./ablate.
 #
 # Forged checkpoints (an all-zero RNG state, a config asking for a huge model,
 # tensors that overlap or leave bytes unreferenced), a FIFO where a checkpoint
@@ -14,7 +14,7 @@
 set -u
 
 . "$(dirname "$0")/cli_lib.sh"
-cli_begin cli_hardening ./train ./spectrum ./extrapolate ./sample
+cli_begin cli_hardening ./train ./spectrum ./extrapolate ./sample ./ablate
 BG=""
 cleanup() { if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi; }
 FORGE="perl $(dirname "$0")/forge.pl"
@@ -95,8 +95,21 @@ expect "forged huge config: train --resume" 1 "51.5 billion parameters" ./train 
     >"$T/busy.out" 2>&1 &
 BG=$!
 if poll '"step": 10,' "$T/busy/metrics.jsonl"; then
-    expect "a second ./train into a folder in use" 1 "another command is training in this run folder (pid $BG)" \
+    expect "a second ./train into a folder in use" 1 "in use by another command (./train, pid $BG)" \
         ./train $TINY --steps 10 --out "$T/busy" "$T/small.txt"
+    # every command that writes into a folder honours its lock; ./ablate refuses a run's folder
+    expect "./spectrum --out a folder in training" 1 "in use by another command (./train, pid $BG)" \
+        timeout -k 5 30 ./spectrum "$T/good" "$T/small.txt" --samples 1 --out "$T/busy"
+    expect "./extrapolate --out a folder in training" 1 "in use by another command (./train, pid $BG)" \
+        timeout -k 5 30 ./extrapolate "$T/good" "$T/small.txt" --lengths 32 --out "$T/busy"
+    expect "./ablate --out a run's folder" 1 "--out $T/busy: a run's folder (it holds config.json), not a grid's" \
+        timeout -k 5 30 ./ablate phi=relu/elu $TINY --steps 2 --out "$T/busy" "$T/small.txt"
+    if [ -z "$(find "$T/busy" -name 'results.*' -o -name 'spectrum.csv' -o -name 'extrapolate.csv' -o -name 'curves.png')" ] &&
+        [ "$(find "$T/busy" -mindepth 1 -type d | wc -l)" -eq 0 ]; then
+        pass "the run in training got nothing from them"
+    else
+        fail "the run in training got nothing from them" "$(ls "$T/busy")"
+    fi
 else
     fail "a second ./train into a folder in use" "the first run did not start"
 fi
@@ -106,7 +119,7 @@ step=$(sed -n 's/^interrupted at step \([0-9]*\);.*/\1/p' "$T/busy.out")
 ./train --resume "$T/busy" --steps 100000000 >"$T/busy.out" 2>&1 &
 BG=$!
 if [ -n "$step" ] && poll "\"step\": $(((step / 10 + 2) * 10))," "$T/busy/metrics.jsonl"; then
-    expect "--resume of a folder in use" 1 "another command is training in this run folder" \
+    expect "--resume of a folder in use" 1 "in use by another command (./train, pid" \
         timeout -k 5 30 ./train --resume "$T/busy" --steps 100000000
 else
     fail "--resume of a folder in use" "the resumed run did not start"
@@ -119,6 +132,32 @@ if [ $rc -eq 143 ] && ! grep -v '^{"step": [0-9]*, .*}$' "$T/busy/metrics.jsonl"
     pass "the run in use ends on SIGTERM (143), its metrics whole"
 else
     fail "the run in use ends on SIGTERM (143), its metrics whole" "exit $rc or a garbled metrics line"
+fi
+
+# A lock held the way every command takes it (flock on FOLDER/.lock, "pid
+# command" inside), here by perl: ./ablate's grid folder, and the
+# folders ./spectrum and ./extrapolate write into.
+mkdir "$T/held"
+perl -e 'use Fcntl ":flock"; open(my $f, ">", $ARGV[0]) or die; flock($f, LOCK_EX) or die;
+    syswrite($f, "$$ holder\n"); sleep 60' "$T/held/.lock" >/dev/null 2>&1 &
+HOLDER=$!
+n=0
+while [ $n -lt 100 ] && ! grep -q "^$HOLDER holder" "$T/held/.lock" 2>/dev/null; do sleep 0.05; n=$((n + 1)); done
+sleep 0.1
+expect "./ablate into a grid folder in use" 1 "$T/held: in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./ablate phi=relu/elu $TINY --steps 2 --out "$T/held" "$T/small.txt"
+expect "./spectrum into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./spectrum "$T/good" "$T/small.txt" --samples 1 --out "$T/held"
+expect "./extrapolate into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./extrapolate "$T/good" "$T/small.txt" --lengths 32 --out "$T/held"
+expect "./train into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./train $TINY --steps 2 --out "$T/held" "$T/small.txt"
+kill "$HOLDER" 2>/dev/null
+wait "$HOLDER" 2>/dev/null
+if [ "$(find "$T/held" -mindepth 1 ! -name .lock | wc -l)" -eq 0 ]; then
+    pass "the folder in use got nothing"
+else
+    fail "the folder in use got nothing" "$(ls -A "$T/held")"
 fi
 
 # ------------------------------------------------ 7: tensors that overlap or leave bytes over

@@ -867,14 +867,13 @@ START_TEST(test_run_folder_locked) {
     ck_assert_msg(fd >= 0, "%s", e.msg);
     ck_assert_int_eq(run_lock(dir, &e), -1);
     char pid[64];
-    snprintf(pid, sizeof pid, "(pid %ld)", (long)getpid());
-    ck_assert_msg(strstr(e.msg, "another command is training in this run folder") && strstr(e.msg, pid), "got '%s'",
-                  e.msg);
+    snprintf(pid, sizeof pid, ", pid %ld)", (long)getpid());
+    ck_assert_msg(strstr(e.msg, "in use by another command (./") && strstr(e.msg, pid), "got '%s'", e.msg);
     /* train_run into the folder is refused while it is held */
     Config cfg = tiny_config();
     TrainResult r;
     ck_assert_int_eq(run_quiet(&cfg, "locked", false, &r, &e), -1);
-    ck_assert_msg(strstr(e.msg, "another command is training"), "got '%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "in use by another command"), "got '%s'", e.msg);
     char path[1024];
     ck_assert(!file_exists(tpath(path, sizeof path, "locked", "config.json")));
     run_unlock(fd);
