@@ -167,29 +167,6 @@ static void share_result(GridRun *r, int owner) {
     }
 }
 
-/* Trains run r (resuming its checkpoint when unfinished) and writes its
- * result.json. 0 when trained (or diverged), 1 when a signal stopped it,
- * -1 when it failed: recorded in its result, not fatal (the table says why,
- * and running the command again retries it). */
-static int train_one(GridRun *r, const char *corpus, bool unfinished, const char *label) {
-    char ckpt[1100];
-    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
-    TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                    .resume = unfinished && file_exists(ckpt), .label = label, .quiet = true,
-                    .plain_progress = dist_size() > 1};
-    Err e;
-    if (train_run(&job, &r->result, &e) == 0) {
-        if (r->result.status == TRAIN_INTERRUPTED) return 1;
-        if (r->result.status == TRAIN_DIVERGED)
-            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
-        if (grid_record(r, &e) == 0) return 0; /* else: the run is trained, but not recorded */
-    }
-    r->result.status = TRAIN_FAILED;
-    snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-    printf("run %s failed: %s; going on\n", r->name, e.msg);
-    return -1;
-}
-
 /* Trains the runs not finished before: this rank's share of them (run i of
  * the runs not skipped goes to rank i mod N), then every result goes to
  * every rank. 0, or the exit status; *some_failed when a run failed on
@@ -233,7 +210,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
         double t0 = now_seconds();
-        int got = train_one(r, corpus, state[i] == GRID_UNFINISHED, label);
+        int got = grid_train(r, corpus, state[i] == GRID_UNFINISHED, label, dist_size() > 1);
         interrupted = got == 1;
         failed += got < 0;
         if (got == 0) {
