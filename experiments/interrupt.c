@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t received, heeded;
-static volatile sig_atomic_t grace_ms = 900; /* under a second, with the exit's own time */
+static volatile sig_atomic_t grace_ms = 800; /* under a second, with room for the exit on a busy machine */
 static timer_t watchdog;
 static int have_watchdog;
 
@@ -55,7 +55,7 @@ int interrupt_signal(void) {
 }
 
 void interrupt_grace(double seconds) {
-    if (!received) grace_ms = seconds > 0.9 ? (sig_atomic_t)(seconds * 1000) : 900;
+    if (!received) grace_ms = seconds > 0.8 ? (sig_atomic_t)(seconds * 1000) : 800;
 }
 
 int interrupt_exit_status(void) { return 128 + (received ? received : SIGINT); }

@@ -101,7 +101,7 @@ term() {
     fi
 }
 ./train $TINY --pos rope --steps 5 --out "$T/rope" "$T/small.txt" >/dev/null 2>&1
-term "SIGTERM: train" "step " ./train $TINY --steps 100000000 --out "$T/long" "$T/small.txt"
+term "SIGTERM: train" "attnlab train:" ./train $TINY --steps 100000000 --out "$T/long" "$T/small.txt"
 term "SIGTERM: sample" "sample:" ./sample "$T/good" --length 100000 --count 1000
 term "SIGTERM: extrapolate" "extrapolate:" ./extrapolate "$T/rope" "$T/long.txt" --lengths 4096,8192 --out "$T/ex2"
 # LAPACK's SVD of a 2000 x 2000 P takes seconds and polls nothing: the
