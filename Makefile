@@ -71,6 +71,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_args.sh
 	sh tests/cli_hardening.sh
 	sh tests/cli_kill.sh
+	sh tests/cli_threads.sh
 	sh tests/cli_torch.sh
 	sh tests/cli_pyloader.sh
 	sh tests/docs_links.sh

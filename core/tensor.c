@@ -20,8 +20,18 @@ Arena *engine_arena(void) {
 
 Arena *engine_arena_or_null(void) { return current_arena; }
 
+/* The most threads OpenBLAS has been set to, this process: it keeps a buffer
+ * per thread once made, so this is how many it holds. 0 until first asked. */
+static int blas_most;
+
+int engine_blas_buffers(void) {
+    if (!blas_most) blas_most = openblas_get_num_threads(); /* what it made when it loaded */
+    return blas_most;
+}
+
 int engine_set_threads(int n) {
     if (n > 0) {
+        if (n > engine_blas_buffers()) blas_most = n;
         omp_set_num_threads(n);
         openblas_set_num_threads(n);
     }

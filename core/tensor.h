@@ -44,6 +44,9 @@ Arena *engine_arena_or_null(void);
  * the OpenMP build). n <= 0 keeps the default. Returns the count in effect. */
 int engine_set_threads(int n);
 int engine_threads(void);
+/* The per-thread buffers OpenBLAS holds: the most threads it has been set to
+ * (when it loaded, then by engine_set_threads); it never frees one. */
+int engine_blas_buffers(void);
 
 /* The OpenBLAS kernel in use ("Cooperlake", "SkylakeX", "Haswell", ...): its
  * DYNAMIC_ARCH build picks one for the CPU when the library loads, unless the

@@ -170,29 +170,6 @@ static void share_result(GridRun *r, int owner) {
     }
 }
 
-/* Trains run r (resuming its checkpoint when unfinished) and writes its
- * result.json. 0 when trained (or diverged), 1 when a signal stopped it,
- * -1 when it failed: recorded in its result, not fatal (the table says why,
- * and running the command again retries it). */
-static int train_one(GridRun *r, const char *corpus, bool unfinished, const char *label) {
-    char ckpt[1100];
-    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
-    TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
-                    .resume = unfinished && file_exists(ckpt), .label = label, .quiet = true,
-                    .plain_progress = dist_size() > 1};
-    Err e;
-    if (train_run(&job, &r->result, &e) == 0) {
-        if (r->result.status == TRAIN_INTERRUPTED) return 1;
-        if (r->result.status == TRAIN_DIVERGED)
-            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
-        if (grid_record(r, &e) == 0) return 0; /* else: the run is trained, but not recorded */
-    }
-    r->result.status = TRAIN_FAILED;
-    snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
-    printf("run %s failed: %s; going on\n", r->name, e.msg);
-    return -1;
-}
-
 /* Trains the runs not finished before: this rank's share of them (run i of
  * the runs not skipped goes to rank i mod N), then every result goes to
  * every rank. 0, or the exit status; *some_failed when a run failed on
@@ -236,7 +213,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
         double t0 = now_seconds();
-        int got = train_one(r, corpus, state[i] == GRID_UNFINISHED, label);
+        int got = grid_train(r, corpus, state[i] == GRID_UNFINISHED, label, dist_size() > 1);
         interrupted = got == 1;
         failed += got < 0;
         if (got == 0) {
@@ -319,6 +296,22 @@ static int plan(const Grid *grid, bool baseline, const char *dir, GridRun **runs
     return 0;
 }
 
+/* The grid's folder, made and locked for the command's life (run_lock; the
+ * process's end releases it). A run's own folder is refused: the grid's
+ * results and run subfolders would go in among its files. */
+static int grid_folder_lock(const char *dir, Err *e) {
+    static const char *const run_files[] = {"model.safetensors", "config.json", "metrics.jsonl"};
+    for (size_t i = 0; i < sizeof run_files / sizeof *run_files; i++) {
+        char path[1100];
+        if (path_join(path, sizeof path, dir, run_files[i], e) != 0) return -1;
+        if (file_exists(path))
+            return err_set(e, "--out %s: a run's folder (it holds %s), not a grid's", dir, run_files[i]),
+                   err_hint(e, "pick another --out: ./ablate writes a run folder per point inside it");
+    }
+    if (make_dirs(dir, e) != 0) return -1;
+    return run_lock(dir, e) < 0 ? -1 : 0; /* held until the process ends */
+}
+
 /* Before any run: the corpus (once for all runs: a missing file is the
  * command's error, not every run's) and the folder; then the start-up line. */
 static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_train) {
@@ -329,12 +322,16 @@ static int prepare(const Grid *grid, const char *corpus, const char *dir, int n_
         return 1;
     }
     corpus_close(&check);
-    if (dist_agree(dist_rank() == 0 ? make_dirs(dir, &e) : 0, &e) != 0) {
+    if (dist_agree(dist_rank() == 0 ? grid_folder_lock(dir, &e) : 0, &e) != 0) {
         err_print(&e);
         return 1;
     }
     int ranks = dist_size(), wanted = grid->base.train.threads;
-    int threads = engine_set_threads(wanted || ranks == 1 ? wanted : dist_default_threads());
+    int threads = command_threads(wanted || ranks == 1 ? wanted : dist_default_threads(), stdout, &e);
+    if (dist_agree(threads < 0 ? -1 : 0, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     if (ranks > 1)
         printf("attnlab ablate: %d runs in %s, %d ranks x %s\n", n_train, dir, ranks, threads_banner(threads));
     else

@@ -128,7 +128,7 @@ static void usage(FILE *f) {
             "                    keys a row sees: a causal --window W <= the training context keeps\n"
             "                    n <= context, so there log-n never scales (clm window + logn = window)\n"
             "  --bca on|off      blockwise causal attention, blocks of context / 2 (softmax, clm only)\n"
-            "  --threads N       threads (default 0 = all cores)\n"
+            "  --threads N       threads, at most the CPUs this process may use (default 0 = all of them)\n"
             "  --out DIR         where extrapolate.csv and extrapolate.png go (default: the first\n"
             "                    checkpoint's run folder, or . for a bare .safetensors file)\n"
             "  --label A,B,...   row labels, one per checkpoint, in order (default: as above)\n",
@@ -378,6 +378,7 @@ typedef struct {
     long total_bytes; /* what scoring every variant at every length reads */
     int max_T;
     char out_dir[1100], csv_path[1200], png_path[1200], sum_path[1200];
+    int lock; /* out_dir's lock (run.h), -1 until taken: at once when it exists, else when it is made */
 } Job;
 
 /* The command line. ARGS_OK, or the status to exit with (said). */
@@ -588,13 +589,15 @@ static int plan(Job *j) {
     if (path_join(j->csv_path, sizeof j->csv_path, j->out_dir, "extrapolate.csv", &e) != 0 ||
         path_join(j->png_path, sizeof j->png_path, j->out_dir, "extrapolate.png", &e) != 0)
         return err_print(&e), 2;
+    /* a folder another command writes in (./train, say) is refused before the scoring */
+    if (is_directory(j->out_dir) && (j->lock = run_lock(j->out_dir, &e)) < 0) return err_print(&e), 1;
     return 0;
 }
 
 /* Scores every variant at every length into v->bpb: 0, or the status to
  * exit with when interrupted. */
 static int score(Job *j) {
-    int used_threads = engine_set_threads(j->threads);
+    int used_threads = engine_threads();
     printf("extrapolate: %d variant%s, lengths", j->nv, j->nv == 1 ? "" : "s");
     for (int l = 0; l < j->nl; l++) printf("%s%d", l ? "," : " ", j->lengths[l]);
     printf(", %s windows, %s\n", j->max_windows || j->max_bytes ? "evenly spaced" : "all", threads_banner(used_threads));
@@ -852,7 +855,8 @@ static int report(Job *j) {
     int status = 0;
     if (path_join(j->sum_path, sizeof j->sum_path, j->out_dir, "extrapolate-summary.csv", &e) != 0) {
         status = 2;
-    } else if (make_dirs(j->out_dir, &e) != 0 || write_plot(j, &gr, grouped, &e) != 0 ||
+    } else if (make_dirs(j->out_dir, &e) != 0 || (j->lock < 0 && (j->lock = run_lock(j->out_dir, &e)) < 0) ||
+               write_plot(j, &gr, grouped, &e) != 0 ||
                write_file_atomic(j->csv_path, csv, &e) != 0 || (grouped && write_file_atomic(j->sum_path, sum, &e) != 0)) {
         status = 1;
     } else {
@@ -881,14 +885,17 @@ static void job_free(Job *j) {
         corpus_close(&j->vs[i].corpus);
     }
     free(j->vs);
+    run_unlock(j->lock);
 }
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
-    Job j = {.threads = 0};
+    Job j = {.threads = 0, .lock = -1};
     int status = parse_args(&j, argc, argv);
     if (status != ARGS_OK) return status;
+    Err e;
+    if (command_threads(j.threads, stdout, &e) < 0) return err_print(&e), 1; /* before the models, which count them */
     if ((status = make_variants(&j)) == 0 && (status = plan(&j)) == 0 && (status = score(&j)) == 0)
         status = report(&j);
     job_free(&j);

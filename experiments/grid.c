@@ -514,3 +514,22 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     }
     return 0;
 }
+
+int grid_train(GridRun *r, const char *corpus, bool unfinished, const char *label, bool plain_progress) {
+    char ckpt[1100];
+    snprintf(ckpt, sizeof ckpt, "%s/model.safetensors", r->folder);
+    TrainJob job = {.cfg = r->cfg, .corpus = corpus, .run_dir = r->folder,
+                    .resume = unfinished && file_exists(ckpt), .label = label, .quiet = true,
+                    .plain_progress = plain_progress};
+    Err e;
+    if (train_run(&job, &r->result, &e) == 0) {
+        if (r->result.status == TRAIN_INTERRUPTED) return 1;
+        if (r->result.status == TRAIN_DIVERGED)
+            printf("run %s diverged at step %ld; going on\n", r->name, r->result.diverged_step);
+        if (grid_record(r, &e) == 0) return 0; /* else: the run is trained, but not recorded */
+    }
+    r->result.status = TRAIN_FAILED;
+    snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
+    printf("run %s failed: %s; going on\n", r->name, e.msg);
+    return -1;
+}

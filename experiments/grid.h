@@ -106,6 +106,12 @@ typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
 int grid_run_state(GridRun *r, const char *corpus, Err *e);
 /* After training run r: writes its result.json and reads its curve. */
 int grid_record(GridRun *r, Err *e);
+/* Trains run r for ./ablate (resuming its checkpoint when unfinished; lines
+ * as plain text when plain_progress) and writes its result.json. 0 when
+ * trained or diverged (said on stdout, recorded in its result), 1 when a
+ * signal stopped it, -1 when it failed: recorded in its result, not fatal
+ * (the table says why, and running the command again retries it). */
+int grid_train(GridRun *r, const char *corpus, bool unfinished, const char *label, bool plain_progress);
 
 /* Whether finished run r is still on the byte plateau (EXPERIMENTS.md): its
  * last val bpb above 3.3 (causal) or 3.9 (masked LM), or first below that

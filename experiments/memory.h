@@ -16,6 +16,11 @@
  *   - evaluation (gradients off, one window at a time): about half of that
  *     per token, and no T x T matrix;
  *   - ./spectrum: every layer's P [H, T, T] at once.
+ *   - the libraries: OpenBLAS's buffer per thread (128 MiB of address
+ *     space each, which `ulimit -v` counts), each thread's stack and malloc
+ *     arena, and what plotting maps (cairo, pango). OpenBLAS retries a
+ *     buffer it cannot map forever, and the plotting libraries abort, so
+ *     what does not fit is refused before it is asked for.
  * Available: MemAvailable (/proc/meminfo), or less when a cgroup's memory
  * limit or RLIMIT_AS (less what is already mapped) leaves less. */
 #ifndef ATTNLAB_MEMORY_H
@@ -33,6 +38,11 @@ long model_param_count(const ModelConfig *c);
 /* Bytes a model of config c needs for windows of B x T used so (threads:
  * the kernels' per-thread scratch). */
 double memory_need(const ModelConfig *c, int B, int T, MemoryUse use, int threads);
+/* Bytes the libraries will still map with `threads` threads: OpenBLAS's
+ * buffers beyond those it holds (engine_blas_buffers), the one the first
+ * product maps, the threads' stacks and malloc arenas, and a plot's
+ * libraries (each counted until it exists: an estimate on the safe side). */
+double memory_threads_need(int threads);
 /* Bytes this process can still allocate; a huge number when nothing says. */
 double memory_available(void);
 /* Refuses (-1 with e set: "<what>: the model (N parameters) ... needs X GiB,
@@ -40,5 +50,9 @@ double memory_available(void);
  * memory_available; 0 otherwise. */
 int memory_check(const char *what, const char *hint, const ModelConfig *c, int B, int T, MemoryUse use, int threads,
                  Err *e);
+/* Refuses a pool of `threads` threads that memory_threads_need says does not
+ * fit: "<what>: N threads need X MiB for OpenBLAS's buffers ..., Y
+ * available", with a hint naming the count that fits. */
+int memory_check_threads(const char *what, int threads, Err *e);
 
 #endif

@@ -88,7 +88,7 @@ static const OptDef table_rows[] = {
     {.name = "save_every", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(save_every), .def = "500", .min = 1,
      .max = 100000000, .help = "steps between checkpoints"},
     {.name = "threads", .type = OPT_INT, .group = GROUP_TRAIN, .offset = T(threads), .def = "0", .min = 0,
-     .max = 1024, .help = "threads; 0 = all cores"},
+     .max = 1024, .help = "threads, at most the CPUs this process may use (more is lowered, with a note); 0 = all"},
     {.name = "precision", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(precision), .def = "fp32",
      .choices = precision_choices,
      .help = "matrix products: fp32, or bf16 (inputs rounded to bfloat16, sums in fp32; needs AVX512-BF16 or "

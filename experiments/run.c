@@ -76,24 +76,32 @@ FILE *fopen_regular(const char *path, const char *mode, Err *e) {
 int run_lock(const char *dir, Err *e) {
     char path[1100];
     if (path_join(path, sizeof path, dir, ".lock", e) != 0) return -1;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
-    if (fd < 0) return err_set(e, "%s: cannot make the run folder's lock: %s", path, strerror(errno));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0666);
+    if (fd < 0) return err_set(e, "%s: cannot make the folder's lock: %s", path, strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;
-        char pid[32] = "";
-        ssize_t got = pread(fd, pid, sizeof pid - 1, 0);
+        char holder[64] = "";
+        ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
         close(fd);
-        pid[got > 0 ? got : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
+        holder[got > 0 ? got : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
         if (err != EWOULDBLOCK) return err_set(e, "%s: cannot lock: %s", path, strerror(err));
-        err_set(e, "%s: another command is training in this run folder%s%s%s", dir, pid[0] ? " (pid " : "", pid,
-                pid[0] ? ")" : "");
-        return err_hint(e, "wait for it to finish, or pick another --out");
+        /* "123 train": the holder's pid and command, as it wrote them below */
+        long pid = 0;
+        char command[32] = "";
+        if (sscanf(holder, "%ld %31s", &pid, command) < 1 || pid <= 0) pid = 0;
+        if (pid && command[0])
+            err_set(e, "%s: in use by another command (./%s, pid %ld)", dir, command, pid);
+        else if (pid)
+            err_set(e, "%s: in use by another command (pid %ld)", dir, pid);
+        else
+            err_set(e, "%s: in use by another command", dir);
+        return err_hint(e, "wait for it to finish, or pick another folder");
     }
     /* who holds it, for the message above; the lock is what counts */
-    char pid[32];
-    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    bool noted = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
+    char holder[64];
+    int n = snprintf(holder, sizeof holder, "%ld %.30s\n", (long)getpid(), program_invocation_short_name);
+    bool noted = ftruncate(fd, 0) == 0 && pwrite(fd, holder, (size_t)n, 0) == n;
     (void)noted; /* when it is not, only the message above loses the pid */
     return fd;
 }

@@ -18,10 +18,13 @@ int write_bytes_atomic(const char *path, const void *data, size_t n, Err *e);
  * a FIFO: mode "r", "w" or "a" as fopen takes them. NULL with e set, except
  * that a missing file opened "r" gives NULL with errno ENOENT and e unset. */
 FILE *fopen_regular(const char *path, const char *mode, Err *e);
-/* Takes the run folder's lock (an flock on dir/.lock, held until run_unlock
- * or the process ends, even by kill -9), so that two commands cannot train
- * into one folder at once. The file descriptor, or -1 with e set when another
- * process holds it (naming its pid) or the file cannot be made. */
+/* Takes a folder's lock (an flock on dir/.lock, held until run_unlock or the
+ * process ends, even by kill -9): the one lock of every command that writes
+ * into a folder (./train and ./ablate for their life, ./spectrum and
+ * ./extrapolate while they work), so that no two write into one at once.
+ * The file descriptor, or -1 with e set when another process holds it
+ * ("DIR: in use by another command (./train, pid 123)") or the file cannot
+ * be made. */
 int run_lock(const char *dir, Err *e);
 void run_unlock(int fd);
 bool file_exists(const char *path);

@@ -56,7 +56,7 @@ static void usage(FILE *f) {
             "character it could complete; it may then end more than 3 bytes short of N.\n"
             "\n"
             "Options default to the run's own sampling options, so that ./sample RUN prints its\n"
-            "samples.txt (with the run's --threads):\n"
+            "samples.txt:\n"
             "  --prompt TEXT      text to continue (default: the run's --prompt); may be empty (the\n"
             "                     model then starts from a newline); the model sees its last\n"
             "                     `context` bytes and the text so far\n"
@@ -68,7 +68,8 @@ static void usage(FILE *f) {
             "                     sample i of --count uses seed S + i - 1\n"
             "  --count C          samples to generate, 1 to %d (default 1)\n"
             "  --utf8 on|off      draw only bytes that keep the text valid UTF-8 (default on)\n"
-            "  --threads N        threads, 0 = all cores (default: the run's)\n"
+            "  --threads N        threads, at most the CPUs this process may use; 0 = all of them\n"
+            "                     (default 0: the run's thread count is not a request)\n"
             "\n"
             "A masked LM (objective=mlm) is not sampled left to right: ./sample prints its fill-in demo\n"
             "instead (validation windows of corpus.txt, their scored bytes masked and predicted; the\n"
@@ -169,7 +170,6 @@ static int settle(SampleArgs *a, Config *cfg) {
     if (a->temperature_given) cfg->sample.temperature = a->given.sample.temperature;
     if (a->top_k_given) cfg->sample.top_k = a->given.sample.top_k;
     if (a->seed_given) cfg->train.seed = a->given.train.seed;
-    if (a->threads_given) cfg->train.threads = a->given.train.threads;
     if (!a->length_given) a->length = cfg->sample.length > 0 ? cfg->sample.length : SAMPLE_DEFAULT_LENGTH;
     if (!a->prompt) a->prompt = cfg->sample.prompt;
     if (!mlm && !a->raw) {
@@ -288,7 +288,14 @@ int main(int argc, char **argv) {
         open_run_close(&o);
         return status;
     }
-    int threads = engine_set_threads(cfg->train.threads);
+    /* the run's own thread count is bookkeeping, not a request */
+    int threads = command_threads(a.threads_given ? a.given.train.threads : 0, stderr, &e);
+    if (threads < 0) {
+        if (mlm) corpus_close(&corpus);
+        open_run_close(&o);
+        err_print(&e);
+        return 1;
+    }
     char what[1200];
     snprintf(what, sizeof what, "%s: sampling", o.path);
     OpenMemory need = {.what = what, .T = cfg->model.context, .use = MEMORY_EVAL, .threads = threads};

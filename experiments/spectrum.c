@@ -114,6 +114,7 @@ static void on_layer(int layer, const Tensor *P, void *ctx) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [...] [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
+            "                  [--threads N]\n"
             "\n"
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
@@ -137,7 +138,9 @@ static void usage(FILE *f) {
             "  --samples N  windows (default 8)\n"
             "  --length T   window length (default: the model's context)\n"
             "  --out DIR    where the outputs go (default: the run folder); with several runs, where\n"
-            "               the summary goes (default: the current folder)\n");
+            "               the summary goes (default: the current folder)\n"
+            "  --threads N  threads, at most the CPUs this process may use; 0 = all of them (default 0:\n"
+            "               the run's thread count is not a request)\n");
 }
 
 /* Per layer, over its heads: c(T/4) and the k reaching 90% and 99% of the
@@ -151,6 +154,7 @@ typedef struct {
 typedef struct {
     const char *corpus_path, *out_dir; /* NULL: the checkpoint's corpus, the run folder */
     int samples, length;               /* length 0: the model's context */
+    int threads;                       /* --threads: 0 = all the CPUs allowed */
     bool eigen;
 } SpectrumArgs;
 
@@ -179,7 +183,6 @@ static int prepare(const char *target, const SpectrumArgs *a, const OpenRun *o, 
         corpus_close(corpus);
         return 1;
     }
-    engine_set_threads(o->info.cfg.train.threads);
     if (a->eigen && kern->projected_probs) {
         fprintf(stderr, "error: --eigen: attn=%s's P is T x k, not square, so it has no eigenvalues\n",
                 attn_choice(mc->attn)->name);
@@ -366,6 +369,14 @@ static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *sk
     int status = open_one(target, a, &o, &m, &corpus, &T);
     if (status != 0) return status;
     const char *dir = a->out_dir ? a->out_dir : o.dir;
+    Err le;
+    int lock = run_lock(dir, &le); /* the folder's one lock (run.h): no ./train or other command writing there */
+    if (lock < 0) {
+        err_print(&le);
+        corpus_close(&corpus);
+        model_free(&m);
+        return 1;
+    }
     Spectrum sp = {.layers = o.info.cfg.model.layers, .heads = o.info.cfg.model.heads, .eigen = a->eigen};
     status = measure(&sp, &m, &corpus, o.path, T, a->samples);
     if (status == 0) {
@@ -390,6 +401,7 @@ static int spectrum_one(const char *target, const SpectrumArgs *a, LayerSkew *sk
     spectrum_free(&sp);
     corpus_close(&corpus);
     model_free(&m);
+    run_unlock(lock);
     return status;
 }
 
@@ -453,6 +465,7 @@ int main(int argc, char **argv) {
         {"--length", .integer = &a.length, .lo = 2, .hi = 1 << 20},
         {"--eigen", .on = &a.eigen},
         {"--out", .text = &a.out_dir, .needs = "a folder"},
+        {"--threads", .integer = &a.threads, .lo = 0, .hi = 1024},
     };
     const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
@@ -463,6 +476,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
         return 2;
     }
+    Err e;
+    if (command_threads(a.threads, stdout, &e) < 0) return err_print(&e), 1;
     /* the last positional is the corpus unless it names a folder or a .safetensors file */
     int n_runs = pos.n;
     const char *last = pos.v[pos.n - 1];

@@ -1,12 +1,15 @@
 #include "dist.h"
 #include "startup.h"
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "interrupt.h"
+#include "memory.h"
 #include "tensor.h"
 
 static bool unset(const char *name) {
@@ -25,11 +28,39 @@ void command_startup(int argc, char **argv) {
         setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
         strcat(set, " OPENBLAS_CORETYPE");
     }
+    /* before any library allocates more: a signal during a long allocation or
+     * a product is seen (interrupt.h) */
+    interrupt_install();
     if (!*set) return;
     setenv("ATTNLAB_SET_ENV", set + 1, 1);
     fflush(NULL);
     execv("/proc/self/exe", argv);
     /* Not restarted (no /proc, say): go on as we are; only speed differs. */
+}
+
+/* The CPUs this process may run on (its affinity mask: taskset, a
+ * container's cpuset, a launcher's binding); the online ones when unknown. */
+static int cpus_allowed(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int command_threads(int requested, FILE *notes, Err *e) {
+    /* 0: OpenMP's default, the CPUs allowed unless OMP_NUM_THREADS says otherwise */
+    int n = requested > 0 ? requested : engine_threads(), allowed = cpus_allowed();
+    if (n > allowed) {
+        /* more threads than CPUs only wait for each other, and each maps its own buffers */
+        fprintf(notes, "note: %s %d: this process may use %d CPU%s, so %d thread%s\n",
+                requested > 0 ? "--threads" : "OMP_NUM_THREADS", n, allowed, allowed == 1 ? "" : "s", allowed,
+                allowed == 1 ? "" : "s");
+        n = allowed;
+    }
+    char what[48];
+    snprintf(what, sizeof what, "--threads %d", n);
+    if (memory_check_threads(what, n, e) != 0) return -1;
+    return engine_set_threads(n);
 }
 
 /* Processes other than this one that want a core, when the machine has been

@@ -11,11 +11,25 @@
  *   - OPENBLAS_CORETYPE=SkylakeX when it is unset, the CPU has AVX-512 and
  *     OpenBLAS did not pick an AVX-512 kernel (a CPU newer than the library).
  * A user's own value of either variable is always kept. The variables it
- * set are listed in ATTNLAB_SET_ENV, for children that want them unset. */
+ * set are listed in ATTNLAB_SET_ENV, for children that want them unset.
+ * It also installs the SIGINT and SIGTERM handler (interrupt.h), before the
+ * command allocates anything large.
+ */
 #ifndef ATTNLAB_STARTUP_H
 #define ATTNLAB_STARTUP_H
 
+#include <stdio.h>
+
+#include "util.h"
+
 void command_startup(int argc, char **argv);
+/* Sets the threads a command runs with and returns their count: requested
+ * (a --threads value; 0 = OpenMP's default), lowered to the CPUs this
+ * process may use (sched_getaffinity) with one "note:" line on notes, and
+ * refused (-1 with e set) when OpenBLAS's per-thread buffers would not fit
+ * in memory (memory_check_threads): OpenBLAS would retry them forever. A
+ * checkpoint's thread count is bookkeeping, never a request. */
+int command_threads(int requested, FILE *notes, Err *e);
 /* The main of a command that also runs under mpirun (train, ablate, bench):
  * command_startup, MPI's start when launched by mpirun (a plain run makes
  * no MPI call), body, MPI's end; body's status. */

@@ -18,7 +18,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./train [--key value ...] corpus.txt\n"
-            "       ./train --resume RUN_DIR [--key value ...] [corpus.txt]\n"
+            "       ./train --resume RUN_DIR [--repair] [--key value ...] [corpus.txt]\n"
             "\n"
             "Trains a byte-level language model on corpus.txt (any text; the last val_fraction\n"
             "is held out). The run folder gets model.safetensors, config.json, metrics.jsonl,\n"
@@ -27,7 +27,10 @@ static void usage(FILE *f) {
             "curves, config and samples, written at each evaluation and at the end (while the\n"
             "run trains it reloads itself; docs/pages.md). Ctrl-C saves a checkpoint and\n"
             "stops; --resume continues the run exactly (training, sampling and threads options\n"
-            "may change; model options may not).\n"
+            "may change; model options may not). A resume reads the run's metrics.jsonl and stops\n"
+            "at a line that is cut short, binary or garbage, naming it; --repair then keeps the\n"
+            "lines before it, keeps the original beside as metrics.jsonl.broken-<date>-<time>, and\n"
+            "resumes.\n"
             "\n"
             "Under mpirun -np N, the N processes (ranks) train one model together: each step\n"
             "takes N x batch windows, rank r taking rows [r batch, (r + 1) batch) of the batch\n"
@@ -160,15 +163,18 @@ static void new_run_dir(const Config *cfg, char *run_dir, size_t size) {
     snprintf(run_dir, size, "runs/%s-%s", name, stamp);
 }
 
-/* The start-up line: the run folder, the threads, and the ranks when data parallel. */
-static void print_banner(const Config *cfg, const char *run_dir, bool resumed) {
+/* The threads, then the start-up line: the run folder, the threads, and the
+ * ranks when data parallel. 0, or -1 with e set when the threads do not fit. */
+static int print_banner(const Config *cfg, const char *run_dir, bool resumed, Err *e) {
     int N = dist_size();
-    int threads = engine_set_threads(cfg->train.threads || N == 1 ? cfg->train.threads : dist_default_threads());
+    int threads = command_threads(cfg->train.threads || N == 1 ? cfg->train.threads : dist_default_threads(), stdout, e);
+    if (threads < 0) return -1;
     if (N > 1)
         printf("attnlab train: %s%s, %d ranks x %s\ndata parallel: effective batch %d = %d ranks x batch %d\n", run_dir,
                resumed ? " (resumed)" : "", N, threads_banner(threads), N * cfg->train.batch, N, cfg->train.batch);
     else
         printf("attnlab train: %s%s, %s\n", run_dir, resumed ? " (resumed)" : "", threads_banner(threads));
+    return 0;
 }
 
 /* What the run came to, on stdout or stderr; the status to exit with. */
@@ -208,8 +214,8 @@ static int report(const TrainResult *r, const Config *cfg, const char *run_dir) 
 
 /* The command line: the options into args->cfg, --resume and the corpus.
  * ARGS_OK, or the status to exit with (0 after --help). */
-static int parse(int argc, char **argv, TrainArgs *args, const char **resume, const char **corpus) {
-    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}};
+static int parse(int argc, char **argv, TrainArgs *args, const char **resume, bool *repair, const char **corpus) {
+    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}, {"--repair", .on = repair}};
     const ArgSpec cli = {.command = "train", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = args};
     ArgPositional pos;
@@ -220,6 +226,11 @@ static int parse(int argc, char **argv, TrainArgs *args, const char **resume, co
         return 2;
     }
     if (pos.n) *corpus = pos.v[0];
+    if (*repair && !*resume) {
+        fprintf(stderr, "error: --repair: only with --resume, which reads the run's metrics.jsonl\n"
+                        "hint: ./train --resume RUN_DIR --repair\n");
+        return 2;
+    }
     if (!*resume && !*corpus) {
         fprintf(stderr, "error: no corpus given\nhint: ./train corpus.txt (make data fetches data/brown.txt)\n");
         return 2;
@@ -231,8 +242,9 @@ static int train_main(int argc, char **argv) {
     Config cfg;
     config_defaults(&cfg);
     const char *corpus = NULL, *resume = NULL;
+    bool repair = false;
     TrainArgs args = {.cfg = &cfg};
-    int status = parse(argc, argv, &args, &resume, &corpus);
+    int status = parse(argc, argv, &args, &resume, &repair, &corpus);
     if (status != ARGS_OK) return status;
     char run_dir[1024];
     CheckpointInfo info;
@@ -248,7 +260,10 @@ static int train_main(int argc, char **argv) {
         err_print(&e);
         return 2;
     }
-    print_banner(&cfg, run_dir, resume != NULL);
+    if (print_banner(&cfg, run_dir, resume != NULL, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     if (resume) note_resume_changes(&info.cfg, &cfg, info.step);
     fflush(stdout); /* seen at once in a log, before the first step */
 
@@ -256,7 +271,7 @@ static int train_main(int argc, char **argv) {
     int N = dist_size();
     char label[64] = "train";
     if (N > 1) snprintf(label, sizeof label, "train %dx%d=%d", N, cfg.train.batch, N * cfg.train.batch);
-    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .label = label,
+    TrainJob job = {.cfg = cfg, .corpus = corpus, .run_dir = run_dir, .resume = resume != NULL, .repair = repair, .label = label,
                     .data_parallel = N > 1};
     TrainResult r;
     if (train_run(&job, &r, &e) != 0) {

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "plot.h"
 #include "run.h"
@@ -58,37 +60,85 @@ int train_folder_lock(TrainFolder *f, bool resume, Err *e) {
     return train_folder_taken(f, resume, e);
 }
 
+/* Why line `text` (n bytes, its newline included when it has one) is not a
+ * metrics line following step *last, or NULL when it is one: then *j holds it
+ * parsed and *last its step. */
+static const char *metrics_line_fault(const char *text, size_t n, cJSON **j, double *last) {
+    *j = NULL;
+    if (strlen(text) != n) return "a NUL byte: not text";
+    if (text[n - 1] != '\n') return "cut short: no newline at its end";
+    if (!(*j = cJSON_Parse(text))) return "not JSON";
+    const cJSON *s = cJSON_GetObjectItem(*j, "step");
+    if (!cJSON_IsObject(*j) || !cJSON_IsNumber(s)) return "not a metrics line: no \"step\" number";
+    if (!(s->valuedouble > *last) || s->valuedouble != floor(s->valuedouble)) return "its step does not follow the last";
+    *last = s->valuedouble;
+    return NULL;
+}
+
+/* Keeps the original of a broken metrics.jsonl beside it, under a new name
+ * (a hard link: the original is never rewritten): its path in aside. */
+static int metrics_set_aside(const char *path, char *aside, size_t size, Err *e) {
+    char stamp[32];
+    time_t now = time(NULL);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    for (int i = 0; i < 100; i++) {
+        int n = i ? snprintf(aside, size, "%s.broken-%s-%d", path, stamp, i) : snprintf(aside, size, "%s.broken-%s", path, stamp);
+        if (n < 0 || (size_t)n >= size) return err_set(e, "%s: path too long", path);
+        if (link(path, aside) == 0) return 0;
+        if (errno != EEXIST) return err_set(e, "%s: cannot keep the original as %s: %s", path, aside, strerror(errno));
+    }
+    return err_set(e, "%s: cannot keep the original: too many broken copies beside it", path);
+}
+
 /* On resume: keeps the metrics lines up to the checkpoint's step, rewrites
  * the file, and refills the curves and the best validation bpb among the
- * kept lines (*best, NAN if none). A line cut short by a killed run does not
- * parse and is dropped. */
-static int metrics_truncate(const char *path, long step, Curves *cv, double *best, Err *e) {
+ * kept lines (*best, NAN if none). Every line must be whole: one that is
+ * cut short, binary or garbage stops the resume with its line number (the
+ * history after it would be lost), unless `repair`: then the lines before
+ * it are kept and the original is kept beside, as metrics.jsonl.broken-<time>. */
+static int metrics_truncate(const char *path, long step, bool repair, Curves *cv, double *best, Err *e) {
     *best = NAN;
     FILE *f = fopen_regular(path, "r", e);
     if (!f) return errno == ENOENT ? 0 : -1;
-    size_t cap = 1 << 16, len = 0;
-    char *kept = xmalloc(cap), line[4096];
-    while (fgets(line, sizeof line, f)) {
-        cJSON *j = cJSON_Parse(line);
-        const cJSON *s = j ? cJSON_GetObjectItem(j, "step") : NULL;
-        if (s && cJSON_IsNumber(s) && s->valuedouble <= (double)step) {
-            size_t n = strlen(line);
-            if (len + n + 1 > cap) kept = realloc(kept, cap = 2 * (len + n + 1));
+    size_t cap = 1 << 16, len = 0, line_cap = 0;
+    char *kept = xmalloc(cap), *line = NULL;
+    ssize_t n;
+    long number = 0;
+    double last = 0;
+    const char *fault = NULL;
+    while (!fault && (n = getline(&line, &line_cap, f)) > 0) {
+        number++;
+        cJSON *j;
+        if ((fault = metrics_line_fault(line, (size_t)n, &j, &last)) == NULL && last <= (double)step) {
+            if (len + (size_t)n + 1 > cap) kept = realloc(kept, cap = 2 * (len + (size_t)n + 1));
             if (!kept) DIE_OOM(cap);
-            memcpy(kept + len, line, n + 1);
-            len += n;
+            memcpy(kept + len, line, (size_t)n + 1);
+            len += (size_t)n;
             const cJSON *loss = cJSON_GetObjectItem(j, "loss"), *val = cJSON_GetObjectItem(j, "val_loss");
             const cJSON *time_s = cJSON_GetObjectItem(j, "time_s");
             double v = cJSON_IsNumber(val) ? val->valuedouble : NAN;
             if (cJSON_IsNumber(time_s) && isfinite(time_s->valuedouble)) cv->time_s = time_s->valuedouble;
-            curves_add(cv, s->valuedouble, cJSON_IsNumber(loss) ? loss->valuedouble : NAN, v);
+            curves_add(cv, last, cJSON_IsNumber(loss) ? loss->valuedouble : NAN, v);
             if (isfinite(v) && !(*best <= v / M_LN2)) *best = v / M_LN2;
         }
         cJSON_Delete(j);
     }
     fclose(f);
+    free(line);
     kept[len] = '\0';
-    int rc = write_file_atomic(path, kept, e);
+    int rc = 0;
+    char aside[1200];
+    if (fault && !repair) {
+        err_set(e, "%s: line %ld: %s", path, number, fault);
+        rc = err_hint(e, "resume with --repair to keep the %ld line%s before it (the file stays beside, renamed)",
+                      number - 1, number == 2 ? "" : "s");
+    } else if (fault && (rc = metrics_set_aside(path, aside, sizeof aside, e)) == 0) {
+        printf("note: --repair: %s: kept lines 1-%ld (line %ld: %s); the original is %s\n", path, number - 1, number,
+               fault, aside);
+    } else if (repair) {
+        printf("note: --repair: %s is whole; nothing to repair\n", path);
+    }
+    if (rc == 0) rc = write_file_atomic(path, kept, e);
     free(kept);
     return rc;
 }
@@ -112,11 +162,12 @@ static int write_config(const TrainFolder *f, const Config *cfg, const char *cor
     return rc;
 }
 
-int train_folder_files(TrainFolder *f, const Config *cfg, const char *corpus, int ranks, long start, double *best,
-                       Err *e) {
+int train_folder_files(TrainFolder *f, const Config *cfg, const char *corpus, int ranks, long start, bool repair,
+                       double *best, Err *e) {
     double kept_best = NAN;
+    /* the history first: a broken one stops the resume before anything is written */
+    if (start > 0 && metrics_truncate(f->metrics_path, start, repair, &f->cv, &kept_best, e) != 0) return -1;
     if (write_config(f, cfg, corpus, ranks, e) != 0) return -1;
-    if (start > 0 && metrics_truncate(f->metrics_path, start, &f->cv, &kept_best, e) != 0) return -1;
     if (!isfinite(*best)) *best = kept_best;
     f->metrics = fopen_regular(f->metrics_path, start ? "a" : "w", e);
     f->t0 = now_seconds();

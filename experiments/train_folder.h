@@ -52,10 +52,14 @@ int train_folder_lock(TrainFolder *f, bool resume, Err *e);
 /* config.json (the config, the corpus, and the ranks when data parallel),
  * and metrics.jsonl: new, or on resume cut back to the lines up to step
  * `start` (later ones will be made again, identically), which refill the
- * curves. *best, when not finite, gets the best validation bpb of the kept
+ * curves. A line that is cut short, binary or not a metrics line refuses
+ * the resume ("<path>: line N: <why>", a hint naming --repair) before
+ * anything is written; with `repair`, the lines before it are kept and the
+ * original stays beside as metrics.jsonl.broken-<date>-<time> (a note says
+ * so). *best, when not finite, gets the best validation bpb of the kept
  * lines (checkpoints of older versions did not record it). */
-int train_folder_files(TrainFolder *f, const Config *cfg, const char *corpus, int ranks, long start, double *best,
-                       Err *e);
+int train_folder_files(TrainFolder *f, const Config *cfg, const char *corpus, int ranks, long start, bool repair,
+                       double *best, Err *e);
 /* One metrics line, and its point on the curves. */
 void train_folder_log(TrainFolder *f, const StepLog *l);
 /* The progress line's fields for the last logged step: the loss and the last

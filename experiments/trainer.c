@@ -413,7 +413,11 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
             break;
         }
         StepLog l = {.step = step + 1};
-        if (!train_step(run, &lp, step, &l)) {
+        double t_step = now_seconds();
+        bool finite = train_step(run, &lp, step, &l);
+        /* a signal is seen at the next step: the watchdog waits that long */
+        interrupt_grace(2 * (now_seconds() - t_step));
+        if (!finite) {
             r->status = TRAIN_DIVERGED;
             r->diverged_step = step + 1;
             r->step = step;
@@ -488,7 +492,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         precision_begin(run.cfg.train.precision, &run.m.params, false, NULL); /* train_refuses checked the CPU */
         int files = run.rank > 0 ? 0
                                  : train_folder_files(&run.folder, &run.cfg, job->corpus, run.ranks, run.start,
-                                                      &r->best_val_bpb, e);
+                                                      job->repair, &r->best_val_bpb, e);
         if (agree(&run, files, e) == 0 && run_steps(&run, stop_at, r, e) == 0) rc = run_finish(&run, r, e);
     }
     run_close(&run);

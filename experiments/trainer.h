@@ -10,6 +10,7 @@ typedef struct {
     const char *corpus;  /* path */
     const char *run_dir; /* the run folder; created if missing */
     bool resume;         /* continue from run_dir/model.safetensors */
+    bool repair;         /* on resume, keep the whole lines of a broken metrics.jsonl (train_folder.h) */
     const char *label;   /* progress label, e.g. "train" */
     bool quiet;          /* no sample print at the end (ablate) */
     bool data_parallel;  /* every MPI rank trains this run together (trainer.c); rank 0 writes it */

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_hardening.sh: hostile input to ./train, ./spectrum, ./extrapolate and ./sample.
+# tests/cli_hardening.sh: hostile input to ./train, ./spectrum, ./extrapolate, ./sample and ./ablate.
 #
 # Forged checkpoints (an all-zero RNG state, a config asking for a huge model,
 # tensors that overlap or leave bytes unreferenced), a FIFO where a checkpoint
@@ -14,7 +14,7 @@
 set -u
 
 . "$(dirname "$0")/cli_lib.sh"
-cli_begin cli_hardening ./train ./spectrum ./extrapolate ./sample
+cli_begin cli_hardening ./train ./spectrum ./extrapolate ./sample ./ablate
 BG=""
 cleanup() { if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi; }
 FORGE="perl $(dirname "$0")/forge.pl"
@@ -95,8 +95,21 @@ expect "forged huge config: train --resume" 1 "51.5 billion parameters" ./train 
     >"$T/busy.out" 2>&1 &
 BG=$!
 if poll '"step": 10,' "$T/busy/metrics.jsonl"; then
-    expect "a second ./train into a folder in use" 1 "another command is training in this run folder (pid $BG)" \
+    expect "a second ./train into a folder in use" 1 "in use by another command (./train, pid $BG)" \
         ./train $TINY --steps 10 --out "$T/busy" "$T/small.txt"
+    # every command that writes into a folder honours its lock; ./ablate refuses a run's folder
+    expect "./spectrum --out a folder in training" 1 "in use by another command (./train, pid $BG)" \
+        timeout -k 5 30 ./spectrum "$T/good" "$T/small.txt" --samples 1 --out "$T/busy"
+    expect "./extrapolate --out a folder in training" 1 "in use by another command (./train, pid $BG)" \
+        timeout -k 5 30 ./extrapolate "$T/good" "$T/small.txt" --lengths 32 --out "$T/busy"
+    expect "./ablate --out a run's folder" 1 "--out $T/busy: a run's folder (it holds config.json), not a grid's" \
+        timeout -k 5 30 ./ablate phi=relu/elu $TINY --steps 2 --out "$T/busy" "$T/small.txt"
+    if [ -z "$(find "$T/busy" -name 'results.*' -o -name 'spectrum.csv' -o -name 'extrapolate.csv' -o -name 'curves.png')" ] &&
+        [ "$(find "$T/busy" -mindepth 1 -type d | wc -l)" -eq 0 ]; then
+        pass "the run in training got nothing from them"
+    else
+        fail "the run in training got nothing from them" "$(ls "$T/busy")"
+    fi
 else
     fail "a second ./train into a folder in use" "the first run did not start"
 fi
@@ -106,7 +119,7 @@ step=$(sed -n 's/^interrupted at step \([0-9]*\);.*/\1/p' "$T/busy.out")
 ./train --resume "$T/busy" --steps 100000000 >"$T/busy.out" 2>&1 &
 BG=$!
 if [ -n "$step" ] && poll "\"step\": $(((step / 10 + 2) * 10))," "$T/busy/metrics.jsonl"; then
-    expect "--resume of a folder in use" 1 "another command is training in this run folder" \
+    expect "--resume of a folder in use" 1 "in use by another command (./train, pid" \
         timeout -k 5 30 ./train --resume "$T/busy" --steps 100000000
 else
     fail "--resume of a folder in use" "the resumed run did not start"
@@ -119,6 +132,32 @@ if [ $rc -eq 143 ] && ! grep -v '^{"step": [0-9]*, .*}$' "$T/busy/metrics.jsonl"
     pass "the run in use ends on SIGTERM (143), its metrics whole"
 else
     fail "the run in use ends on SIGTERM (143), its metrics whole" "exit $rc or a garbled metrics line"
+fi
+
+# A lock held the way every command takes it (flock on FOLDER/.lock, "pid
+# command" inside), here by perl: ./ablate's grid folder, and the
+# folders ./spectrum and ./extrapolate write into.
+mkdir "$T/held"
+perl -e 'use Fcntl ":flock"; open(my $f, ">", $ARGV[0]) or die; flock($f, LOCK_EX) or die;
+    syswrite($f, "$$ holder\n"); sleep 60' "$T/held/.lock" >/dev/null 2>&1 &
+HOLDER=$!
+n=0
+while [ $n -lt 100 ] && ! grep -q "^$HOLDER holder" "$T/held/.lock" 2>/dev/null; do sleep 0.05; n=$((n + 1)); done
+sleep 0.1
+expect "./ablate into a grid folder in use" 1 "$T/held: in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./ablate phi=relu/elu $TINY --steps 2 --out "$T/held" "$T/small.txt"
+expect "./spectrum into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./spectrum "$T/good" "$T/small.txt" --samples 1 --out "$T/held"
+expect "./extrapolate into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./extrapolate "$T/good" "$T/small.txt" --lengths 32 --out "$T/held"
+expect "./train into a folder in use" 1 "in use by another command (./holder, pid $HOLDER)" \
+    timeout -k 5 30 ./train $TINY --steps 2 --out "$T/held" "$T/small.txt"
+kill "$HOLDER" 2>/dev/null
+wait "$HOLDER" 2>/dev/null
+if [ "$(find "$T/held" -mindepth 1 ! -name .lock | wc -l)" -eq 0 ]; then
+    pass "the folder in use got nothing"
+else
+    fail "the folder in use got nothing" "$(ls -A "$T/held")"
 fi
 
 # ------------------------------------------------ 7: tensors that overlap or leave bytes over
@@ -210,6 +249,47 @@ if [ ! -e "$T/elsewhere" ] && ./train --resume "$T/resumed/" --steps 50 --out "$
 else
     fail "--resume with its own folder as --out" "refused, or wrote elsewhere"
 fi
+
+# ------------------------------------------------ 12: a broken metrics.jsonl
+# A resume stops at a line that is cut short, binary or garbage, with its
+# number and a hint naming --repair, and changes nothing; --repair keeps the
+# lines before it, keeps the original beside, and resumes.
+./train $TINY --steps 20 --log_every 5 --out "$T/hist" "$T/small.txt" >/dev/null 2>&1
+# broken NAME PERL: a copy of the run, its metrics.jsonl rewritten by PERL
+broken() {
+    rm -rf "${T:?}/$1"
+    cp -r "$T/hist" "$T/$1"
+    perl -0777 -pi -e "$2" "$T/$1/metrics.jsonl"
+    cp "$T/$1/metrics.jsonl" "$T/$1.before"
+}
+broken cut 's/^((?:[^\n]*\n){2}[^\n]{30}).*/$1/s'
+broken binary 's/^(.*\n)(.*\n)/$1\x00\x01\xfe\xff\x7f\n/'
+broken garbage 's/^((.*\n){3})/$1garbage here\n/'
+for c in cut:3:"cut short" binary:2:"a NUL byte" garbage:4:"not JSON"; do
+    kind=${c%%:*} rest=${c#*:}
+    line=${rest%%:*} why=${rest#*:}
+    expect "a metrics.jsonl $kind: --resume refused" 1 "$kind/metrics.jsonl: line $line: $why" \
+        timeout -k 5 30 ./train --resume "$T/$kind" --steps 25
+    if grep -q "^hint: resume with --repair to keep the $((line - 1)) line" "$T/err" && cmp -s "$T/$kind.before" "$T/$kind/metrics.jsonl" &&
+        [ -z "$(find "$T/$kind" -name 'metrics.jsonl.broken-*')" ]; then
+        pass "a metrics.jsonl $kind: the hint names --repair; nothing changed"
+    else
+        fail "a metrics.jsonl $kind: the hint names --repair; nothing changed" "$(tail -n 1 "$T/err")"
+    fi
+    timeout -k 5 30 ./train --resume "$T/$kind" --steps 25 --repair >"$T/out" 2>"$T/err"
+    rc=$?
+    aside=$(find "$T/$kind" -name 'metrics.jsonl.broken-*')
+    kept=$(head -n $((line - 1)) "$T/$kind.before")
+    if [ $rc -eq 0 ] && [ -n "$aside" ] && cmp -s "$T/$kind.before" "$aside" &&
+        [ "$(head -n $((line - 1)) "$T/$kind/metrics.jsonl")" = "$kept" ] &&
+        [ "$(sed -n "${line}p" "$T/$kind/metrics.jsonl" | cut -c1-12)" = '{"step": 25,' ] &&
+        grep -q "^note: --repair: .*kept lines 1-$((line - 1)) (line $line: $why[^)]*); the original is $aside" "$T/out"; then
+        pass "a metrics.jsonl $kind: --repair keeps lines 1-$((line - 1)), the original beside, and resumes"
+    else
+        fail "a metrics.jsonl $kind: --repair keeps lines 1-$((line - 1)), the original beside, and resumes" "exit $rc, aside $aside: $(tail -n 1 "$T/out")"
+    fi
+done
+expect "--repair without --resume" 2 "--repair: only with --resume" ./train $TINY --repair --out "$T/bad" "$T/small.txt"
 
 # ------------------------------------------------ 11: files that are not what they claim
 expect "a 1-byte corpus" 1 "the corpus is too short: 1 byte" ./train $TINY --out "$T/bad" "$T/one.txt"

@@ -26,6 +26,9 @@
 
 #include "gemm.h"
 #include "checkpoint.h"
+#include "grid.h"
+#include "grid_report.h"
+#include "optim.h"
 #include "generate.h"
 #include "memory.h"
 #include "mlm.h"
@@ -856,6 +859,72 @@ START_TEST(test_memory_refused) {
 }
 END_TEST
 
+/* A fault through AdamW's swappable update (optim.h): after the 5th update
+ * of parameter 0, one of its values is NaN, so the loss of the next step is
+ * not finite. Nothing in the optimizer knows of it. */
+static int fault_updates;
+static void update_then_fault(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
+    adamw_elements(p, k, lo, hi, s);
+    if (k == 0 && lo == 0 && ++fault_updates == 5) p->value[p->offset[k]] = NAN;
+}
+
+/* A diverged run as ./ablate records it: of a two-run grid, trained by
+ * grid_train (ablate's own call), the second diverges at step 5 through the
+ * fault above; results.csv and results.md say so at its step, and the first
+ * run finishes. */
+START_TEST(test_ablate_records_diverged_run) {
+    static const char *const words[] = {"layers=1", "d_model=32", "heads=2",  "context=32", "batch=4", "steps=12",
+                                        "eval_every=4", "log_every=2", "threads=1", "sample_length=20",
+                                        "lr=0.001/0.002"};
+    Grid g;
+    Err e;
+    grid_init(&g);
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        ck_assert_msg(grid_word(&g, words[i], &e) == 0, "%s: %s", words[i], e.msg);
+    ck_assert_int_eq(grid_settle(&g, &e), 0);
+    char dir[1024];
+    tpath(dir, sizeof dir, "grid", NULL);
+    GridRun *runs = NULL;
+    int n = grid_plan(&g, false, dir, &runs, &e);
+    ck_assert_msg(n == 2, "%d runs: %s", n, e.msg);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
+    ck_assert(saved >= 0 && null >= 0);
+    dup2(null, STDOUT_FILENO);
+    close(null);
+    int got[2];
+    for (int i = 0; i < 2; i++) {
+        fault_updates = 0;
+        adamw_update = i == 1 ? update_then_fault : adamw_elements;
+        got[i] = grid_train(&runs[i], corpus_path, false, "test", true);
+        adamw_update = adamw_elements;
+    }
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    ck_assert_int_eq(got[0], 0);
+    ck_assert_int_eq(got[1], 0);
+    ck_assert_int_eq(runs[0].result.status, TRAIN_DONE);
+    ck_assert_int_eq(runs[0].result.step, 12);
+    ck_assert_int_eq(runs[1].result.status, TRAIN_DIVERGED);
+    ck_assert_int_eq(runs[1].result.diverged_step, 6);
+    ck_assert_int_eq(grid_write_outputs(dir, &g, runs, n, &e), 0);
+    char path[1100];
+    char *csv = slurp(tpath(path, sizeof path, "grid", "results.csv"), NULL);
+    char *md = slurp(tpath(path, sizeof path, "grid", "results.md"), NULL);
+    ck_assert(csv && md);
+    /* the diverged run's row: its step in diverged_step, status diverged; the other's: done */
+    const char *row = strstr(csv, runs[1].name);
+    ck_assert_msg(row && strstr(row, ",6,") && strstr(row, ",diverged,"), "%s", csv);
+    row = strstr(csv, runs[0].name);
+    ck_assert_msg(row && strstr(row, ",done,"), "%s", csv);
+    ck_assert_msg(strstr(md, "| 6 |"), "%s", md);
+    free(csv), free(md);
+    grid_free(runs, n);
+    grid_release(&g);
+}
+END_TEST
+
 /* One run folder, one training at a time: the lock is exclusive between any
  * two holders (two processes, or two opens in one), and released on unlock. */
 START_TEST(test_run_folder_locked) {
@@ -867,14 +936,13 @@ START_TEST(test_run_folder_locked) {
     ck_assert_msg(fd >= 0, "%s", e.msg);
     ck_assert_int_eq(run_lock(dir, &e), -1);
     char pid[64];
-    snprintf(pid, sizeof pid, "(pid %ld)", (long)getpid());
-    ck_assert_msg(strstr(e.msg, "another command is training in this run folder") && strstr(e.msg, pid), "got '%s'",
-                  e.msg);
+    snprintf(pid, sizeof pid, ", pid %ld)", (long)getpid());
+    ck_assert_msg(strstr(e.msg, "in use by another command (./") && strstr(e.msg, pid), "got '%s'", e.msg);
     /* train_run into the folder is refused while it is held */
     Config cfg = tiny_config();
     TrainResult r;
     ck_assert_int_eq(run_quiet(&cfg, "locked", false, &r, &e), -1);
-    ck_assert_msg(strstr(e.msg, "another command is training"), "got '%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "in use by another command"), "got '%s'", e.msg);
     char path[1024];
     ck_assert(!file_exists(tpath(path, sizeof path, "locked", "config.json")));
     run_unlock(fd);
@@ -989,6 +1057,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_best_across_resume);
     tcase_add_test(tc, test_memory_refused);
     tcase_add_test(tc, test_run_folder_locked);
+    tcase_add_test(tc, test_ablate_records_diverged_run);
     tcase_add_test(tc, test_inference_only_refused);
     tcase_add_test(tc, test_generate_draw_top_k);
     suite_add_tcase(s, tc);
