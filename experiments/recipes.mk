@@ -12,7 +12,7 @@ grid_unpack = [ ! -f $(1)/runs.tar.xz ] || sh scripts/results.sh unpack $(1)
 grid_pack = sh scripts/results.sh pack $(1)
 
 .PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
-	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo \
+	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo spectrum-init-demo \
 	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo precision-demo \
 	linformer-learned-demo talking-heads-8-16-demo code-corpus-demo
 
@@ -197,6 +197,44 @@ spectrum-seeds-demo: deps
 	./spectrum results/spectrum-seeds/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/softmax
 	./spectrum results/spectrum-seeds/attn-cosformer_seed-* data/brown.txt --samples 8 --out results/spectrum-seeds/cosformer
 	$(call grid_pack,results/spectrum-seeds)
+
+# The spectrum against a matched initialisation (is the skew learned, or the
+# mask's and the random weights'?). Each trained model's initialisation is the
+# same options and seed at learning rate 0 for one step: AdamW with lr 0 moves
+# no weight (tests/test_optim.c, adamw_lr_zero), so the checkpoint is the
+# initial weights, and ./spectrum reads the same 8 validation windows. Causal:
+# spectrum-seeds-demo's six models against results/spectrum-init (6 one-step
+# runs, seconds). Bidirectional: 3 seeds of a 4-layer softmax masked LM with
+# RoPE (learned positions stay on the masked plateau at this budget, see
+# LINFORMER_OPTS) at SPECTRUM_SEEDS_OPTS's budget, results/spectrum-mlm (3 runs
+# of 6 to 10 minutes on one thread, about 30 minutes), and their
+# initialisations, results/spectrum-mlm-init (3 one-step runs). Then
+# ./spectrum --paired prints per layer trained - init, c(T/4) and k 90%, with
+# the paired interval and the verdict.
+SPECTRUM_INIT_OPTS ?= --lr 0 --min_lr 0 --warmup 0 --steps 1
+SPECTRUM_MLM_OPTS ?= --objective mlm --pos rope
+spectrum-init-demo: spectrum-seeds-demo
+	$(call grid_unpack,results/spectrum-init)
+	./ablate attn=softmax/cosformer --no-baseline $(SPECTRUM_SEEDS_OPTS) $(SPECTRUM_INIT_OPTS) \
+	    --out results/spectrum-init data/brown.txt
+	./spectrum results/spectrum-init/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-init/softmax
+	./spectrum results/spectrum-init/attn-cosformer_seed-* data/brown.txt --samples 8 \
+	    --out results/spectrum-init/cosformer
+	$(call grid_unpack,results/spectrum-mlm)
+	./ablate attn=softmax --no-baseline $(SPECTRUM_SEEDS_OPTS) $(SPECTRUM_MLM_OPTS) --out results/spectrum-mlm \
+	    data/brown.txt
+	./spectrum results/spectrum-mlm/attn-softmax_seed-* data/brown.txt --samples 8 --out results/spectrum-mlm/softmax
+	$(call grid_unpack,results/spectrum-mlm-init)
+	./ablate attn=softmax --no-baseline $(SPECTRUM_SEEDS_OPTS) $(SPECTRUM_MLM_OPTS) $(SPECTRUM_INIT_OPTS) \
+	    --out results/spectrum-mlm-init data/brown.txt
+	./spectrum results/spectrum-mlm-init/attn-softmax_seed-* data/brown.txt --samples 8 \
+	    --out results/spectrum-mlm-init/softmax
+	./spectrum --paired results/spectrum-init/attn-softmax results/spectrum-seeds/attn-softmax
+	./spectrum --paired results/spectrum-init/attn-cosformer results/spectrum-seeds/attn-cosformer
+	./spectrum --paired results/spectrum-mlm-init/attn-softmax results/spectrum-mlm/attn-softmax
+	$(call grid_pack,results/spectrum-init)
+	$(call grid_pack,results/spectrum-mlm)
+	$(call grid_pack,results/spectrum-mlm-init)
 
 # Length extrapolation with 3 seeds per scheme at the reproductions' budget
 # (scripts/extrapolate_seeds.sh): causal models with every position scheme,
