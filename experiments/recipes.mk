@@ -208,7 +208,8 @@ spectrum-seeds-demo: deps
 # with RoPE (learned positions stay on the masked plateau at this budget, see
 # LINFORMER_OPTS) at SPECTRUM_SEEDS_OPTS's budget, and their initialisations, in
 # one grid, results/spectrum-mlm (the lr:min_lr:steps axis: 3 runs of 6 to 10
-# minutes on one thread, about 30 minutes, and 3 one-step runs). Then
+# minutes on one thread, about 30 minutes, and 3 one-step runs; measured: 15
+# minutes for the six on one thread of the shared machine). Then
 # results.sh spectrum-paired prints per layer trained - init, c(T/4) and k 90%,
 # with the paired interval and the verdict. ./spectrum needs the checkpoints,
 # which are not committed: where only the archived records are, the archived
