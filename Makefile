@@ -65,6 +65,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
+	sh tests/cli_spectrum_paired.sh
 	sh tests/cli_extrapolate.sh
 	sh tests/cli_sample.sh
 	sh tests/cli_startup.sh

@@ -500,6 +500,8 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     if (cJSON_IsString(o) && !strcmp(o->valuestring, "mlm")) r->cfg.model.objective = OBJECTIVE_MLM;
     double steps = number(json, "steps");
     if (isfinite(steps)) r->cfg.train.steps = (int)steps;
+    double lr = number(json, "lr"); /* 0: an initialisation (./spectrum --paired) */
+    if (isfinite(lr)) r->cfg.train.lr = (float)lr;
     cJSON_Delete(json);
     read_metrics(r);
     if (!r->n_points) return 0; /* not evaluated yet: no final value */

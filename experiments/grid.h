@@ -119,8 +119,8 @@ int grid_train(GridRun *r, const char *corpus, bool unfinished, const char *labe
  * mostly when it left the plateau. A run without a curve is judged by its
  * final value alone. If so, why says which. */
 bool grid_plateau(const GridRun *r, char *why, size_t size);
-/* A run folder read as a finished run of its own (no grid): its objective
- * and steps from config.json, its curve from metrics.jsonl and its final val
+/* A run folder read as a finished run of its own (no grid): its objective,
+ * steps and lr from config.json, its curve from metrics.jsonl and its final val
  * bpb the curve's last (n_points 0 when it has none), unrounded from
  * result.json when that has it. -1 with e set when its config.json is not one. */
 int grid_read_folder(GridRun *r, const char *folder, Err *e);

@@ -20,6 +20,7 @@
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
+#include "spectrum_pairs.h"
 #include "startup.h"
 #include "stats.h"
 
@@ -115,6 +116,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [...] [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
             "                  [--threads N]\n"
+            "       ./spectrum --paired GRID/POINT_A GRID/POINT_B [--within X] [--within_k K]\n"
             "\n"
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
@@ -140,15 +142,18 @@ static void usage(FILE *f) {
             "  --out DIR    where the outputs go (default: the run folder); with several runs, where\n"
             "               the summary goes (default: the current folder)\n"
             "  --threads N  threads, at most the CPUs this process may use; 0 = all of them (default 0:\n"
-            "               the run's thread count is not a request)\n");
+            "               the run's thread count is not a request)\n"
+            "\n"
+            "--paired GRID/POINT_A GRID/POINT_B measures nothing: it reads the spectrum.csv of the\n"
+            "run folders GRID/POINT_seed-<n> of both arms (a trained model's and its initialisation's,\n"
+            "say) and prints, per layer and for the seeds both arms have, B - A of c(T/4) and of the\n"
+            "k reaching 90%%, seed by seed, with the paired 95%% interval (t) and the verdict rule of\n"
+            "EXPERIMENTS.md: excludes 0 (B < A or B > A), no effect larger than X (the interval within\n"
+            "+-X, X at most --within for c, 0.02, and --within_k for k, 2), or inconclusive with the\n"
+            "pairs that would resolve the difference seen (95%%, 80%% power). A run still on the byte\n"
+            "plateau is set apart with its pair, unless it trained at learning rate 0 (an\n"
+            "initialisation). sh scripts/results.sh spectrum-paired runs it on archived grids.\n");
 }
-
-/* Per layer, over its heads: c(T/4) and the k reaching 90% and 99% of the
- * spectrum (what the summary table of several runs compares). */
-typedef struct {
-    int layers, values;
-    double c_quarter[64], k90[64], k99[64];
-} LayerSkew;
 
 /* What ./spectrum measures, from the command line. */
 typedef struct {
@@ -256,6 +261,7 @@ typedef struct {
     int L, H, K, quarter;
     const double *c, *s;
     double *x, *c_mean, *s_mean, *heat;
+    LayerSkew skew; /* per layer c(T/4), k 90% and k 99% (spectrum_pairs.h) */
 } Averages;
 
 static Averages averages(Spectrum *sp) {
@@ -264,18 +270,20 @@ static Averages averages(Spectrum *sp) {
     for (long i = 0; i < (long)L * H * K; i++) sp->sum_c[i] /= sp->windows, sp->sum_s[i] /= sp->windows;
     v.quarter = K / 4 > 0 ? K / 4 : 1;
     v.x = xmalloc((size_t)K * sizeof(double));
-    v.c_mean = xcalloc((size_t)L * K, sizeof(double));
+    v.c_mean = xmalloc((size_t)L * K * sizeof(double));
     v.s_mean = xcalloc((size_t)L * K, sizeof(double));
     v.heat = xmalloc((size_t)L * H * sizeof(double));
     for (int k = 0; k < K; k++) v.x[k] = k + 1;
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < H; h++) {
             const double *c = v.c + ((long)l * H + h) * K, *s = v.s + ((long)l * H + h) * K;
-            for (int k = 0; k < K; k++) v.c_mean[(long)l * K + k] += c[k], v.s_mean[(long)l * K + k] += s[k] / H;
+            for (int k = 0; k < K; k++) v.s_mean[(long)l * K + k] += s[k] / H;
             v.heat[l * H + h] = c[v.quarter - 1];
         }
-        for (int k = 0; k < K; k++) v.c_mean[(long)l * K + k] /= H; /* c: the sum over the heads, then / H */
     }
+    /* c's mean over the heads and the per-layer figures: the code that
+     * ./spectrum --paired applies to spectrum.csv */
+    layer_skew(v.c, L, H, K, v.c_mean, &v.skew);
     return v;
 }
 
@@ -300,21 +308,11 @@ static int write_csv(const Averages *v, const char *dir, Err *e) {
 
 /* The table: per layer c(T/4) and the k reaching 90% and 99%, also into *skew. */
 static void print_table(const Averages *v, bool eigen, LayerSkew *skew) {
-    int K = v->K;
-    printf("\n%-6s %8s %8s %8s   (of %d %s)\n", "layer", "c(T/4)", "k 90%", "k 99%", K,
+    printf("\n%-6s %8s %8s %8s   (of %d %s)\n", "layer", "c(T/4)", "k 90%", "k 99%", v->K,
            eigen ? "eigenvalues" : "singular values");
-    skew->layers = v->L < 64 ? v->L : 64;
-    skew->values = K;
-    for (int l = 0; l < v->L; l++) {
-        const double *mean = v->c_mean + (long)l * K;
-        int k90 = K, k99 = K;
-        for (int k = K - 1; k >= 0; k--) {
-            if (mean[k] >= 0.90) k90 = k + 1;
-            if (mean[k] >= 0.99) k99 = k + 1;
-        }
-        printf("%-6d %8.3f %8d %8d\n", l, mean[v->quarter - 1], k90, k99);
-        if (l < skew->layers) skew->c_quarter[l] = mean[v->quarter - 1], skew->k90[l] = k90, skew->k99[l] = k99;
-    }
+    *skew = v->skew;
+    for (int l = 0; l < skew->layers; l++)
+        printf("%-6d %8.3f %8.0f %8.0f\n", l, skew->c_quarter[l], skew->k90[l], skew->k99[l]);
 }
 
 /* One plot of per-layer means over light per-head curves: mean [L][K] and
@@ -456,22 +454,69 @@ static int spectrum_summary(const LayerSkew *skews, int n, char **names, bool ei
     return rc;
 }
 
+/* --within and --within_k: a positive number, or the default when not given. */
+static int read_bound(const char *flag, const char *text, double def, double *x) {
+    char *end;
+    double v = text ? strtod(text, &end) : def;
+    if (text && (end == text || *end || !(v > 0) || !isfinite(v))) {
+        fprintf(stderr, "error: %s: '%s' is not a positive number\nhint: %s %g\n", flag, text, flag, def);
+        return 2;
+    }
+    *x = v;
+    return 0;
+}
+
+/* ./spectrum --paired A B: the two arms, the only positional words. */
+static int paired_main(const ArgPositional *pos, const char *within, const char *within_k, const SpectrumArgs *a) {
+    double wc, wk;
+    if (pos->n != 2) {
+        fprintf(stderr, "error: --paired: takes two arms, GRID/POINT_A GRID/POINT_B (got %d words)\n", pos->n);
+        return 2;
+    }
+    if (a->out_dir || a->eigen || a->length) {
+        fprintf(stderr, "error: --paired: reads the runs' spectrum.csv; --out, --eigen and --length are for measuring\n");
+        return 2;
+    }
+    if (read_bound("--within", within, 0.02, &wc) != 0 || read_bound("--within_k", within_k, 2, &wk) != 0) return 2;
+    Err e;
+    char *text;
+    size_t len;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) DIE("out of memory");
+    int rc = spectrum_paired_report(mem, pos->v[0], pos->v[1], wc, wk, &e);
+    if (fclose(mem) != 0) DIE("out of memory");
+    if (rc == 0) fputs(text, stdout); /* all or nothing: an error is one line */
+    free(text);
+    if (rc != 0) return err_print(&e), 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
     SpectrumArgs a = {.samples = 8};
+    bool paired = false;
+    const char *within = NULL, *within_k = NULL;
     const ArgFlag flags[] = {
         {"--samples", .integer = &a.samples, .lo = 1, .hi = 100000},
         {"--length", .integer = &a.length, .lo = 2, .hi = 1 << 20},
         {"--eigen", .on = &a.eigen},
         {"--out", .text = &a.out_dir, .needs = "a folder"},
         {"--threads", .integer = &a.threads, .lo = 0, .hi = 1024},
+        {"--paired", .on = &paired},
+        {"--within", .text = &within, .needs = "a number"},
+        {"--within_k", .text = &within_k, .needs = "a number of values"},
     };
     const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
+    if (paired) return paired_main(&pos, within, within_k, &a);
+    if (within || within_k) {
+        fprintf(stderr, "error: --within and --within_k go with --paired\n");
+        return 2;
+    }
     if (pos.n == 0) {
         fprintf(stderr, "error: no run folder or checkpoint given\nhint: ./spectrum runs/NAME\n");
         return 2;

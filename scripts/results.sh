@@ -12,6 +12,9 @@
 #        sh scripts/results.sh paired GRID/POINT_A GRID/POINT_B [X]
 #                                             B - A over the seeds they share, by the verdict
 #                                             rule of EXPERIMENTS.md
+#        sh scripts/results.sh spectrum-paired GRID/POINT_A GRID/POINT_B [X [K]]
+#                                             per layer B - A of c(T/4) and k 90% of their
+#                                             spectrum.csv, over the seeds they share
 #
 # pack: the archive's runs plus every finished run folder of GRID (one with a
 #   result.json; a folder's copy replaces the archive's), written as a
@@ -39,6 +42,13 @@
 #   inconclusive with the seed pairs that would resolve the mean seen at 95% with
 #   80% power. ./ablate's tables (and its --expect verdicts) use the same code.
 #
+# spectrum-paired: the arms as for paired, each run folder holding ./spectrum's
+#   spectrum.csv; it runs `./spectrum --paired A B --within X --within_k K` (X for
+#   c(T/4), default 0.02; K for the k reaching 90%, default 2), which prints per
+#   layer B - A seed by seed, the paired interval and the verdict; a run on the
+#   plateau is set apart with its pair unless it trained at learning rate 0 (an
+#   initialisation, the arm a trained model is compared with).
+#
 # Every write goes to a temporary file renamed into place, so an interrupted
 # command leaves either the old archive or the new one. Errors are one line,
 # `error: <what>: <why>`, and a non-zero exit.
@@ -63,6 +73,7 @@ usage() {
     echo "  unpack  restore them as results/GRID/<run>/ (to resume, re-plot or re-analyse)" >&2
     echo "  seed-from SRC DST PREFIX...: copy SRC's archived runs named PREFIX... into DST" >&2
     echo "  paired  results/GRID/POINT_A results/GRID/POINT_B [X]: B - A over shared seeds" >&2
+    echo "  spectrum-paired results/GRID/POINT_A results/GRID/POINT_B [X [K]]: the same for spectrum.csv" >&2
     exit 2
 }
 
@@ -246,6 +257,25 @@ paired() {
     work=
 }
 
+# spectrum-paired: the same for the runs' spectra; the statistics are ./spectrum's
+# (--paired), the code that computes its per-layer table.
+spectrum_paired() {
+    [ $# -ge 2 ] && [ $# -le 4 ] || usage
+    x=${3:-0.02} k=${4:-2}
+    for v in "$x" "$k"; do
+        case "$v" in '' | *[!0-9.]*) die "$v: X and K must be positive numbers, such as 0.02 and 2" ;; esac
+    done
+    spectrum=$(dirname "$0")/../spectrum
+    [ -x "$spectrum" ] || die "$spectrum: not built" "make builds it"
+    work=$(mktemp -d)
+    a=$(arm_folder "$1")
+    b=$(arm_folder "$2")
+    "$spectrum" --paired "$a" "$b" --within "$x" --within_k "$k" >"$work/out" || exit 1
+    sed "s|^  A = .*|  A = $1|; s|^  B = .*|  B = $2|" "$work/out"
+    rm -rf "$work"
+    work=
+}
+
 [ $# -ge 2 ] || usage
 verb=$1
 shift
@@ -261,7 +291,15 @@ case "$verb" in
         paired "$@"
         exit 0
         ;;
-    *) echo "error: $verb: not a verb of scripts/results.sh (pack, unpack, seed-from or paired)" >&2; usage ;;
+    spectrum-paired)
+        command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
+        spectrum_paired "$@"
+        exit 0
+        ;;
+    *)
+        echo "error: $verb: not a verb of scripts/results.sh (pack, unpack, seed-from, paired or spectrum-paired)" >&2
+        usage
+        ;;
 esac
 command -v xz >/dev/null 2>&1 || die "xz: not found" "apt-get install xz-utils"
 for grid in "$@"; do "$verb" "$grid"; done

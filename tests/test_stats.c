@@ -3,11 +3,17 @@
  * our code, by integrating Student's density to 30 digits and solving for
  * the quantile. Each check is one a plausible mistake fails: df rounded
  * down (t(0.975, 4.909) would be t(0.975, 4) = 2.7764), n instead of n - 1,
- * Welch's interval where the seeds are paired, z instead of t in the power. */
+ * Welch's interval where the seeds are paired, z instead of t in the power.
+ * Then ./spectrum's per-layer figures and its spectrum.csv reader. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "spectrum_pairs.h"
 #include "stats.h"
+#include "test_util.h"
 
 START_TEST(test_t_quantiles) {
     static const struct {
@@ -133,6 +139,78 @@ START_TEST(test_verdict) {
 }
 END_TEST
 
+/* ./spectrum's per-layer figures (spectrum_pairs.h), by hand: K = 8, so
+ * c(T/4) is the heads' mean c at k = 2. Layer 0's heads
+ *   .30 .50 .70 .80 .87 .94 .98 1  and  .50 .70 .80 .92 .95 .96 .99 1
+ * have the mean .40 .60 .75 .86 .91 .95 .985 1: c(T/4) .60 (not .50 or .70,
+ * a head's; not .75, c at k = 3), k 90% 5 (6 and 4 alone), k 99% 8 (.985 at
+ * k 7 falls short). Layer 1 is one head's curve twice: c(T/4) .70, k 90% 4. */
+static const double skew_c[2][2][8] = {
+    {{.30, .50, .70, .80, .87, .94, .98, 1}, {.50, .70, .80, .92, .95, .96, .99, 1}},
+    {{.50, .70, .80, .92, .95, .96, .99, 1}, {.50, .70, .80, .92, .95, .96, .99, 1}},
+};
+
+START_TEST(test_layer_skew) {
+    LayerSkew s;
+    double mean[2][8];
+    layer_skew(&skew_c[0][0][0], 2, 2, 8, &mean[0][0], &s);
+    ck_assert_int_eq(s.layers, 2);
+    ck_assert_int_eq(s.values, 8);
+    ck_assert_double_eq_tol(s.c_quarter[0], 0.60, 1e-12);
+    ck_assert_double_eq(s.k90[0], 5);
+    ck_assert_double_eq(s.k99[0], 8);
+    ck_assert_double_eq_tol(s.c_quarter[1], 0.70, 1e-12);
+    ck_assert_double_eq(s.k90[1], 4);
+    ck_assert_double_eq(s.k99[1], 7);
+    ck_assert_double_eq_tol(mean[0][6], 0.985, 1e-12);
+    /* K < 4: c(T/4) is c at k = 1 */
+    layer_skew(&skew_c[0][0][0], 1, 1, 2, NULL, &s);
+    ck_assert_double_eq_tol(s.c_quarter[0], 0.30, 1e-12);
+    ck_assert_double_eq(s.k90[0], 2);
+}
+END_TEST
+
+/* spectrum.csv read back in any row order; a row missing or twice, c out of
+ * [0, 1] or a wrong header refused with the line. */
+START_TEST(test_spectrum_csv) {
+    char dir[512], path[600];
+    test_tmpdir(dir, sizeof dir, "spectrum_csv");
+    snprintf(path, sizeof path, "%s/spectrum.csv", dir);
+    static const struct {
+        const char *text, *error; /* error NULL: reads */
+    } cases[] = {
+        {"layer,head,k,c,s\n0,1,2,1,3\n0,0,1,0.25,2\n0,1,1,0.75,1\n0,0,2,1.000000,1\n", NULL},
+        {"layer,head,k,c,s\n0,0,1,0.25,2\n0,0,2,1,1\n0,1,1,0.75,1\n", "3 rows, but 1 layers x 2 heads x 2 values need 4"},
+        {"layer,head,k,c,s\n0,0,1,0.25,2\n0,0,2,1,1\n0,0,2,1,1\n0,1,1,0.5,1\n", "line 4: layer 0, head 0, k 2 given twice"},
+        {"layer,head,k,c,s\n0,0,1,-0.1,2\n", "line 2: c -0.1 is not in [0, 1]"},
+        {"layer,head,k,c,s\n0,0,1,0.5\n", "line 2: not layer,head,k,c,s with numbers"},
+        {"layer,head,k,c\n0,0,1,0.5,1\n", "line 1: not the header"},
+        {"layer,head,k,c,s\n", "no rows after the header"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(cases[i].text, f);
+        fclose(f);
+        double *c = NULL;
+        int L = 0, H = 0, K = 0;
+        Err e = {0};
+        int rc = spectrum_csv_read(path, &c, &L, &H, &K, &e);
+        if (!cases[i].error) {
+            ck_assert_msg(rc == 0, "case %zu: %s", i, e.msg);
+            ck_assert(L == 1 && H == 2 && K == 2);
+            ck_assert(c[0] == 0.25 && c[1] == 1 && c[2] == 0.75 && c[3] == 1);
+            free(c);
+        } else {
+            ck_assert_int_eq(rc, -1);
+            ck_assert_msg(strstr(e.msg, cases[i].error) != NULL, "case %zu: '%s'", i, e.msg);
+            ck_assert_ptr_null(c);
+        }
+    }
+    test_rmtree(dir);
+}
+END_TEST
+
 Suite *stats_suite(void) {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("intervals");
@@ -141,6 +219,8 @@ Suite *stats_suite(void) {
     tcase_add_test(tc, test_paired);
     tcase_add_test(tc, test_power);
     tcase_add_test(tc, test_verdict);
+    tcase_add_test(tc, test_layer_skew);
+    tcase_add_test(tc, test_spectrum_csv);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,6 +32,7 @@
 #include "generate.h"
 #include "memory.h"
 #include "mlm.h"
+#include "rng.h"
 #include "run.h"
 #include "safetensors.h"
 #include "trainer.h"
@@ -388,6 +389,66 @@ END_TEST
 /* A finished run opened again (./ablate finding a run that ./train
  * finished) trains nothing and reports the final validation its last step
  * made. */
+/* How many of the model's parameters in run `name`'s checkpoint differ, bit
+ * for bit, from a fresh initialisation of cfg's model from its seed (the
+ * trainer's init stream: seed * 3). */
+static int differs_from_init(const Config *cfg, const char *name) {
+    char path[1024];
+    StFile st;
+    Err e;
+    ck_assert_msg(st_open(&st, tpath(path, sizeof path, name, "model.safetensors"), &e) == 0, "%s", e.msg);
+    Model m;
+    model_init(&m, &cfg->model);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)cfg->train.seed * 3);
+    model_init_weights(&m, &rng);
+    int differ = 0;
+    for (int i = 0; i < params_count(&m.params); i++) {
+        const Tensor *w = m.params.list[i];
+        const StEntry *en = st_find(&st, w->name);
+        ck_assert_msg(en != NULL, "%s: no tensor %s", path, w->name);
+        ck_assert_uint_eq(en->numel, (size_t)w->n);
+        float *got = malloc((size_t)w->n * sizeof(float));
+        ck_assert_msg(st_read(&st, en, got, &e) == 0, "%s", e.msg);
+        differ += memcmp(got, w->data, (size_t)w->n * sizeof(float)) != 0;
+        free(got);
+    }
+    model_free(&m);
+    st_close(&st);
+    return differ;
+}
+
+/* EXPERIMENTS.md's matched initialisation: one step at learning rate 0 saves
+ * the very weights the run started from (AdamW's step is w (1 - lr wd) -
+ * lr m / denom), causal, bidirectional with RoPE and cosFormer alike, with or
+ * without warmup. One step at a learning rate above 0 moves them, which shows
+ * that the comparison can fail. */
+START_TEST(test_lr_zero_keeps_init) {
+    static const char *const kv[][2] = {{"attn", "softmax"}, {"objective", "mlm"}, {"attn", "cosformer"}};
+    for (int i = 0; i < 3; i++) {
+        for (int warm = 0; warm < 2; warm++) {
+            Config c = tiny_config();
+            set(&c, kv[i][0], kv[i][1]);
+            if (i == 1) set(&c, "pos", "rope");
+            set(&c, "steps", "1"), set(&c, "lr", "0"), set(&c, "min_lr", "0");
+            set(&c, "warmup", warm ? "5" : "0");
+            Err e;
+            ck_assert_msg(config_validate(&c, &e) == 0, "%s", e.msg);
+            char name[64];
+            snprintf(name, sizeof name, "lr0-%s-%d", kv[i][1], warm);
+            TrainResult r;
+            run_ok(&c, name, false, TRAIN_DONE, 1, &r);
+            ck_assert_msg(differs_from_init(&c, name) == 0, "%s: a step at lr 0 moved the weights", name);
+        }
+    }
+    Config c = tiny_config();
+    set(&c, "steps", "1"), set(&c, "warmup", "0");
+    TrainResult r;
+    run_ok(&c, "lr-moves", false, TRAIN_DONE, 1, &r);
+    ck_assert_int_gt(differs_from_init(&c, "lr-moves"), 0);
+}
+END_TEST
+
 START_TEST(test_finished_run_reports_its_val) {
     Config cfg = tiny_config();
     TrainResult first, again;
@@ -1045,6 +1106,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_resume_exact_mlm);
     tcase_add_test(tc, test_resume_exact_bf16);
     tcase_add_test(tc, test_finished_run_reports_its_val);
+    tcase_add_test(tc, test_lr_zero_keeps_init);
     tcase_add_test(tc, test_stop_hook_is_one_shot);
     tcase_add_test(tc, test_resume_needs_optimizer_state);
     tcase_add_test(tc, test_run_folder);

@@ -1,0 +1,299 @@
+/* spectrum_pairs.c: per-layer skew of P's spectrum, from ./spectrum's sums or
+ * a run's spectrum.csv, and two arms of runs compared seed by seed (a trained
+ * model against its initialisation, say). The statistics are stats.h's, the
+ * same paired interval and verdict rule as ./ablate --paired. */
+#include "spectrum_pairs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grid.h"
+#include "run.h"
+#include "stats.h"
+
+void layer_skew(const double *c, int L, int H, int K, double *mean, LayerSkew *skew) {
+    int quarter = K / 4 > 0 ? K / 4 : 1;
+    double *m = mean ? mean : xmalloc((size_t)L * K * sizeof(double));
+    skew->layers = L < SKEW_MAX_LAYERS ? L : SKEW_MAX_LAYERS;
+    skew->values = K;
+    for (int l = 0; l < L; l++) {
+        double *ml = m + (long)l * K;
+        for (int k = 0; k < K; k++) ml[k] = 0;
+        for (int h = 0; h < H; h++)
+            for (int k = 0; k < K; k++) ml[k] += c[((long)l * H + h) * K + k];
+        for (int k = 0; k < K; k++) ml[k] /= H; /* the sum over the heads, then / H */
+        int k90 = K, k99 = K;
+        for (int k = K - 1; k >= 0; k--) {
+            if (ml[k] >= 0.90) k90 = k + 1;
+            if (ml[k] >= 0.99) k99 = k + 1;
+        }
+        if (l < skew->layers) skew->c_quarter[l] = ml[quarter - 1], skew->k90[l] = k90, skew->k99[l] = k99;
+    }
+    if (!mean) free(m);
+}
+
+/* One row of spectrum.csv: layer, head, k, c, s. false when it is not one. */
+static bool csv_row(char *line, long *l, long *h, long *k, double *c) {
+    char *p = line, *end;
+    long v[3];
+    for (int i = 0; i < 3; i++) {
+        v[i] = strtol(p, &end, 10);
+        if (end == p || *end != ',') return false;
+        p = end + 1;
+    }
+    *c = strtod(p, &end);
+    if (end == p || *end != ',') return false;
+    p = end + 1;
+    double s = strtod(p, &end);
+    if (end == p || *end || !isfinite(s)) return false;
+    *l = v[0], *h = v[1], *k = v[2];
+    return true;
+}
+
+typedef struct {
+    long l, h, k;
+    double c;
+} CsvRow;
+
+/* The rows of the open file f, after its header; -1 with e set. */
+static long csv_rows(FILE *f, const char *path, CsvRow **rows, long *max, Err *e) {
+    char *line = NULL;
+    size_t cap = 0;
+    long n = 0, size = 0, lineno = 1;
+    int rc = 0;
+    max[0] = max[1] = max[2] = -1;
+    *rows = NULL;
+    ssize_t got = getline(&line, &cap, f);
+    if (got < 0 || strncmp(line, "layer,head,k,c,s", 16) || strspn(line + 16, "\r\n") != strlen(line + 16))
+        rc = err_set(e, "%s: line 1: not the header layer,head,k,c,s (not ./spectrum's spectrum.csv)", path);
+    while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        CsvRow r;
+        if (!csv_row(line, &r.l, &r.h, &r.k, &r.c)) {
+            rc = err_set(e, "%s: line %ld: not layer,head,k,c,s with numbers", path, lineno);
+        } else if (r.l < 0 || r.h < 0 || r.k < 1 || r.l >= SKEW_MAX_LAYERS || r.h > 4096 || r.k > (1L << 24)) {
+            rc = err_set(e, "%s: line %ld: layer %ld, head %ld, k %ld out of range", path, lineno, r.l, r.h, r.k);
+        } else if (!(r.c >= 0 && r.c <= 1 + 1e-6)) {
+            rc = err_set(e, "%s: line %ld: c %g is not in [0, 1]", path, lineno, r.c);
+        } else {
+            if (n == size) {
+                size = size ? 2 * size : 1024;
+                CsvRow *grown = realloc(*rows, (size_t)size * sizeof **rows);
+                if (!grown) DIE("out of memory");
+                *rows = grown;
+            }
+            (*rows)[n++] = r;
+            max[0] = r.l > max[0] ? r.l : max[0], max[1] = r.h > max[1] ? r.h : max[1];
+            max[2] = r.k > max[2] ? r.k : max[2];
+        }
+    }
+    free(line);
+    if (rc == 0 && n == 0) rc = err_set(e, "%s: no rows after the header", path);
+    return rc == 0 ? n : -1;
+}
+
+int spectrum_csv_read(const char *path, double **c, int *L, int *H, int *K, Err *e) {
+    *c = NULL;
+    FILE *f = fopen_regular(path, "r", e);
+    if (!f) return errno == ENOENT ? err_set(e, "%s: no such file", path) : -1;
+    CsvRow *rows;
+    long max[3];
+    long n = csv_rows(f, path, &rows, max, e);
+    fclose(f);
+    if (n < 0) return free(rows), -1;
+    long l = max[0] + 1, h = max[1] + 1, k = max[2];
+    if (l * h * k != n) {
+        free(rows);
+        return err_set(e, "%s: %ld rows, but %ld layers x %ld heads x %ld values need %ld", path, n, l, h, k, l * h * k);
+    }
+    double *out = xmalloc((size_t)n * sizeof *out);
+    char *seen = xcalloc((size_t)n, 1);
+    int rc = 0;
+    for (long i = 0; i < n && rc == 0; i++) {
+        long at = (rows[i].l * h + rows[i].h) * k + rows[i].k - 1;
+        if (seen[at]++)
+            rc = err_set(e, "%s: line %ld: layer %ld, head %ld, k %ld given twice", path, i + 2, rows[i].l, rows[i].h,
+                         rows[i].k);
+        out[at] = rows[i].c;
+    }
+    free(rows), free(seen);
+    if (rc != 0) return free(out), -1;
+    *c = out, *L = (int)l, *H = (int)h, *K = (int)k;
+    return 0;
+}
+
+#define ARM_MAX 256
+
+/* One run of an arm: its seed, its spectrum's skew and what its record says. */
+typedef struct {
+    long long seed;
+    LayerSkew skew;
+    double val_bpb; /* NAN without a curve */
+    bool init;      /* trained at learning rate 0: an initialisation */
+    bool plateau;
+    char why[128], folder[1300];
+} ArmRun;
+
+/* One run folder of an arm: its spectrum.csv and its record. */
+static int arm_run(ArmRun *r, const char *folder, long long seed, Err *e) {
+    char path[1400];
+    double *c;
+    int L, H, K;
+    snprintf(r->folder, sizeof r->folder, "%s", folder);
+    if (path_join(path, sizeof path, folder, "spectrum.csv", e) != 0) return -1;
+    if (!file_exists(path))
+        return err_set(e, "%s: no spectrum.csv", folder), err_hint(e, "./spectrum %s corpus.txt writes it", folder);
+    if (spectrum_csv_read(path, &c, &L, &H, &K, e) != 0) return -1;
+    layer_skew(c, L, H, K, NULL, &r->skew);
+    free(c);
+    GridRun g;
+    if (grid_read_folder(&g, folder, e) != 0) return -1;
+    r->seed = seed;
+    r->val_bpb = g.n_points ? g.result.val_bpb : NAN;
+    r->init = g.cfg.train.lr == 0;
+    r->plateau = !r->init && grid_plateau(&g, r->why, sizeof r->why);
+    free(g.steps), free(g.bpb);
+    return 0;
+}
+
+static int by_seed(const void *a, const void *b) {
+    long long x = ((const ArmRun *)a)->seed, y = ((const ArmRun *)b)->seed;
+    return (x > y) - (x < y);
+}
+
+/* The runs of arm DIR/POINT, the folders DIR/POINT_seed-<n>, by seed: the
+ * count, or -1 with e set. */
+static int arm_read(const char *arm, ArmRun *runs, Err *e) {
+    char dir[1024], prefix[512];
+    const char *slash = strrchr(arm, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - arm) : 1, slash ? arm : ".");
+    snprintf(prefix, sizeof prefix, "%s_seed-", slash ? slash + 1 : arm);
+    DIR *d = opendir(dir);
+    if (!d) return err_set(e, "%s: no such grid folder", dir);
+    int n = 0, rc = 0;
+    size_t len = strlen(prefix);
+    struct dirent *ent;
+    while (rc == 0 && (ent = readdir(d))) {
+        const char *tail = ent->d_name + len;
+        if (strncmp(ent->d_name, prefix, len) || !*tail || strspn(tail, "0123456789") != strlen(tail) ||
+            strlen(tail) > 18)
+            continue;
+        if (n == ARM_MAX) {
+            rc = err_set(e, "%s: more than %d runs", arm, ARM_MAX);
+            break;
+        }
+        char folder[1300];
+        snprintf(folder, sizeof folder, "%s/%s", dir, ent->d_name);
+        rc = arm_run(&runs[n], folder, atoll(tail), e);
+        n += rc == 0;
+    }
+    closedir(d);
+    if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
+    if (rc != 0) return -1;
+    qsort(runs, (size_t)n, sizeof *runs, by_seed);
+    return n;
+}
+
+/* The verdict rule on B - A, with no claim: which way the interval excludes 0. */
+static void verdict_text(char *buf, size_t size, const Difference *d, double within, const char *fmt) {
+    if (!isfinite(d->half)) {
+        snprintf(buf, size, "inconclusive: too few pairs for an interval");
+        return;
+    }
+    Verdict v = verdict_rule(d, within);
+    char x[32];
+    snprintf(x, sizeof x, fmt, v.bound);
+    if (v.kind == VERDICT_AGREES || v.kind == VERDICT_DISAGREES)
+        snprintf(buf, size, "excludes 0, B %c A", v.kind == VERDICT_AGREES ? '<' : '>');
+    else if (v.kind == VERDICT_NO_EFFECT)
+        snprintf(buf, size, "no effect larger than %s", x);
+    else if (v.seeds_needed < 0)
+        snprintf(buf, size, "inconclusive; over %d pairs would resolve it", VERDICT_SEEDS_CAP);
+    else
+        snprintf(buf, size, "inconclusive; %d pairs would resolve it", v.seeds_needed);
+}
+
+/* One table: per layer, the arms' means, B - A seed by seed, the mean with
+ * its paired interval, and the verdict. which: 0 c(T/4), 1 k 90%. */
+static void paired_table(FILE *out, const ArmRun *const *a, const ArmRun *const *b, int n, int which, double within) {
+    const char *fmt = which ? "%.2f" : "%.4f";
+    fprintf(out, "\n%s\n%-5s %8s %8s  %-*s  %9s  %-20s  %s\n",
+            which ? "k for 90%" : "c(T/4), the mean over heads of c at k = T/4", "layer", "A", "B",
+            n * 9 - 1, "B - A by seed", "B - A", "95% interval", "verdict");
+    for (int l = 0; l < a[0]->skew.layers; l++) {
+        double x[ARM_MAX], y[ARM_MAX], sa = 0, sb = 0;
+        for (int i = 0; i < n; i++) {
+            x[i] = which ? a[i]->skew.k90[l] : a[i]->skew.c_quarter[l];
+            y[i] = which ? b[i]->skew.k90[l] : b[i]->skew.c_quarter[l];
+            sa += x[i] / n, sb += y[i] / n;
+        }
+        Difference d = paired_difference(y, x, n);
+        char cell[64], verdict[96];
+        fprintf(out, which ? "%-5d %8.2f %8.2f " : "%-5d %8.4f %8.4f ", l, sa, sb);
+        for (int i = 0; i < n; i++) fprintf(out, which ? " %+8.0f" : " %+8.4f", y[i] - x[i]);
+        if (isfinite(d.half))
+            snprintf(cell, sizeof cell, which ? "[%+.2f, %+.2f]" : "[%+.4f, %+.4f]", d.diff - d.half, d.diff + d.half);
+        else
+            snprintf(cell, sizeof cell, "-");
+        verdict_text(verdict, sizeof verdict, &d, within, fmt);
+        fprintf(out, which ? "  %+9.2f  %-20s  %s\n" : "  %+9.4f  %-20s  %s\n", d.diff, cell, verdict);
+    }
+}
+
+/* Seed by seed: both runs' val bpb, and why a pair is set apart. The pairs
+ * counted into a and b; their number. */
+static int pair_runs(FILE *out, const ArmRun *ra, int na, const ArmRun *rb, int nb, const ArmRun **a,
+                     const ArmRun **b) {
+    int k = 0;
+    for (int j = 0; j < nb; j++) {
+        int i = 0;
+        while (i < na && ra[i].seed != rb[j].seed) i++;
+        if (i == na) continue;
+        fprintf(out, "  seed %lld: A val bpb %.4f%s  B val bpb %.4f%s", rb[j].seed, ra[i].val_bpb,
+                ra[i].init ? " (initialisation)" : "", rb[j].val_bpb, rb[j].init ? " (initialisation)" : "");
+        if (ra[i].plateau || rb[j].plateau) {
+            fprintf(out, "  apart: %s%s%s%s%s\n", ra[i].plateau ? "A " : "", ra[i].plateau ? ra[i].why : "",
+                    ra[i].plateau && rb[j].plateau ? "; " : "", rb[j].plateau ? "B " : "", rb[j].plateau ? rb[j].why : "");
+            continue;
+        }
+        fputc('\n', out);
+        a[k] = &ra[i], b[k++] = &rb[j];
+    }
+    return k;
+}
+
+int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within_c, double within_k,
+                           Err *e) {
+    static ArmRun ra[ARM_MAX], rb[ARM_MAX];
+    int na = arm_read(arm_a, ra, e), nb = na < 0 ? -1 : arm_read(arm_b, rb, e);
+    if (nb < 0) return -1;
+    const ArmRun *first = &ra[0];
+    for (int i = 0; i < na + nb; i++) {
+        const ArmRun *r = i < na ? &ra[i] : &rb[i - na];
+        if (r->skew.layers != first->skew.layers || r->skew.values != first->skew.values)
+            return err_set(e, "%s: %d layers of %d values, but %s has %d of %d: the spectra cannot be compared",
+                           r->folder, r->skew.layers, r->skew.values, first->folder, first->skew.layers,
+                           first->skew.values);
+    }
+    int shared = 0;
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++) shared += ra[i].seed == rb[j].seed;
+    if (shared == 0) return err_set(e, "%s and %s: no seed in both arms, so no pair to compare", arm_a, arm_b);
+    int K = first->skew.values;
+    fprintf(out, "B - A per layer, by seed (%d values a spectrum, c(T/4) at k = %d)\n  A = %s\n  B = %s\n", K,
+            K / 4 > 0 ? K / 4 : 1, arm_a, arm_b);
+    static const ArmRun *a[ARM_MAX], *b[ARM_MAX];
+    int n = pair_runs(out, ra, na, rb, nb, a, b);
+    fprintf(out, "%d seed pair(s) counted\n", n);
+    if (n == 0) {
+        fprintf(out, "verdict: inconclusive; every pair is set apart\n");
+        return 0;
+    }
+    paired_table(out, a, b, n, 0, within_c);
+    paired_table(out, a, b, n, 1, within_k);
+    return 0;
+}
