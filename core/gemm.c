@@ -390,6 +390,11 @@ static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, 
     bf16_sgemm_madds += (double)M * N * K;
 }
 
+bool gemm_bf16_to_dnnl(int M, int N, int K) {
+    if (omp_in_parallel() || (long)M * N * K < GEMM_BF16_MIN_MADDS) return false;
+    return !gemm_small_available() || K > GEMM_BF16_DNNL_MIN_K;
+}
+
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -397,7 +402,7 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
         gemm_jittered(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (precision == PRECISION_BF16 && K > 0 && ((long)M * N * K < GEMM_BF16_MIN_MADDS || omp_in_parallel())) {
+    if (precision == PRECISION_BF16 && K > 0 && !gemm_bf16_to_dnnl(M, N, K)) {
         gemm_bf16_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

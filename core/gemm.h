@@ -5,16 +5,19 @@
  * them. The engine's precision decides where a product goes:
  *   - fp32: OpenBLAS's sgemm;
  *   - bf16: A and B are rounded to bfloat16 (round to nearest even), the
- *     products are summed in fp32, and C stays fp32. A large product goes
- *     to oneDNN's matmul primitive, one made per shape (sizes, transposes,
- *     leading dimensions, alpha, beta) and kept for the life of the
- *     process. A small one (under GEMM_BF16_MIN_MADDS multiply-adds), and
- *     any made inside a parallel region (one thread's block of an attention
- *     kernel), runs in gemm's own AVX512-BF16 kernel (gemm_small.h), or,
- *     on a CPU without it, as sgemm on its inputs rounded to bf16 and
- *     widened again: the same rule (the products of two bf16 values are
- *     exact in fp32, the sums fp32), without oneDNN's cost per call, which
- *     exceeds such a product's work.
+ *     products are summed in fp32, and C stays fp32. Most products run in
+ *     gemm's own AVX512-BF16 kernel (gemm_small.h): every one inside a
+ *     parallel region (one thread's block of an attention kernel), every
+ *     one under GEMM_BF16_MIN_MADDS multiply-adds (oneDNN's cost per call
+ *     exceeds such a product's work), and every one whose K is at most
+ *     GEMM_BF16_DNNL_MIN_K, where the kernel was measured faster than
+ *     oneDNN (docs/speed.md). The others, the weight gradients' long sums,
+ *     go to oneDNN's matmul primitive, one made per shape (sizes,
+ *     transposes, leading dimensions, alpha, beta) and kept for the life of
+ *     the process. On a CPU without AVX512-BF16 (AMX alone) the small ones
+ *     run as sgemm on inputs rounded to bf16 and widened again, the same
+ *     rule (the products of two bf16 values are exact in fp32, the sums
+ *     fp32), and the rest go to oneDNN.
  * gemm() may be called from inside an OpenMP parallel region: each thread
  * has its own oneDNN stream, memory objects and bf16 buffers, and a product
  * made inside a region runs on the calling thread alone. */
@@ -106,6 +109,16 @@ long gemm_bf16_thread_variance(int threads, char *msg, int size);
  * even where gemm_small() could run them (off at start). Returns the
  * previous setting. */
 bool gemm_small_set_fallback(bool on);
+
+/* Whether a bf16 product of these sizes, made here, goes to oneDNN (the rule
+ * above); false inside a parallel region. */
+bool gemm_bf16_to_dnnl(int M, int N, int K);
+
+/* bf16 products with a longer K than this go to oneDNN (when they are large
+ * and outside a parallel region): on the reference step's shapes gemm's
+ * kernel beat oneDNN 1.3-1.5x at K 256-1024 and lost to it at K 4096
+ * (./bench --gemm, docs/speed.md). */
+#define GEMM_BF16_DNNL_MIN_K 1024
 
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
  * rounded inputs (measured on the model's attention blocks: oneDNN's

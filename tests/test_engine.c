@@ -293,14 +293,14 @@ START_TEST(test_model_step_makes_no_mallocs) {
 }
 END_TEST
 
-/* The same in bf16, at a size where the linear layers' products go to
- * oneDNN (over GEMM_BF16_MIN_MADDS) and the attention blocks' to sgemm on
- * rounded inputs, the weights' bf16 copy refreshed after each step: the
- * primitives, their memory objects and the rounding buffers are made in the
+/* The same in bf16, at a size where the weight gradients' products go to
+ * oneDNN (K = B T = 1536, over GEMM_BF16_DNNL_MIN_K) and the others to gemm's
+ * own kernel, the weights' bf16 copy refreshed after each step: the
+ * primitives, their memory objects and the packing buffers are made in the
  * first step, and none after it. */
 START_TEST(test_bf16_step_makes_no_mallocs) {
     if (!bf16_runs_here("test_engine")) return;
-    enum { B = 8, T = 64 };
+    enum { B = 24, T = 64 };
     ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 128, .heads = 2, .key_size = 64, .head_size = 64,
                        .mlp_ratio = 4, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
                        .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
@@ -339,7 +339,8 @@ START_TEST(test_bf16_step_makes_no_mallocs) {
     gemm_bind_weights(NULL, 0);
     gemm_set_precision(p_was);
     model_free(&m);
-    ck_assert_msg(big > 0 && small > 0, "both paths ran: %.0f multiply-adds in oneDNN, %.0f in sgemm", big, small);
+    ck_assert_msg(big > 0 && small > 0, "both paths ran: %.0f multiply-adds in oneDNN, %.0f in gemm's kernel", big,
+                  small);
     ck_assert_msg(extra == 0, "%ld mallocs after the first bf16 step", extra);
 }
 END_TEST
@@ -463,10 +464,10 @@ START_TEST(test_fastmath_accuracy) {
 END_TEST
 
 /* A block big enough that every op takes its parallel path (more than
- * PAR_MIN values: B T D = 65536): 2 threads must give the same bits as 1,
+ * PAR_MIN values: B T D = 196608): 2 threads must give the same bits as 1,
  * for outputs and gradients (no races, and no reduction whose order depends
  * on the thread count). */
-enum { BIG_B = 8, BIG_T = 64 };
+enum { BIG_B = 24, BIG_T = 64 };
 static void big_step(ParamSet *p, const int *ids, const int *targets, float *loss_out) {
     Tensor *emb = params_find(p, "emb"), *ln_w = params_find(p, "ln.w"), *ln_b = params_find(p, "ln.b");
     Tensor *fc = params_find(p, "fc"), *proj = params_find(p, "proj");
@@ -587,9 +588,9 @@ START_TEST(test_threads_give_same_bits) {
 }
 END_TEST
 
-/* The same step in bf16, where the linear layers' products go to oneDNN (the
- * 512-row products are above GEMM_BF16_MIN_MADDS) and the attention's to
- * sgemm on rounded inputs. oneDNN promises no particular bits across thread
+/* The same step in bf16, where the weight gradients' products go to oneDNN
+ * (their K, B T = 1536, is over GEMM_BF16_DNNL_MIN_K) and the others to
+ * gemm's own kernel. oneDNN promises no particular bits across thread
  * counts, so the test measures both libraries on each product the step made
  * (oneDNN: every primitive in gemm's table); where either differs it says so
  * and checks nothing more, else the step must give the same bits. */
