@@ -22,7 +22,8 @@
 #include <string.h>
 
 static Precision precision = PRECISION_FP32;
-static bool bf16_ok; /* gemm_bf16_check passed */
+static bool bf16_ok;   /* gemm_bf16_check passed */
+static bool dnnl_amx;  /* oneDNN runs bf16 on AMX tiles (Sapphire Rapids and later) */
 
 /* One shape's primitive. */
 typedef struct {
@@ -118,6 +119,7 @@ int gemm_bf16_check(Err *e) {
     }
     engine_once();
     bf16_ok = true;
+    dnnl_amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
     return 0;
 }
 
@@ -392,7 +394,7 @@ static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, 
 
 bool gemm_bf16_to_dnnl(int M, int N, int K) {
     if (omp_in_parallel() || (long)M * N * K < GEMM_BF16_MIN_MADDS) return false;
-    return !gemm_small_available() || K > GEMM_BF16_DNNL_MIN_K;
+    return !gemm_small_available() || dnnl_amx || K > GEMM_BF16_DNNL_MIN_K;
 }
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,

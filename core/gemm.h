@@ -9,9 +9,9 @@
  *     gemm's own AVX512-BF16 kernel (gemm_small.h): every one inside a
  *     parallel region (one thread's block of an attention kernel), every
  *     one under GEMM_BF16_MIN_MADDS multiply-adds (oneDNN's cost per call
- *     exceeds such a product's work), and every one whose K is at most
- *     GEMM_BF16_DNNL_MIN_K, where the kernel was measured faster than
- *     oneDNN (docs/speed.md). The others, the weight gradients' long sums,
+ *     exceeds such a product's work), and, unless oneDNN has AMX, every
+ *     one whose K is at most GEMM_BF16_DNNL_MIN_K, where the kernel was
+ *     measured faster than oneDNN (docs/speed.md). The others, the weight gradients' long sums,
  *     go to oneDNN's matmul primitive, one made per shape (sizes,
  *     transposes, leading dimensions, alpha, beta) and kept for the life of
  *     the process. On a CPU without AVX512-BF16 (AMX alone) the small ones
@@ -116,8 +116,11 @@ bool gemm_bf16_to_dnnl(int M, int N, int K);
 
 /* bf16 products with a longer K than this go to oneDNN (when they are large
  * and outside a parallel region): on the reference step's shapes gemm's
- * kernel beat oneDNN 1.3-1.5x at K 256-1024 and lost to it at K 4096
- * (./bench --gemm, docs/speed.md). */
+ * kernel beat oneDNN 1.0-1.5x at K 256-1024 and lost to it at K 4096
+ * (./bench --gemm on AVX512-BF16, docs/speed.md). Where oneDNN runs bf16 on
+ * AMX tiles, which do many times the multiply-adds of AVX512-BF16 per
+ * cycle (not measured here: no AMX host yet), every large product goes to
+ * oneDNN whatever its K. */
 #define GEMM_BF16_DNNL_MIN_K 1024
 
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
