@@ -5,10 +5,12 @@
 #
 # usage: sh scripts/results.sh pack GRID...    fold GRID's finished runs into GRID/runs.tar.xz
 #        sh scripts/results.sh unpack GRID...  restore them as GRID/<run>/ folders
-#        sh scripts/results.sh seed-from SRC DST PREFIX...
+#        sh scripts/results.sh seed-from SRC DST PREFIX[=NEW]...
 #                                             copy SRC's archived runs whose names start
 #                                             with a PREFIX into the grid DST (a later round
-#                                             of the same points adds seeds, not retrains)
+#                                             of the same points adds seeds, not retrains),
+#                                             the prefix replaced by NEW when given (a point
+#                                             named by fewer axes in DST)
 #        sh scripts/results.sh paired GRID/POINT_A GRID/POINT_B [X]
 #                                             B - A over the seeds they share, by the verdict
 #                                             rule of EXPERIMENTS.md
@@ -71,7 +73,7 @@ usage() {
     echo "usage: sh scripts/results.sh pack|unpack results/GRID..." >&2
     echo "  pack    fold the grid's finished run folders into results/GRID/$ARCHIVE" >&2
     echo "  unpack  restore them as results/GRID/<run>/ (to resume, re-plot or re-analyse)" >&2
-    echo "  seed-from SRC DST PREFIX...: copy SRC's archived runs named PREFIX... into DST" >&2
+    echo "  seed-from SRC DST PREFIX[=NEW]...: copy SRC's archived runs named PREFIX... into DST" >&2
     echo "  paired  results/GRID/POINT_A results/GRID/POINT_B [X]: B - A over shared seeds" >&2
     echo "  spectrum-paired results/GRID/POINT_A results/GRID/POINT_B [X [K]]: the same for spectrum.csv" >&2
     exit 2
@@ -214,10 +216,14 @@ seed_from() {
     mkdir -p "$dst"
     n=0
     for run in $(run_folders "$work/runs"); do
-        want=0
-        for prefix in "$@"; do case "$run" in "$prefix"*) want=1 ;; esac; done
-        [ "$want" -eq 1 ] && [ ! -e "$dst/$run" ] && [ ! -e "$work/have/$run" ] || continue
-        cp -r "$work/runs/$run" "$dst/.$run.$$.tmp" && mv "$dst/.$run.$$.tmp" "$dst/$run"
+        name=
+        for prefix in "$@"; do
+            from=${prefix%%=*} to=${prefix#*=}
+            [ "$to" != "$prefix" ] || to=$from
+            case "$run" in "$from"*) name="$to${run#"$from"}" ;; esac
+        done
+        [ -n "$name" ] && [ ! -e "$dst/$name" ] && [ ! -e "$work/have/$name" ] || continue
+        cp -r "$work/runs/$run" "$dst/.$name.$$.tmp" && mv "$dst/.$name.$$.tmp" "$dst/$name"
         n=$((n + 1))
     done
     echo "$dst: $n runs copied from $src"
