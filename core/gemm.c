@@ -392,9 +392,17 @@ static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, 
     bf16_sgemm_madds += (double)M * N * K;
 }
 
+static int dnnl_min_k = GEMM_BF16_DNNL_MIN_K;
+
+int gemm_bf16_set_dnnl_min_k(int k) {
+    int was = dnnl_min_k;
+    dnnl_min_k = k;
+    return was;
+}
+
 bool gemm_bf16_to_dnnl(int M, int N, int K) {
     if (omp_in_parallel() || (long)M * N * K < GEMM_BF16_MIN_MADDS) return false;
-    return !gemm_small_available() || dnnl_amx || K > GEMM_BF16_DNNL_MIN_K;
+    return !gemm_small_available() || dnnl_amx || K > dnnl_min_k;
 }
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,

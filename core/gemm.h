@@ -11,10 +11,10 @@
  *     one under GEMM_BF16_MIN_MADDS multiply-adds (oneDNN's cost per call
  *     exceeds such a product's work), and, unless oneDNN has AMX, every
  *     one whose K is at most GEMM_BF16_DNNL_MIN_K, where the kernel was
- *     measured faster than oneDNN (docs/speed.md). The others, the weight gradients' long sums,
- *     go to oneDNN's matmul primitive, one made per shape (sizes,
- *     transposes, leading dimensions, alpha, beta) and kept for the life of
- *     the process. On a CPU without AVX512-BF16 (AMX alone) the small ones
+ *     measured faster than oneDNN (docs/speed.md): on AVX512-BF16 hosts,
+ *     every product of the reference step. The others go to oneDNN's
+ *     matmul primitive, one made per shape (sizes, transposes, leading
+ *     dimensions, alpha, beta) and kept for the life of the process. On a CPU without AVX512-BF16 (AMX alone) the small ones
  *     run as sgemm on inputs rounded to bf16 and widened again, the same
  *     rule (the products of two bf16 values are exact in fp32, the sums
  *     fp32), and the rest go to oneDNN.
@@ -113,15 +113,20 @@ bool gemm_small_set_fallback(bool on);
 /* Whether a bf16 product of these sizes, made here, goes to oneDNN (the rule
  * above); false inside a parallel region. */
 bool gemm_bf16_to_dnnl(int M, int N, int K);
+/* For the tests: the K above which large products go to oneDNN
+ * (GEMM_BF16_DNNL_MIN_K at start), so that moderate sizes reach it. Returns
+ * the previous value. */
+int gemm_bf16_set_dnnl_min_k(int k);
 
 /* bf16 products with a longer K than this go to oneDNN (when they are large
  * and outside a parallel region): on the reference step's shapes gemm's
- * kernel beat oneDNN 1.0-1.5x at K 256-1024 and lost to it at K 4096
- * (./bench --gemm on AVX512-BF16, docs/speed.md). Where oneDNN runs bf16 on
- * AMX tiles, which do many times the multiply-adds of AVX512-BF16 per
- * cycle (not measured here: no AMX host yet), every large product goes to
- * oneDNN whatever its K. */
-#define GEMM_BF16_DNNL_MIN_K 1024
+ * kernel, which takes a long K 1024 values at a time, beat oneDNN 1.0-1.5x
+ * up to K 4096, the weight gradients' sums over a step's tokens (./bench
+ * --gemm on AVX512-BF16, docs/speed.md); longer sums were not measured.
+ * Where oneDNN runs bf16 on AMX tiles, which do many times the multiply-adds
+ * of AVX512-BF16 per cycle (not measured here: no AMX host yet), every large
+ * product goes to oneDNN whatever its K. */
+#define GEMM_BF16_DNNL_MIN_K 4096
 
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
  * rounded inputs (measured on the model's attention blocks: oneDNN's

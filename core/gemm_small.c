@@ -181,8 +181,9 @@ AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, 
     return panel_buf;
 }
 
-AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-                            const float *B, int ldb, float beta, float *C, int ldc) {
+/* One block of K: the whole product when K is short. */
+AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                                    const float *B, int ldb, float beta, float *C, int ldc) {
     /* Mp: M padded to whole vectors of 16, which pack_across writes, and so to row tiles */
     int Kp = (K + 1) / 2, Mp = (M + 15) & ~15;
     /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
@@ -207,5 +208,19 @@ AVX512_BF16 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, 
         for (int i0 = 0; i0 < M; i0 += MR)
             tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
                  C + (long)i0 * ldc + j0, ldc);
+    }
+}
+
+/* A long K is taken GEMM_SMALL_KC values at a time, each block's product
+ * added into C: the packed A of a block stays in L2 and a panel of B in L1,
+ * where a whole K (a weight gradient's 4096 tokens) would stream both from
+ * memory at every row tile. Blocks start at even k, so the pairs are the
+ * whole product's; the sum is taken block by block, in a fixed order. */
+void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc) {
+    for (int k0 = 0; k0 < K; k0 += GEMM_SMALL_KC) {
+        int k = K - k0 < GEMM_SMALL_KC ? K - k0 : GEMM_SMALL_KC;
+        const float *a = ta ? A + (long)k0 * lda : A + k0, *b = tb ? B + k0 : B + (long)k0 * ldb;
+        small_block(ta, tb, M, N, k, alpha, a, lda, b, ldb, k0 ? 1.0f : beta, C, ldc);
     }
 }

@@ -293,9 +293,8 @@ START_TEST(test_model_step_makes_no_mallocs) {
 }
 END_TEST
 
-/* The same in bf16, at a size where the weight gradients' products go to
- * oneDNN (K = B T = 1536, over GEMM_BF16_DNNL_MIN_K) and the others to gemm's
- * own kernel, the weights' bf16 copy refreshed after each step: the
+/* The same in bf16, with the weight gradients' products sent to oneDNN (K =
+ * B T = 1536, over the K the test sets) and the others to gemm's own kernel, the weights' bf16 copy refreshed after each step: the
  * primitives, their memory objects and the packing buffers are made in the
  * first step, and none after it. */
 START_TEST(test_bf16_step_makes_no_mallocs) {
@@ -314,6 +313,7 @@ START_TEST(test_bf16_step_makes_no_mallocs) {
     AdamWConfig opt = adamw_default();
     params_zero_grad(&m.params);
     Precision p_was = gemm_set_precision(PRECISION_BF16);
+    int min_k = gemm_bf16_set_dnnl_min_k(1024);
     gemm_bind_weights(m.params.value, m.params.total);
     Arena a;
     arena_init(&a, 0);
@@ -338,6 +338,7 @@ START_TEST(test_bf16_step_makes_no_mallocs) {
     arena_free(&a);
     gemm_bind_weights(NULL, 0);
     gemm_set_precision(p_was);
+    gemm_bf16_set_dnnl_min_k(min_k);
     model_free(&m);
     ck_assert_msg(big > 0 && small > 0, "both paths ran: %.0f multiply-adds in oneDNN, %.0f in gemm's kernel", big,
                   small);
@@ -588,8 +589,8 @@ START_TEST(test_threads_give_same_bits) {
 }
 END_TEST
 
-/* The same step in bf16, where the weight gradients' products go to oneDNN
- * (their K, B T = 1536, is over GEMM_BF16_DNNL_MIN_K) and the others to
+/* The same step in bf16, with the weight gradients' products sent to oneDNN
+ * (their K, B T = 1536, is over the K the test sets) and the others to
  * gemm's own kernel. oneDNN promises no particular bits across thread
  * counts, so the test measures both libraries on each product the step made
  * (oneDNN: every primitive in gemm's table); where either differs it says so
@@ -600,6 +601,7 @@ START_TEST(test_bf16_threads_give_same_bits) {
     big_init(&s);
     gemm_bind_weights(s.p.value, s.p.total);
     Precision was = gemm_set_precision(PRECISION_BF16);
+    int min_k = gemm_bf16_set_dnnl_min_k(1024);
     gemm_bf16_count_clear();
     long differ = big_differ(&s, true);
     ck_assert_msg(gemm_bf16_madds() > gemm_bf16_sgemm_madds(), "no product of the step went to oneDNN");
@@ -607,6 +609,7 @@ START_TEST(test_bf16_threads_give_same_bits) {
     long var = blas_thread_variance(2, why, sizeof why);
     if (!var) var = gemm_bf16_thread_variance(2, why, sizeof why);
     gemm_set_precision(was);
+    gemm_bf16_set_dnnl_min_k(min_k);
     gemm_bind_weights(NULL, 0);
     if (var) {
         printf("engine: the 1- and 2-thread bf16 step is not compared: %s\n", why);
