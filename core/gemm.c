@@ -206,32 +206,37 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     return p;
 }
 
-/* The bound weights' bf16 mirror (gemm_bind_weights). */
+/* The bound weights' bf16 mirror (gemm_bind_weights). It is made, and
+ * remade after a change, when a oneDNN product first reads it: where every
+ * product runs in gemm_small (which rounds a weight as it packs it), no
+ * mirror is kept at all. oneDNN products are made outside parallel
+ * regions, so one thread at a time reaches it. */
 static const float *w_base;
 static long w_count;
 static uint16_t *w_mirror;
+static bool w_stale;
 
 void gemm_bind_weights(const float *base, long n) {
     free(w_mirror);
     w_mirror = NULL;
     w_base = base;
     w_count = base ? n : 0;
-    if (w_count) {
-        w_mirror = malloc_check(sizeof *w_mirror * (size_t)w_count, __FILE__, __LINE__);
-        gemm_weights_changed();
-    }
+    w_stale = true;
 }
 
-void gemm_weights_changed(void) {
-    if (w_count) bf16_from_floats(w_mirror, w_base, w_count);
-}
+void gemm_weights_changed(void) { w_stale = true; }
 
 /* The bf16 copy of the stored operand x (rows x cols, row stride ld): the
  * weights' mirror when x lies in it, else x rounded into *buf at the same
  * layout. */
 static const uint16_t *operand_bf16(const float *x, int rows, int cols, int ld, uint16_t *buf) {
     long n = (long)span(rows, cols, ld);
-    if (w_count && x >= w_base && x + n <= w_base + w_count) return w_mirror + (x - w_base);
+    if (w_count && x >= w_base && x + n <= w_base + w_count) {
+        if (!w_mirror) w_mirror = malloc_check(sizeof *w_mirror * (size_t)w_count, __FILE__, __LINE__);
+        if (w_stale) bf16_from_floats(w_mirror, w_base, w_count);
+        w_stale = false;
+        return w_mirror + (x - w_base);
+    }
     if (ld == cols) {
         bf16_from_floats(buf, x, n);
     } else {

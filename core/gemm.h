@@ -59,10 +59,11 @@ void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha,
               const float *B, int ldb, float beta, float *C, int ldc);
 
 /* The weights: n floats from base (a model's parameter slab; NULL to
- * unbind). A bf16 product reads an operand that lies inside them from a
- * bf16 copy made by gemm_weights_changed(), instead of rounding it at each
- * product: call that whenever they change (after each optimizer step, a
- * load, an initialisation). */
+ * unbind). A oneDNN bf16 product reads an operand that lies inside them
+ * from a bf16 copy, instead of rounding it at each product; the copy is made
+ * when such a product first needs it after gemm_weights_changed(): call that
+ * whenever they change (after each optimizer step, a load, an
+ * initialisation). gemm's own kernel rounds them as it packs them. */
 void gemm_bind_weights(const float *base, long n);
 void gemm_weights_changed(void);
 
