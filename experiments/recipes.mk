@@ -130,13 +130,14 @@ talking-heads-8-16-demo: deps
 # source code instead of English prose, the TypeScript compiler's JavaScript
 # (data/typescript.txt, fetched by `make data`), at the budgets of their grids
 # on Brown: softmax beats linear attention with relu, relu beats leakyrelu
-# (cosformer-seeds-demo's model, 9 runs), and key size 64 beats 4 at fixed
-# heads and head size (lowrank-demo's model, 6 runs). 15 runs of about 5
-# minutes on one core, 75 minutes.
+# (cosformer-seeds-demo's model, 5 seeds: the first 3 seeds' power line asked
+# for 4 pairs for relu against leakyrelu; 15 runs), and key size 64 beats 4 at
+# fixed heads and head size (lowrank-demo's model, 6 runs). 21 runs of about
+# 5 minutes on one core, 105 minutes.
 code-corpus-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/code-linear)
-	./ablate phi=relu/leakyrelu --attn linear --seeds 3 $(COSFORMER_SEEDS_OPTS) \
+	./ablate phi=relu/leakyrelu --attn linear --seeds 5 $(COSFORMER_SEEDS_OPTS) \
 	    --expect "phi=relu < phi=leakyrelu" --expect "baseline < phi=relu" \
 	    --out results/code-linear data/typescript.txt
 	$(call grid_pack,results/code-linear)
