@@ -14,8 +14,9 @@
  * vectors. Rounding happens while packing (vcvtne2ps2bf16), so the packing
  * replaces the rounding pass it stands in for. The kernel computes an 8 x 32
  * tile of C in 16 registers. Each output is one sum in a fixed order of k,
- * whatever the thread count. The packed buffers are per thread and grow to
- * the largest product, so a training step makes no malloc after its first. */
+ * whatever the thread count. The packed buffers are per thread number and
+ * grow to the largest product, so a training step makes no malloc after its
+ * first. */
 #include "gemm_small.h"
 
 #include <assert.h>
@@ -39,17 +40,33 @@ bool gemm_small_available(void) {
     return have;
 }
 
-static _Thread_local uint32_t *pack_buf;
-static _Thread_local size_t pack_cap;
+/* The packing buffers, one pair per OpenMP thread number: op(A) of the
+ * product a thread makes, and the panel of op(B) it is working on. They are
+ * kept by thread number, not in thread-local storage, so that a thread that
+ * libgomp ends (when the thread count falls) leaves its buffers to the next
+ * thread of that number instead of losing them. Two threads never share a
+ * number at once: gemm_small starts a team only outside parallel regions,
+ * and nested parallelism is not used. */
+#define MAX_THREADS 1024
+typedef struct {
+    uint32_t *p;
+    size_t cap;
+} Buffer;
+static Buffer a_bufs[MAX_THREADS], panel_bufs[MAX_THREADS];
 
-static uint32_t *pack_space(size_t n) {
-    if (n > pack_cap) {
-        free(pack_buf);
-        pack_cap = n + n / 4;
-        pack_buf = malloc_check(pack_cap * sizeof *pack_buf, __FILE__, __LINE__);
+static uint32_t *buffer(Buffer *all, size_t n) {
+    int t = omp_get_thread_num();
+    assert(t < MAX_THREADS);
+    Buffer *b = &all[t];
+    if (n > b->cap) {
+        free(b->p);
+        b->cap = n + n / 4;
+        b->p = malloc_check(b->cap * sizeof *b->p, __FILE__, __LINE__);
     }
-    return pack_buf;
+    return b->p;
 }
+
+static uint32_t *pack_space(size_t n) { return buffer(a_bufs, n); }
 
 static __mmask16 first(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
 
@@ -161,20 +178,11 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
         }
 }
 
-/* The thread's buffer for one column panel of op(B) and pack_down's rows. */
-static _Thread_local uint32_t *panel_buf;
-static _Thread_local size_t panel_cap;
-
 /* op(B)'s columns j0 .. j0 + NR - 1 (those past N are 0) as Kp pair rows of
- * width NR, into the thread's panel buffer. */
+ * width NR, into the thread's panel buffer (with pack_down's rows after it). */
 AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, int K, int N, int j0) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
-    size_t need = (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0);
-    if (need > panel_cap) {
-        free(panel_buf);
-        panel_cap = need + need / 4;
-        panel_buf = malloc_check(panel_cap * sizeof *panel_buf, __FILE__, __LINE__);
-    }
+    uint32_t *panel_buf = buffer(panel_bufs, (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0));
     int cols = N - j0 < NR ? N - j0 : NR;
     if (tb) pack_down(panel_buf, NR, B + (long)j0 * ldb, ldb, K, cols, panel_buf + (size_t)Kp * NR);
     else pack_across(panel_buf, NR, B + j0, ldb, K, cols);
