@@ -61,8 +61,10 @@ check: deps
 check-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan FLAVOUR_CFLAGS="$(ASAN)" run-tests-asan
 
+# The test binary lives in $(BUILD)/, not beside vendor/: ATTNLAB_UPLOT names
+# the pages' chart library for the pages its tests write.
 run-tests: $(BUILD)/test_all $(COMMANDS)
-	./$(BUILD)/test_all
+	ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot ./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
 	sh tests/cli_spectrum_paired.sh
@@ -89,6 +91,7 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot \
 	    ./$(BUILD)/test_all
 
 # `make V=1` shows the full compiler command lines.

@@ -14,14 +14,14 @@
  * vectors. Rounding happens while packing (vcvtne2ps2bf16), so the packing
  * replaces the rounding pass it stands in for. The kernel computes an 8 x 32
  * tile of C in 16 registers. Each output is one sum in a fixed order of k,
- * whatever the thread count. The packed buffers are per thread number and
- * grow to the largest product, so a training step makes no malloc after its
- * first. */
+ * whatever the thread count. The packed buffers are per thread and grow to
+ * the largest product, so a training step makes no malloc after its first. */
 #include "gemm_small.h"
 
 #include <assert.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,24 +40,42 @@ bool gemm_small_available(void) {
     return have;
 }
 
-/* The packing buffers, one pair per OpenMP thread number: op(A) of the
- * product a thread makes, and the panel of op(B) it is working on. They are
- * kept by thread number, not in thread-local storage, so that a thread that
- * libgomp ends (when the thread count falls) leaves its buffers to the next
- * thread of that number instead of losing them. Two threads never share a
- * number at once: gemm_small starts a team only outside parallel regions,
- * and nested parallelism is not used. */
-#define MAX_THREADS 1024
+/* The packing buffers of each thread: op(A) of the product it makes, and
+ * the panel of op(B) it is working on. They are the thread's own (a
+ * thread-local pointer), and a pthread key frees them when a thread ends
+ * (libgomp ends threads when the thread count falls), so none is lost. */
 typedef struct {
     uint32_t *p;
     size_t cap;
 } Buffer;
-static Buffer a_bufs[MAX_THREADS], panel_bufs[MAX_THREADS];
+typedef struct {
+    Buffer a, panel;
+} ThreadBuffers;
+static _Thread_local ThreadBuffers *mine;
+static pthread_key_t buffers_key;
+static pthread_once_t buffers_once = PTHREAD_ONCE_INIT;
 
-static uint32_t *buffer(Buffer *all, size_t n) {
-    int t = omp_get_thread_num();
-    assert(t < MAX_THREADS);
-    Buffer *b = &all[t];
+static void buffers_free(void *p) {
+    ThreadBuffers *b = p;
+    free(b->a.p);
+    free(b->panel.p);
+    free(b);
+}
+
+static void buffers_key_make(void) {
+    if (pthread_key_create(&buffers_key, buffers_free) != 0) DIE("gemm_small: pthread_key_create failed");
+}
+
+static ThreadBuffers *buffers(void) {
+    if (!mine) {
+        pthread_once(&buffers_once, buffers_key_make);
+        mine = calloc_check(1, sizeof *mine, __FILE__, __LINE__);
+        pthread_setspecific(buffers_key, mine);
+    }
+    return mine;
+}
+
+static uint32_t *buffer(Buffer *b, size_t n) {
     if (n > b->cap) {
         free(b->p);
         b->cap = n + n / 4;
@@ -66,7 +84,7 @@ static uint32_t *buffer(Buffer *all, size_t n) {
     return b->p;
 }
 
-static uint32_t *pack_space(size_t n) { return buffer(a_bufs, n); }
+static uint32_t *pack_space(size_t n) { return buffer(&buffers()->a, n); }
 
 static __mmask16 first(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
 
@@ -182,7 +200,7 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
  * width NR, into the thread's panel buffer (with pack_down's rows after it). */
 AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, int K, int N, int j0) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
-    uint32_t *panel_buf = buffer(panel_bufs, (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0));
+    uint32_t *panel_buf = buffer(&buffers()->panel, (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0));
     int cols = N - j0 < NR ? N - j0 : NR;
     if (tb) pack_down(panel_buf, NR, B + (long)j0 * ldb, ldb, K, cols, panel_buf + (size_t)Kp * NR);
     else pack_across(panel_buf, NR, B + j0, ldb, K, cols);
