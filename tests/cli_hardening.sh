@@ -94,6 +94,7 @@ expect "forged huge config: train --resume" 1 "51.5 billion parameters" ./train 
 ./train $TINY --steps 100000000 --save_every 100000000 --log_every 10 --out "$T/busy" "$T/small.txt" \
     >"$T/busy.out" 2>&1 &
 BG=$!
+LIVE="$T/busy" # its page and checkpoint pass through temporary files while it trains
 if poll '"step": 10,' "$T/busy/metrics.jsonl"; then
     expect "a second ./train into a folder in use" 1 "in use by another command (./train, pid $BG)" \
         ./train $TINY --steps 10 --out "$T/busy" "$T/small.txt"
@@ -128,6 +129,7 @@ kill -TERM "$BG"
 wait "$BG"
 rc=$?
 BG=""
+LIVE=""
 if [ $rc -eq 143 ] && ! grep -v '^{"step": [0-9]*, .*}$' "$T/busy/metrics.jsonl" | grep -q .; then
     pass "the run in use ends on SIGTERM (143), its metrics whole"
 else
