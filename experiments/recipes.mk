@@ -47,14 +47,14 @@ cosformer-seeds-demo: deps
 
 # The decisive round for cos re-weighting at context 128 (EXPERIMENTS.md §1):
 # relu with and without cos, the 3-seed grid's model. Its power line asked for
-# about 9 seed-matched pairs; this grid has 10: seeds 1337-1339 copied from
-# cosformer-seeds (renamed to this grid's one axis), 7 more per arm: 14 runs
+# about 9 seed-matched pairs; this grid has 11: seeds 1337-1339 copied from
+# cosformer-seeds (renamed to this grid's one axis), 8 more per arm: 16 runs
 # of about 4 minutes on one core, about an hour.
 cosformer-pairs-demo: deps
 	@$(MAKE) --no-print-directory build-all data
 	$(call grid_unpack,results/cosformer-pairs)
 	sh scripts/results.sh seed-from results/cosformer-seeds results/cosformer-pairs phi-relu_reweight-=reweight-
-	./ablate reweight=none/cos --phi relu --seeds 10 --no-baseline $(COSFORMER_SEEDS_OPTS) \
+	./ablate reweight=none/cos --phi relu --seeds 11 --no-baseline $(COSFORMER_SEEDS_OPTS) \
 	    --expect "reweight=cos < reweight=none" --out results/cosformer-pairs data/brown.txt
 	$(call grid_pack,results/cosformer-pairs)
 
