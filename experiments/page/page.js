@@ -424,7 +424,7 @@
       if (on) out.push(l);
     });
     if (out.length) markdown(out.join("\n"), box);
-    else add(box, el("p", {"class": "note", text: "no effects table (one point per axis, or no results yet)"}));
+    else add(box, el("p", {"class": "note", text: "no effects table: results.md has one when every point has several seeds (--seeds) and an axis has two values or more"}));
     var v = lines.filter(function (l) { return /^verdict: /.test(l); });
     if (v.length) {
       var ul = add(box, el("ul", {"class": "verdicts"}));
