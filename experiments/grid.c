@@ -4,6 +4,7 @@
 #include "grid.h"
 
 #include <cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -534,4 +535,38 @@ int grid_train(GridRun *r, const char *corpus, bool unfinished, const char *labe
     snprintf(r->result.why, sizeof r->result.why, "%s", e.msg);
     printf("run %s failed: %s; going on\n", r->name, e.msg);
     return -1;
+}
+
+static int by_seed(const void *a, const void *b) {
+    long long x = ((const GridArmRun *)a)->seed, y = ((const GridArmRun *)b)->seed;
+    return (x > y) - (x < y);
+}
+
+int grid_arm_folders(const char *arm, GridArmRun *out, int max, Err *e) {
+    char dir[1024], prefix[512];
+    const char *slash = strrchr(arm, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - arm) : 1, slash ? arm : ".");
+    snprintf(prefix, sizeof prefix, "%s_seed-", slash ? slash + 1 : arm);
+    DIR *d = opendir(dir);
+    if (!d) return err_set(e, "%s: no such grid folder", dir);
+    int n = 0, rc = 0;
+    size_t len = strlen(prefix);
+    struct dirent *ent;
+    while ((ent = readdir(d))) {
+        const char *tail = ent->d_name + len;
+        if (strncmp(ent->d_name, prefix, len) || !*tail || strspn(tail, "0123456789") != strlen(tail) ||
+            strlen(tail) > 18)
+            continue;
+        if (n == max) {
+            rc = err_set(e, "%s: more than %d runs", arm, max);
+            break;
+        }
+        snprintf(out[n].folder, sizeof out[n].folder, "%s/%s", dir, ent->d_name);
+        out[n++].seed = atoll(tail);
+    }
+    closedir(d);
+    if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
+    if (rc != 0) return -1;
+    qsort(out, (size_t)n, sizeof *out, by_seed);
+    return n;
 }

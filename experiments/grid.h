@@ -124,4 +124,13 @@ bool grid_plateau(const GridRun *r, char *why, size_t size);
  * bpb the curve's last (n_points 0 when it has none), unrounded from
  * result.json when that has it. -1 with e set when its config.json is not one. */
 int grid_read_folder(GridRun *r, const char *folder, Err *e);
+
+/* An arm of a paired comparison, DIR/POINT: its run folders DIR/POINT_seed-<n>,
+ * by seed, into folders[0..max) with their seeds. The count, or -1 with e set
+ * (no such folder DIR, more than max runs, or none). */
+typedef struct {
+    char folder[1300];
+    long long seed;
+} GridArmRun;
+int grid_arm_folders(const char *arm, GridArmRun *out, int max, Err *e);
 #endif

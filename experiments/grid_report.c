@@ -2,7 +2,6 @@
  * results.csv, summary.csv and curves.png, from the runs' results. */
 #include "grid_report.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -476,42 +475,24 @@ static void grid_free_runs_only(GridRun *runs, int n) {
 }
 
 /* The runs of an arm, DIR/POINT: the folders DIR/POINT_seed-<n>, read with
- * grid_read_folder, by seed. The count, or -1 with e set. */
+ * grid_read_folder, by seed; a run not yet evaluated (no final value) is
+ * left out. The count, or -1 with e set. */
 static int arm_runs(const char *arm, GridRun *runs, long long *seeds, Err *e) {
-    char dir[1024], prefix[512];
-    const char *slash = strrchr(arm, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - arm) : 1, slash ? arm : ".");
-    snprintf(prefix, sizeof prefix, "%s_seed-", slash ? slash + 1 : arm);
-    DIR *d = opendir(dir);
-    if (!d) return err_set(e, "%s: no such grid folder", dir);
-    int n = 0, rc = 0;
-    struct dirent *ent;
-    size_t len = strlen(prefix);
-    while (rc == 0 && (ent = readdir(d)) && n < ARM_MAX_RUNS) {
-        const char *tail = ent->d_name + len;
-        if (strncmp(ent->d_name, prefix, len) || !*tail || strspn(tail, "0123456789") != strlen(tail)) continue;
-        char folder[1300];
-        snprintf(folder, sizeof folder, "%s/%s", dir, ent->d_name);
-        if (grid_read_folder(&runs[n], folder, e) != 0) {
+    static GridArmRun folders[ARM_MAX_RUNS];
+    int found = grid_arm_folders(arm, folders, ARM_MAX_RUNS, e), n = 0;
+    for (int i = 0; i < found; i++) {
+        if (grid_read_folder(&runs[n], folders[i].folder, e) != 0) {
             free(runs[n].steps), free(runs[n].bpb);
-            rc = -1;
-            break;
+            grid_free_runs_only(runs, n);
+            return -1;
         }
-        if (runs[n].n_points) /* a run not yet evaluated has no final value */
-            seeds[n++] = atoll(tail);
+        if (runs[n].n_points)
+            seeds[n++] = folders[i].seed;
+        else
+            free(runs[n].steps), free(runs[n].bpb);
     }
-    closedir(d);
-    if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
-    if (rc != 0) grid_free_runs_only(runs, n);
-    /* by seed: an insertion sort, a few runs */
-    for (int i = 1; i < n && rc == 0; i++)
-        for (int j = i; j > 0 && seeds[j] < seeds[j - 1]; j--) {
-            long long t = seeds[j];
-            GridRun r = runs[j];
-            seeds[j] = seeds[j - 1], runs[j] = runs[j - 1];
-            seeds[j - 1] = t, runs[j - 1] = r;
-        }
-    return rc == 0 ? n : -1;
+    if (found > 0 && !n) return err_set(e, "%s: no runs with a final value", arm);
+    return found < 0 ? -1 : n;
 }
 
 /* The verdict rule on b - a, with no claim: which way the interval excludes 0. */

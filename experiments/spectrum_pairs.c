@@ -4,7 +4,6 @@
  * same paired interval and verdict rule as ./ablate --paired. */
 #include "spectrum_pairs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -160,41 +159,13 @@ static int arm_run(ArmRun *r, const char *folder, long long seed, Err *e) {
     return 0;
 }
 
-static int by_seed(const void *a, const void *b) {
-    long long x = ((const ArmRun *)a)->seed, y = ((const ArmRun *)b)->seed;
-    return (x > y) - (x < y);
-}
-
 /* The runs of arm DIR/POINT, the folders DIR/POINT_seed-<n>, by seed: the
  * count, or -1 with e set. */
 static int arm_read(const char *arm, ArmRun *runs, Err *e) {
-    char dir[1024], prefix[512];
-    const char *slash = strrchr(arm, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - arm) : 1, slash ? arm : ".");
-    snprintf(prefix, sizeof prefix, "%s_seed-", slash ? slash + 1 : arm);
-    DIR *d = opendir(dir);
-    if (!d) return err_set(e, "%s: no such grid folder", dir);
-    int n = 0, rc = 0;
-    size_t len = strlen(prefix);
-    struct dirent *ent;
-    while (rc == 0 && (ent = readdir(d))) {
-        const char *tail = ent->d_name + len;
-        if (strncmp(ent->d_name, prefix, len) || !*tail || strspn(tail, "0123456789") != strlen(tail) ||
-            strlen(tail) > 18)
-            continue;
-        if (n == ARM_MAX) {
-            rc = err_set(e, "%s: more than %d runs", arm, ARM_MAX);
-            break;
-        }
-        char folder[1300];
-        snprintf(folder, sizeof folder, "%s/%s", dir, ent->d_name);
-        rc = arm_run(&runs[n], folder, atoll(tail), e);
-        n += rc == 0;
-    }
-    closedir(d);
-    if (rc == 0 && !n) rc = err_set(e, "%s: no runs (%s<n> in %s)", arm, prefix, dir);
-    if (rc != 0) return -1;
-    qsort(runs, (size_t)n, sizeof *runs, by_seed);
+    static GridArmRun folders[ARM_MAX];
+    int n = grid_arm_folders(arm, folders, ARM_MAX, e);
+    for (int i = 0; i < n; i++)
+        if (arm_run(&runs[i], folders[i].folder, folders[i].seed, e) != 0) return -1;
     return n;
 }
 
