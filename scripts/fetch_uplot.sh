@@ -11,10 +11,9 @@ set -eu
 
 VERSION=1.6.32
 SHA256=4b8a8191e425658e3ea8c8c1314b0fc679c861ee3a1af2b20c7b16ba50b5133d
-TARBALL=uplot-$VERSION.tgz
-URL=https://registry.npmjs.org/uplot/-/$TARBALL
 
 cd "$(dirname "$0")/.."
+. scripts/npm_fetch.sh
 out=vendor/uplot
 if [ -f "$out/uPlot.iife.min.js" ] && [ -f "$out/uPlot.min.css" ]; then
     exit 0
@@ -27,23 +26,8 @@ trap cleanup EXIT
 trap 'cleanup; exit 1' HUP INT TERM
 
 echo "uplot: fetching uplot@$VERSION from the npm registry"
-if command -v npm >/dev/null 2>&1; then
-    (cd "$tmp" && npm pack --silent "uplot@$VERSION" >/dev/null 2>&1) || true
-fi
-if [ ! -f "$tmp/$TARBALL" ] && command -v curl >/dev/null 2>&1; then
-    curl -sSfL -o "$tmp/$TARBALL" "$URL" || true
-fi
-if [ ! -f "$tmp/$TARBALL" ]; then
-    echo "error: make uplot: could not fetch $URL (with npm or curl)" >&2
-    echo "hint: the npm registry must be reachable; the pages are written without charts until then" >&2
-    exit 1
-fi
-got=$(sha256sum "$tmp/$TARBALL" | cut -d' ' -f1)
-if [ "$got" != "$SHA256" ]; then
-    echo "error: make uplot: $TARBALL: SHA-256 $got, want $SHA256" >&2
-    exit 1
-fi
-tar xzf "$tmp/$TARBALL" -C "$tmp"
+npm_fetch "make uplot" uplot "$VERSION" "$SHA256" "$tmp"
+tar xzf "$tmp/uplot-$VERSION.tgz" -C "$tmp"
 mkdir -p "$part"
 cp "$tmp/package/dist/uPlot.iife.min.js" "$tmp/package/dist/uPlot.min.css" "$tmp/package/LICENSE" "$part/"
 echo "$VERSION" >"$part/VERSION"
