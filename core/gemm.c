@@ -379,11 +379,11 @@ bool gemm_small_set_fallback(bool on) {
  * inputs rounded to bf16. */
 static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                             const float *B, int ldb, float beta, float *C, int ldc) {
-    int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
-    size_t na = span(ra, ca, lda), nb = span(rb, cb, ldb);
     if (gemm_small_available() && !force_rounded_sgemm) {
         gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     } else {
+        int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+        size_t na = span(ra, ca, lda), nb = span(rb, cb, ldb);
         small_buf = grow(small_buf, &small_cap, na + nb, sizeof *small_buf);
         round_rows(small_buf, A, ra, ca, lda);
         round_rows(small_buf + na, B, rb, cb, ldb);

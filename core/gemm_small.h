@@ -21,9 +21,8 @@ void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float 
 
 #define GEMM_SMALL_PARALLEL_MADDS (1L << 18)
 
-/* The values of k a block of a long product sums before adding into C (even). */
-#ifndef GEMM_SMALL_KC
+/* The values of k a block of a long product sums before adding into C (even;
+ * 1024 measured best of 256, 512 and 1024 on the weight gradients). */
 #define GEMM_SMALL_KC 1024
-#endif
 
 #endif
