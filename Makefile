@@ -94,6 +94,17 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 	ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot \
 	    ./$(BUILD)/test_all
 
+# Where a run ran names the commit it was built from, and whether tracked
+# files differed from it (experiments/provenance.c): the stamp changes with
+# either, so that object is rebuilt then and only then.
+GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+GIT_DIRTY := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 1 || echo 0)
+COMMIT_STAMP := $(BUILD)/commit.stamp
+$(shell mkdir -p $(BUILD) && (echo "$(GIT_COMMIT) $(GIT_DIRTY)" | cmp -s - $(COMMIT_STAMP) || \
+	echo "$(GIT_COMMIT) $(GIT_DIRTY)" >$(COMMIT_STAMP)))
+$(BUILD)/experiments/provenance.o: $(COMMIT_STAMP)
+$(BUILD)/experiments/provenance.o: OBJ_CFLAGS = -DATTNLAB_COMMIT='"$(GIT_COMMIT)"' -DATTNLAB_DIRTY=$(GIT_DIRTY)
+
 # `make V=1` shows the full compiler command lines.
 Q := $(if $(V),,@)
 
@@ -107,7 +118,7 @@ $(BUILD)/experiments/page_assets.o: experiments/page/page.js experiments/page/pa
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(OBJ_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
 objs = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ = $(call objs,$(CORE_SRC))

@@ -24,6 +24,7 @@
 static Precision precision = PRECISION_FP32;
 static bool bf16_ok;   /* gemm_bf16_check passed */
 static bool dnnl_amx;  /* oneDNN runs bf16 on AMX tiles (Sapphire Rapids and later) */
+static int dnnl_min_k = GEMM_BF16_DNNL_MIN_K; /* gemm_bf16_to_dnnl's K rule */
 
 /* One shape's primitive. */
 typedef struct {
@@ -108,6 +109,27 @@ const char *gemm_dnnl_isa(void) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if ((isa & names[i].isa) == names[i].isa) return names[i].name;
     return "none";
+}
+
+const char *gemm_dnnl_version(void) {
+    static char text[32];
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(text, sizeof text, "%d.%d.%d", v->major, v->minor, v->patch);
+    return text;
+}
+
+const char *gemm_bf16_route(void) {
+    static char text[128];
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    bool bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    bool amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+    if (!bf16) return "none";
+    if (amx || !gemm_small_available())
+        snprintf(text, sizeof text, "oneDNN %s, small products in %s", gemm_dnnl_isa(),
+                 gemm_small_available() ? "gemm_small avx512_bf16" : "sgemm on rounded inputs");
+    else
+        snprintf(text, sizeof text, "gemm_small avx512_bf16, oneDNN %s past K %d", gemm_dnnl_isa(), dnnl_min_k);
+    return text;
 }
 
 int gemm_bf16_check(Err *e) {
@@ -396,8 +418,6 @@ static void gemm_bf16_small(bool ta, bool tb, int M, int N, int K, float alpha, 
 #pragma omp atomic
     bf16_sgemm_madds += (double)M * N * K;
 }
-
-static int dnnl_min_k = GEMM_BF16_DNNL_MIN_K;
 
 int gemm_bf16_set_dnnl_min_k(int k) {
     int was = dnnl_min_k;

@@ -48,6 +48,13 @@ Precision gemm_precision(void);
 int gemm_bf16_check(Err *e);
 /* The oneDNN ISA in use, e.g. "avx512_core_bf16" or "avx512_core_amx". */
 const char *gemm_dnnl_isa(void);
+/* oneDNN's version, "2.6.3". */
+const char *gemm_dnnl_version(void);
+/* Where bf16 products go on this CPU, in a few words: "gemm_small
+ * avx512_bf16, oneDNN avx512_core_bf16 past K 4096", "oneDNN
+ * avx512_core_amx" (what a run's provenance records), or "none" when the CPU
+ * cannot run bf16. */
+const char *gemm_bf16_route(void);
 
 /* For ./bench --gemm: one product through a path chosen outright: OpenBLAS's
  * sgemm, oneDNN's fp32 matmul, oneDNN's bf16 matmul (rounding its inputs;

@@ -12,9 +12,11 @@
  * model too large, a folder in use) is recorded as failed, and the others go
  * on. --paired compares two arms' run folders seed by seed, training nothing.
  *
- * Under mpirun -np N the runs are dealt round-robin to the ranks, each
- * training its runs whole, one at a time; rank 0 then gathers every result
- * and curve and writes the tables, the same as a serial run's. */
+ * Runs train seed by seed (every point's first seed, then every point's
+ * second...), so that a grid stopped part-way holds whole seed pairs. Under
+ * mpirun -np N the runs are dealt round-robin to the ranks in that order,
+ * each training its runs whole, one at a time; rank 0 then gathers every
+ * result and curve and writes the tables, the same as a serial run's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +85,10 @@ static void usage(FILE *f) {
             "sortable summary, each point's curves and a link to each run's page; docs/pages.md). A run\n"
             "that fails is recorded as failed and the others go on.\n"
             "\n"
-            "Under mpirun -np N, each rank trains whole runs (run i goes to rank i mod N) and rank 0\n"
-            "writes the tables, the same as a serial run's; resuming works as above.\n"
+            "Runs train seed by seed (every point's first seed, then every point's second, ...), so\n"
+            "that a grid stopped part-way holds whole seed pairs. Under mpirun -np N, each rank trains\n"
+            "whole runs (the k-th in that order goes to rank k mod N) and rank 0 writes the tables,\n"
+            "the same as a serial run's; resuming works as above.\n"
             "\n"
             "Example: ./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --steps 1000 data/brown.txt\n",
             option_find("attn")->def);
@@ -170,10 +174,22 @@ static void share_result(GridRun *r, int owner) {
     }
 }
 
-/* Trains the runs not finished before: this rank's share of them (run i of
- * the runs not skipped goes to rank i mod N), then every result goes to
- * every rank. 0, or the exit status; *some_failed when a run failed on
- * any rank. */
+/* The order runs train in: seed by seed (every point's first seed, then
+ * every point's second, ...), so that a grid stopped part-way, or resumed
+ * on another machine, leaves whole seed pairs, each made by one build on one
+ * machine, side by side under mpirun. order[k] is the run trained k-th. */
+static void training_order(const GridRun *runs, int n_runs, int *order) {
+    int k = 0, seeds = 0;
+    for (int i = 0; i < n_runs; i++) seeds = runs[i].seed_index + 1 > seeds ? runs[i].seed_index + 1 : seeds;
+    for (int s = 0; s < seeds; s++)
+        for (int i = 0; i < n_runs; i++)
+            if (runs[i].seed_index == s) order[k++] = i;
+}
+
+/* Trains the runs not finished before, in training_order: this rank's share
+ * of them (the k-th run not skipped goes to rank k mod N), then every result
+ * goes to every rank. 0, or the exit status; *some_failed when a run failed
+ * on any rank. */
 static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool *some_failed) {
     const int rank = dist_rank(), ranks = dist_size();
     double trained_s = 0;
@@ -181,22 +197,26 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
     bool interrupted = false;
     Err e;
     int *state = xcalloc((size_t)n_runs, sizeof *state), *owner = xcalloc((size_t)n_runs, sizeof *owner);
+    int *order = xcalloc((size_t)n_runs, sizeof *order);
+    training_order(runs, n_runs, order);
     /* first what this rank's run folders hold: a folder of other options
      * stops the whole grid before anything is trained */
-    for (int i = 0; i < n_runs; i++) {
+    for (int k = 0; k < n_runs; k++) {
+        int i = order[k];
         if (runs[i].skipped) continue;
         owner[i] = index++ % ranks;
         if (owner[i] == rank && rc == 0 && (state[i] = grid_run_state(&runs[i], corpus, &e)) < 0) rc = -1;
     }
     if (dist_agree(rc, &e) != 0) {
         err_print(&e);
-        free(state), free(owner);
+        free(state), free(owner), free(order);
         return 1;
     }
     char tag[32] = "";
     if (ranks > 1) snprintf(tag, sizeof tag, " [rank %d]", rank);
     index = 0;
-    for (int i = 0; i < n_runs && !interrupted; i++) {
+    for (int k = 0; k < n_runs && !interrupted; k++) {
+        int i = order[k];
         GridRun *r = &runs[i];
         if (r->skipped) continue;
         index++;
@@ -225,7 +245,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
     if (ranks > 1)
         for (int i = 0; i < n_runs; i++)
             if (!runs[i].skipped) share_result(&runs[i], owner[i]);
-    free(state), free(owner);
+    free(state), free(owner), free(order);
     int stop = dist_max(interrupted ? interrupt_exit_status() : 0);
     if (stop) {
         printf("interrupted; run the same command again to resume\n");

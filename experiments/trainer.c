@@ -45,6 +45,7 @@
 #include "model.h"
 #include "page.h"
 #include "progress.h"
+#include "provenance.h"
 #include "run.h"
 #include "train_folder.h"
 
@@ -493,6 +494,9 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         int files = run.rank > 0 ? 0
                                  : train_folder_files(&run.folder, &run.cfg, job->corpus, run.ranks, run.start,
                                                       job->repair, &r->best_val_bpb, e);
+        /* where this stretch of the run trains: after the history's checks, before any step */
+        if (files == 0 && run.rank == 0)
+            files = provenance_record(job->run_dir, run.start, run.cfg.train.precision, engine_threads(), run.ranks, e);
         if (agree(&run, files, e) == 0 && run_steps(&run, stop_at, r, e) == 0) rc = run_finish(&run, r, e);
     }
     run_close(&run);

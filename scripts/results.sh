@@ -58,7 +58,7 @@ set -eu
 
 ARCHIVE=runs.tar.xz
 # A run's record: what pack archives. Anything else in a run folder stays there.
-RECORD="config.json metrics.jsonl result.json spectrum.csv spectrum.png singular-values.png heatmap.png"
+RECORD="config.json metrics.jsonl result.json provenance.json spectrum.csv spectrum.png singular-values.png heatmap.png"
 # Made from the record, so neither archived nor a reason to keep a folder: the run's page
 # (./report writes it again from the unpacked record).
 DERIVED="index.html"
