@@ -27,6 +27,7 @@
 #include "dist.h"
 #include "grid_report.h"
 #include "interrupt.h"
+#include "outputs.h"
 #include "page.h"
 #include "progress.h"
 #include "run.h"
@@ -411,6 +412,9 @@ static int ablate_main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s", out);
     else
         grid_default_dir(&grid, dir, sizeof dir);
+    Err e; /* the grid's name is printed by its plots and pages: checked before any run (outputs.h) */
+    if (output_name_check("--out", dir, &e) != 0) return err_print(&e), 2;
+    if (output_dir_check("--out", dir, "--out DIR", &e) != 0) return err_print(&e), 1;
     GridRun *runs = NULL;
     int n_runs = 0, n_train;
     status = plan(&grid, !no_baseline, dir, &runs, &n_runs, &n_train);

@@ -29,6 +29,7 @@
 #include "args.h"
 #include "bench.h"
 #include "dist.h"
+#include "interrupt.h"
 #include "model.h"
 #include "ops.h"
 #include "options.h"
@@ -207,21 +208,35 @@ static int bench_main(int argc, char **argv) {
         err_print(&e);
         return 2;
     }
-    int threads = engine_set_threads(o.threads || dist_size() == 1 ? o.threads : dist_default_threads());
+    /* capped at the CPUs this process may use, as every command does (startup.h) */
+    int threads = command_threads(o.threads || dist_size() == 1 ? o.threads : dist_default_threads(), stdout, &e);
+    if (threads < 0) {
+        err_print(&e);
+        return 1;
+    }
     printf("attnlab bench: %s\n(%s)\nprecision %s; oneDNN ISA %s\n\n", threads_banner(threads), openblas_get_config(),
            precision_choices[cfg.train.precision], gemm_dnnl_isa());
     /* every product of every mode at the precision asked (the training step also binds its weights) */
     if (cfg.train.precision == PRECISION_BF16) gemm_set_precision(PRECISION_BF16);
-    if (o.mpi) return bench_mpi(&o, &cfg, argc, argv);
-    if (o.scaling) return bench_scaling(&o, &cfg, threads);
-    if (o.ops) {
+    int rc = 0;
+    if (o.mpi)
+        rc = bench_mpi(&o, &cfg, argc, argv);
+    else if (o.scaling)
+        rc = bench_scaling(&o, &cfg, threads);
+    else if (o.ops)
         bench_ops(&o);
-        return 0;
+    else if (o.vs_torch)
+        rc = bench_vs_torch(&o, &cfg, threads);
+    else if (o.gemm)
+        rc = bench_gemm(&cfg);
+    else
+        bench_train(&o, &cfg);
+    /* a signal in the last phase, which ended before the watchdog: the figures are not whole */
+    if (interrupt_signal()) {
+        printf("interrupted: the figures above are not complete\n");
+        return interrupt_exit_status();
     }
-    if (o.vs_torch) return bench_vs_torch(&o, &cfg, threads);
-    if (o.gemm) return bench_gemm(&cfg);
-    bench_train(&o, &cfg);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv) { return command_main_distributed(argc, argv, bench_main); }

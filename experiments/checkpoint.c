@@ -1,5 +1,7 @@
 #include "checkpoint.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -115,8 +117,14 @@ int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) 
         goto fail;
     }
     char *end;
-    info->step = step ? strtol(step, &end, 10) : -1;
-    if (!step || *end || info->step < 0) {
+    /* digits with an optional sign, as python/attnlab_torch.py takes them: no
+     * leading space, and no value strtol saturates (ERANGE) */
+    errno = 0;
+    info->step = step && (isdigit((unsigned char)step[0]) || ((step[0] == '+' || step[0] == '-') &&
+                                                               isdigit((unsigned char)step[1])))
+                     ? strtol(step, &end, 10)
+                     : -1;
+    if (info->step < 0 || errno == ERANGE || *end) {
         err_set(e, "%s: bad or missing 'step' in metadata", path);
         goto fail;
     }
@@ -181,6 +189,30 @@ int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
         if (read_checked(st, name, w, p->m + p->offset[i], false, e) != 0) return -1;
         snprintf(name, sizeof name, "optim.v.%s", w->name);
         if (read_checked(st, name, w, p->v + p->offset[i], true, e) != 0) return -1;
+    }
+    /* AdamW's moments: all of them with their tensors' shapes, or none, even
+     * when they are not read (inference), as python/attnlab_torch.py requires */
+    bool optim = st_find(st, "optim.m.tok_emb.weight") != NULL;
+    for (int i = 0; i < params_count(p); i++) {
+        const Tensor *w = p->list[i];
+        for (int k = 0; k < 2; k++) {
+            char name[160];
+            snprintf(name, sizeof name, "optim.%c.%s", "mv"[k], w->name);
+            const StEntry *en = st_find(st, name);
+            if (optim && !en)
+                return err_set(e, "%s: tensor '%s' not found (the file holds AdamW's moments of some tensors only)",
+                               st->path, name);
+            bool same = en && en->ndim == w->ndim;
+            for (int d = 0; same && d < w->ndim; d++) same = en->shape[d] == w->shape[d];
+            if (en && !same) {
+                char got[ST_MAX_DIMS * 24 + 1] = "", want[TENSOR_MAX_DIMS * 24 + 1] = "";
+                for (int d = 0, a = 0, b = 0; d < en->ndim || d < w->ndim; d++) { /* 24 bytes a number at most */
+                    if (d < en->ndim) a += snprintf(got + a, sizeof got - (size_t)a, "%s%lld", d ? ", " : "", en->shape[d]);
+                    if (d < w->ndim) b += snprintf(want + b, sizeof want - (size_t)b, "%s%d", d ? ", " : "", w->shape[d]);
+                }
+                return err_set(e, "%s: tensor '%s': shape [%s] in file, expected [%s]", st->path, name, got, want);
+            }
+        }
     }
     /* and nothing else: a checkpoint holds exactly its model's tensors (and their moments) */
     for (int i = 0; i < st->n_entries; i++)

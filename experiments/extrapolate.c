@@ -27,6 +27,7 @@
 #include "memory.h"
 #include "mlm.h"
 #include "open.h"
+#include "outputs.h"
 #include "page.h"
 #include "plot.h"
 #include "progress.h"
@@ -579,16 +580,23 @@ static int plan(Job *j) {
                     "hint: a model trained with --pos rope, alibi, kerple_log or another relative scheme scores at "
                     "any length\n",
                     j->vs[i].label, j->vs[i].cfg.model.context, j->vs[i].beyond);
-    const char *first = j->vs[0].path;
+    const char *first = j->vs[0].path, *slash = strrchr(first, '/');
+    /* beside the first checkpoint: its run folder, or the folder of a checkpoint file */
     if (j->out_arg)
         snprintf(j->out_dir, sizeof j->out_dir, "%s", j->out_arg);
-    else if (ends_with(first, "/model.safetensors") && is_directory(j->pos.v[0]))
-        snprintf(j->out_dir, sizeof j->out_dir, "%.*s", (int)(strlen(first) - strlen("/model.safetensors")), first);
+    else if (slash)
+        snprintf(j->out_dir, sizeof j->out_dir, "%.*s", slash == first ? 1 : (int)(slash - first), first);
     else
         snprintf(j->out_dir, sizeof j->out_dir, ".");
     if (path_join(j->csv_path, sizeof j->csv_path, j->out_dir, "extrapolate.csv", &e) != 0 ||
         path_join(j->png_path, sizeof j->png_path, j->out_dir, "extrapolate.png", &e) != 0)
         return err_print(&e), 2;
+    /* the names the plot prints, and the folder: checked before the scoring (outputs.h) */
+    for (int i = 0; j->labels_arg && i < j->nv; i++)
+        if (output_name_check("--label", j->vs[i].label, &e) != 0) return err_print(&e), 2;
+    if (j->out_arg && output_name_check("--out", j->out_arg, &e) != 0) return err_print(&e), 2;
+    if (output_dir_check(j->out_arg ? "--out" : "the output folder", j->out_dir, "--out DIR", &e) != 0)
+        return err_print(&e), 1;
     /* a folder another command writes in (./train, say) is refused before the scoring */
     if (is_directory(j->out_dir) && (j->lock = run_lock(j->out_dir, &e)) < 0) return err_print(&e), 1;
     return 0;

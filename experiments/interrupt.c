@@ -9,6 +9,9 @@ static volatile sig_atomic_t received, heeded;
 static volatile sig_atomic_t grace_ms = 800; /* under a second, with room for the exit on a busy machine */
 static timer_t watchdog;
 static int have_watchdog;
+/* the temporary file being written (interrupt_temp_file), removed by the watchdog */
+static char temp_path[1200];
+static volatile sig_atomic_t temp_set;
 
 /* The watchdog: a command that has not looked at the signal by now is stuck
  * where it cannot (a library call, an allocation retried forever), so it
@@ -16,6 +19,7 @@ static int have_watchdog;
 static void on_deadline(int sig) {
     (void)sig;
     if (heeded || !received) return;
+    if (temp_set) unlink(temp_path);
     static const char line[] = "interrupted: stopped where it was, nothing more written\n";
     ssize_t w = write(STDOUT_FILENO, line, sizeof line - 1);
     (void)w;
@@ -49,6 +53,8 @@ void interrupt_install(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+int interrupt_pending(void) { return received; }
+
 int interrupt_signal(void) {
     if (received) heeded = 1;
     return received;
@@ -59,3 +65,11 @@ void interrupt_grace(double seconds) {
 }
 
 int interrupt_exit_status(void) { return 128 + (received ? received : SIGINT); }
+
+void interrupt_temp_file(const char *path) {
+    temp_set = 0;
+    if (path && strlen(path) < sizeof temp_path) {
+        memcpy(temp_path, path, strlen(path) + 1);
+        temp_set = 1;
+    }
+}

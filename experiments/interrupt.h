@@ -18,8 +18,14 @@ void interrupt_install(void);
 /* The signal received (SIGINT or SIGTERM), or 0. A call after the signal
  * stops the watchdog: the caller is stopping. */
 int interrupt_signal(void);
+/* The signal received, or 0, without stopping the watchdog. */
+int interrupt_pending(void);
 /* How long after a signal the watchdog waits for a poll (at least 0.8 s). */
 void interrupt_grace(double seconds);
+/* The temporary file this process is writing (before its rename into
+ * place), or NULL once it is renamed: the watchdog removes it, so that a
+ * command it ends leaves no half-written file behind. */
+void interrupt_temp_file(const char *path);
 /* 128 + that signal (130 when none was received). */
 int interrupt_exit_status(void);
 

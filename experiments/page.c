@@ -6,6 +6,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "lines.h"
 #include "options.h"
 #include "page_data.h"
 #include "run.h"
@@ -125,8 +127,10 @@ static double number(const cJSON *j, const char *key) {
 
 /* metrics.jsonl into columns: every logged step's train bpb, time, lr and
  * tok/s, and the validation bpb where the step evaluated. A line that does
- * not parse (one cut short by a killed run) is skipped and noted. With
- * !full, the validation columns alone. The last step in *last (0: none). */
+ * not parse (one cut short by a killed run) or whose step is not a whole
+ * number in range is skipped and noted; a line over the reader's bound or a
+ * read error ends the reading there, noted (the lines before it are shown).
+ * With !full, the validation columns alone. The last step in *last (0: none). */
 cJSON *page_metrics(const char *dir, bool full, long *last, cJSON *notes) {
     static const char *const cols[] = {"step", "train", "time", "lr", "tok_s", "val_step", "val_time", "val"};
     cJSON *m = cJSON_CreateObject();
@@ -134,38 +138,39 @@ cJSON *page_metrics(const char *dir, bool full, long *last, cJSON *notes) {
     for (int i = 0; i < 8; i++) cJSON_AddItemToObject(m, cols[i], c[i] = cJSON_CreateArray());
     *last = 0;
     char path[1200];
-    FILE *f = path_join(path, sizeof path, dir, "metrics.jsonl", NULL) == 0 ? fopen_regular(path, "r", NULL) : NULL;
-    if (!f) {
+    LineReader lr;
+    Err e;
+    if (path_join(path, sizeof path, dir, "metrics.jsonl", NULL) != 0 ||
+        line_open(&lr, path, LINE_MAX_BYTES, &e) != 0) {
         page_note(notes, "%s: no metrics.jsonl: nothing logged yet", dir);
         return m;
     }
-    char *line = NULL;
-    size_t cap = 0;
-    long lineno = 0, bad = 0, first_bad = 0;
-    while (getline(&line, &cap, f) > 0) {
-        lineno++;
-        cJSON *j = cJSON_Parse(line);
-        double s = number(j, "step");
-        if (!j || !isfinite(s)) {
-            if (!bad++) first_bad = lineno;
+    long bad = 0, first_bad = 0;
+    int got;
+    while ((got = line_next(&lr, &e)) > 0) {
+        cJSON *j = cJSON_Parse(lr.line);
+        long s;
+        if (!j || !whole_in_range(number(j, "step"), 0, LONG_MAX, &s)) {
+            if (!bad++) first_bad = lr.number;
             cJSON_Delete(j);
             continue;
         }
         double v = number(j, "val_bpb"), t = number(j, "time_s");
         if (full) {
-            add_num(c[0], s), add_num(c[1], number(j, "loss") / M_LN2), add_num(c[2], t);
+            add_num(c[0], (double)s), add_num(c[1], number(j, "loss") / M_LN2), add_num(c[2], t);
             add_num(c[3], number(j, "lr")), add_num(c[4], number(j, "tok_s"));
         }
-        if (isfinite(v)) add_num(c[5], s), add_num(c[6], t), add_num(c[7], v);
-        *last = (long)s;
+        if (isfinite(v)) add_num(c[5], (double)s), add_num(c[6], t), add_num(c[7], v);
+        *last = s;
         cJSON_Delete(j);
     }
-    free(line);
-    fclose(f);
+    long lines = got < 0 ? lr.number - 1 : lr.number;
+    line_close(&lr);
+    if (got < 0) page_note(notes, "%s; the lines after it are not shown", e.msg);
     if (bad)
-        page_note(notes, "%s/metrics.jsonl: %ld line%s not read (from line %ld: cut short or not JSON); the %ld "
-                         "other%s shown", dir, bad, bad == 1 ? "" : "s", first_bad, lineno - bad,
-                  lineno - bad == 1 ? " is" : "s are");
+        page_note(notes, "%s/metrics.jsonl: %ld line%s not read (from line %ld: cut short, not JSON or no step); "
+                         "the %ld other%s shown", dir, bad, bad == 1 ? "" : "s", first_bad, lines - bad,
+                  lines - bad == 1 ? " is" : "s are");
     return m;
 }
 
@@ -230,44 +235,101 @@ static cJSON *config_rows(const Config *cfg, const cJSON *json) {
     return rows;
 }
 
-/* Whether another process holds the run folder's lock: a run is training there. */
-static bool folder_locked(const char *dir) {
+/* The pid written in dir/.lock by the process that holds it (run_lock), or
+ * 0 when no other process holds it. */
+static long lock_holder(const char *dir) {
     char path[1200];
-    if (path_join(path, sizeof path, dir, ".lock", NULL) != 0) return false;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return false;
-    bool held = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (path_join(path, sizeof path, dir, ".lock", NULL) != 0) return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) return 0;
+    long pid = 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        char text[64];
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        text[n > 0 ? n : 0] = '\0';
+        if (sscanf(text, "%ld", &pid) != 1 || pid <= 0) pid = 0;
+    }
     close(fd); /* releases the shared lock, if it was taken */
-    return held;
+    return pid;
 }
 
-/* A run folder's state, read from it: result.json (./ablate's), then the
- * lock, then its last logged step against its steps. */
+static const char *const run_states[] = {"running", "done", "interrupted", "diverged", "failed"};
+
+int page_record_state(const char *dir, const PageStatus *st, Err *e) {
+    char path[1200];
+    if (path_join(path, sizeof path, dir, RUN_STATE_FILE, e) != 0) return -1;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "state", st->state);
+    cJSON_AddNumberToObject(j, "step", (double)st->step);
+    cJSON_AddNumberToObject(j, "steps", (double)st->steps);
+    if (st->why && *st->why) cJSON_AddStringToObject(j, "why", st->why);
+    cJSON_AddNumberToObject(j, "pid", (double)getpid());
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) DIE_OOM(0);
+    size_t len = strlen(text);
+    char *line = xmalloc(len + 2);
+    memcpy(line, text, len);
+    memcpy(line + len, "\n", 2);
+    free(text);
+    int rc = write_file_atomic(path, line, e);
+    free(line);
+    return rc;
+}
+
+/* A run folder's state, from its own record: state.json (the trainer's,
+ * rewritten on every way out of a run), else result.json (./ablate's), else
+ * its last logged step against its steps. A record saying "running" is
+ * believed only from the process it names: this one, or the one holding the
+ * folder's lock; otherwise that process ended without a word (killed). */
 cJSON *page_folder_status(const char *dir, long last, long steps) {
     cJSON *st = cJSON_CreateObject();
-    const char *state = last >= steps && steps > 0 ? "done" : "stopped";
-    long step = last;
-    char *text = page_read_text(dir, "result.json", 1 << 16);
-    cJSON *res = text ? cJSON_Parse(text) : NULL;
-    const cJSON *s = cJSON_GetObjectItem(res, "status");
-    if (folder_locked(dir))
-        state = "running";
-    else if (cJSON_IsString(s) && !strcmp(s->valuestring, "diverged")) {
-        state = "diverged";
-        if (isfinite(number(res, "diverged_step"))) step = (long)number(res, "diverged_step");
-    } else if (cJSON_IsString(s) && !strcmp(s->valuestring, "done"))
-        state = "done";
+    const char *state = last >= steps && steps > 0 ? "done" : "stopped", *why = NULL;
+    long step = last, n;
+    char *text = page_read_text(dir, RUN_STATE_FILE, 1 << 16);
+    cJSON *rec = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *s = cJSON_GetObjectItem(rec, "state"), *w = cJSON_GetObjectItem(rec, "why");
+    int known = -1;
+    for (int i = 0; cJSON_IsString(s) && i < 5; i++)
+        if (!strcmp(s->valuestring, run_states[i])) known = i;
+    if (known >= 0) {
+        state = run_states[known];
+        if (whole_in_range(number(rec, "step"), 0, LONG_MAX, &n)) step = n;
+        if (whole_in_range(number(rec, "steps"), 0, LONG_MAX, &n)) steps = n;
+        if (cJSON_IsString(w)) why = w->valuestring;
+        long pid;
+        if (known == 0 && !(whole_in_range(number(rec, "pid"), 1, LONG_MAX, &pid) &&
+                            (pid == (long)getpid() || pid == lock_holder(dir)))) {
+            state = "stopped";
+            why = "its process ended without a word (killed?); the same ./train --resume goes on";
+            step = last;
+        }
+    } else {
+        text = page_read_text(dir, "result.json", 1 << 16);
+        cJSON *res = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        s = cJSON_GetObjectItem(res, "status");
+        if (cJSON_IsString(s) && !strcmp(s->valuestring, "diverged")) {
+            state = "diverged";
+            if (whole_in_range(number(res, "diverged_step"), 0, LONG_MAX, &n)) step = n;
+        } else if (cJSON_IsString(s) && !strcmp(s->valuestring, "done")) {
+            state = "done";
+        }
+        cJSON_Delete(res);
+    }
     cJSON_AddStringToObject(st, "state", state);
     cJSON_AddNumberToObject(st, "step", (double)step);
     cJSON_AddNumberToObject(st, "steps", (double)steps);
-    cJSON_Delete(res);
-    free(text);
+    if (why) cJSON_AddStringToObject(st, "why", why);
+    cJSON_Delete(rec);
     return st;
 }
 
 int page_write_run(const char *dir, const PageStatus *given, Err *e) {
     char name[256], path[1200];
     if (path_join(path, sizeof path, dir, "index.html", e) != 0) return -1;
+    if (given && page_record_state(dir, given, e) != 0) return -1;
     run_name_of(dir, name, sizeof name);
     cJSON *data = cJSON_CreateObject(), *notes = cJSON_CreateArray();
     cJSON_AddStringToObject(data, "kind", "run");
@@ -280,15 +342,7 @@ int page_write_run(const char *dir, const PageStatus *given, Err *e) {
         page_note(notes, "%s/config.json: %s; the defaults are shown", dir, json ? "not a run's config" : "missing");
     cJSON_AddItemToObject(data, "config", config_rows(&cfg, json));
     cJSON_Delete(json);
-    cJSON *st;
-    if (given) {
-        st = cJSON_CreateObject();
-        cJSON_AddStringToObject(st, "state", given->state);
-        cJSON_AddNumberToObject(st, "step", (double)given->step);
-        cJSON_AddNumberToObject(st, "steps", (double)given->steps);
-    } else {
-        st = page_folder_status(dir, last, cfg.train.steps);
-    }
+    cJSON *st = page_folder_status(dir, last, cfg.train.steps);
     cJSON_AddItemToObject(data, "status", st);
     const char *state = cJSON_GetObjectItem(st, "state")->valuestring;
     static const char *const files[][2] = {{"samples", "samples.txt"}, {"spectrum", "spectrum.csv"},

@@ -20,14 +20,23 @@
 
 #include "util.h"
 
-/* A run's state as ./train knows it while writing the page. */
+/* A run's state as ./train knows it: its record, RUN_STATE_FILE in the run
+ * folder, rewritten by the trainer at its start, at each evaluation and on
+ * every way out (done, interrupted, diverged, or failed with why). */
 typedef struct {
-    const char *state; /* "running", "done", "interrupted", "diverged" */
+    const char *state; /* "running", "done", "interrupted", "diverged", "failed" */
     long step, steps;
+    const char *why; /* a failure's error line, or NULL */
 } PageStatus;
+#define RUN_STATE_FILE "state.json"
 
-/* dir/index.html for the run folder dir. st: the state (NULL: read from the
- * folder: result.json, the run's lock, metrics.jsonl against its steps). A
+/* Writes the record of the run folder dir (with this process's pid). */
+int page_record_state(const char *dir, const PageStatus *st, Err *e);
+/* dir/index.html for the run folder dir, its state read from the folder's
+ * own record (state.json; ./ablate's result.json; metrics.jsonl against its
+ * steps); st, when given, is recorded first. A record saying "running" is
+ * believed only from the process it names while that process holds the
+ * folder's lock: never from a lock another command (./spectrum) holds. A
  * running run's page reloads itself every few seconds. */
 int page_write_run(const char *dir, const PageStatus *st, Err *e);
 /* dir/index.html for the grid folder dir (./ablate's), and the page of every

@@ -1,11 +1,14 @@
 /* page_grid.c: the page of a grid folder and ./report's page (page.h). */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grid.h"
+#include "interrupt.h"
+#include "lines.h"
 #include "page_data.h"
 #include "run.h"
 
@@ -14,6 +17,8 @@ static bool has_file(const char *dir, const char *name) {
     char path[1200];
     return path_join(path, sizeof path, dir, name, NULL) == 0 && file_exists(path);
 }
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The run folders directly under dir (those with a config.json), sorted; the count. */
 static int run_folders(const char *dir, char ***out) {
@@ -31,11 +36,7 @@ static int run_folders(const char *dir, char ***out) {
         (*out)[n++] = xstrdup(ent->d_name);
     }
     closedir(d);
-    for (int i = 1; i < n; i++) /* insertion sort: a few hundred names at most */
-        for (int j = i; j > 0 && strcmp((*out)[j], (*out)[j - 1]) < 0; j--) {
-            char *t = (*out)[j];
-            (*out)[j] = (*out)[j - 1], (*out)[j - 1] = t;
-        }
+    if (n) qsort(*out, (size_t)n, sizeof **out, by_name);
     return n;
 }
 
@@ -122,12 +123,15 @@ static int csv_fields(const char *line, char fields[][256], int max) {
 /* The state of a run as words for the page, "done" or "running, step 40 of 100". */
 static void state_words(const cJSON *st, char *buf, size_t size) {
     const char *s = cJSON_GetObjectItem(st, "state")->valuestring;
-    long step = (long)cJSON_GetObjectItem(st, "step")->valuedouble;
-    long steps = (long)cJSON_GetObjectItem(st, "steps")->valuedouble;
+    /* whole numbers in a long's range (page_folder_status): printed, never cast */
+    double step = cJSON_GetObjectItem(st, "step")->valuedouble, steps = cJSON_GetObjectItem(st, "steps")->valuedouble;
+    const cJSON *why = cJSON_GetObjectItem(st, "why");
     if (!strcmp(s, "done"))
         snprintf(buf, size, "done");
+    else if (cJSON_IsString(why))
+        snprintf(buf, size, "%s, step %.0f of %.0f: %s", s, step, steps, why->valuestring);
     else
-        snprintf(buf, size, "%s, step %ld of %ld", s, step, steps);
+        snprintf(buf, size, "%s, step %.0f of %.0f", s, step, steps);
 }
 
 /* One run of a grid or a report: its name, link, state, validation curve,
@@ -136,7 +140,7 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
                         cJSON *notes) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "name", name);
-    char href[2400], words[200] = "failed";
+    char href[2400], words[800] = "failed";
     if (!has_file(folder, "config.json")) {
         page_note(notes, "%s: %s", name, status && !strcmp(status, "failed") ? "failed, no run folder (results.md "
                                                                                  "says why)" : "no run folder");
@@ -144,6 +148,7 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
         cJSON_AddNullToObject(r, "href");
         cJSON_AddItemToObject(r, "val_step", cJSON_CreateArray());
         cJSON_AddItemToObject(r, "val", cJSON_CreateArray());
+        if (options) cJSON_AddItemToObject(r, "config", cJSON_CreateObject()); /* none: every option unknown */
         return r;
     }
     cJSON *scratch = cJSON_CreateArray(), *json;
@@ -160,8 +165,8 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
     } else {
         snprintf(words, sizeof words, "done");
     }
-    for (int i = 0; i < cJSON_GetArraySize(scratch); i++) /* a metrics file cut short */
-        page_note(notes, "%s", cJSON_GetArrayItem(scratch, i)->valuestring);
+    for (const cJSON *x = scratch->child; x; x = x->next) /* a metrics file cut short */
+        page_note(notes, "%s", x->valuestring);
     cJSON_AddStringToObject(r, "state", words);
     char page[1200];
     snprintf(page, sizeof page, "%s/index.html", folder);
@@ -186,7 +191,8 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
 
 /* The runs of grid folder dir: results.csv's rows in their order, then the
  * run folders it does not name (a grid not finished). Links from `from`;
- * prefix goes before each name (./report's "grid/"). */
+ * prefix goes before each name (./report's "grid/"). A row whose name is not
+ * a run's (empty, ".", "..", a hidden name) is noted and left out. */
 static cJSON *grid_runs(const char *dir, const char *results, const char *from, const char *prefix, bool options,
                         cJSON *notes) {
     cJSON *runs = cJSON_CreateArray();
@@ -194,24 +200,36 @@ static cJSON *grid_runs(const char *dir, const char *results, const char *from, 
     int n_folders = run_folders(dir, &folders);
     bool *named = xcalloc((size_t)n_folders + 1, sizeof *named);
     int status_col = -1;
+    long row = 0, odd = 0, first_odd = 0;
     char (*f)[256] = xmalloc(64 * sizeof *f), name[600], sub[1200], folder[256];
     for (const char *line = results; line && *line;) {
         int n = csv_fields(line, f, 64);
+        row++;
         if (status_col < 0) { /* the header */
             for (int i = 0; i < n; i++)
                 if (!strcmp(f[i], "status")) status_col = i;
             if (status_col < 0) status_col = 64;
         } else if (f[0][0]) {
             grid_folder_name(f[0], folder, sizeof folder);
-            for (int i = 0; i < n_folders; i++) named[i] |= !strcmp(folders[i], folder);
-            snprintf(name, sizeof name, "%s%s", prefix, f[0]);
-            snprintf(sub, sizeof sub, "%s/%s", dir, folder);
-            const char *status = status_col < n ? f[status_col] : NULL;
-            cJSON_AddItemToArray(runs, run_entry(name, sub, from, options, status, notes));
+            if (folder[0] == '.') {
+                if (!odd++) first_odd = row;
+            } else {
+                char *key = folder, **at = n_folders ? bsearch(&key, folders, (size_t)n_folders, sizeof *folders,
+                                                                by_name)
+                                                      : NULL;
+                if (at) named[at - folders] = true;
+                snprintf(name, sizeof name, "%s%s", prefix, f[0]);
+                snprintf(sub, sizeof sub, "%s/%s", dir, folder);
+                const char *status = status_col < n ? f[status_col] : NULL;
+                cJSON_AddItemToArray(runs, run_entry(name, sub, from, options, status, notes));
+            }
         }
         line = strchr(line, '\n');
         if (line) line++;
     }
+    if (odd)
+        page_note(notes, "%s/results.csv: %ld row%s not a run's name (from line %ld: empty, \".\", \"..\" or "
+                         "hidden): left out", dir, odd, odd == 1 ? "" : "s", first_odd);
     for (int i = 0; i < n_folders; i++)
         if (!named[i]) {
             snprintf(name, sizeof name, "%s%s", prefix, folders[i]);
@@ -222,6 +240,34 @@ static cJSON *grid_runs(const char *dir, const char *results, const char *from, 
     free(named);
     free_names(folders, n_folders);
     return runs;
+}
+
+/* dir/results.csv whole, read a bounded line at a time (lines.h); NULL when
+ * missing. A read error or an over-long line ends it there, noted. */
+static char *read_results(const char *dir, cJSON *notes) {
+    char path[1200];
+    LineReader lr;
+    Err e;
+    if (path_join(path, sizeof path, dir, "results.csv", NULL) != 0) return NULL;
+    if (line_open(&lr, path, LINE_MAX_BYTES, &e) != 0) {
+        if (errno != ENOENT) page_note(notes, "%s", e.msg);
+        return NULL;
+    }
+    size_t len = 0, cap = 1 << 12;
+    char *text = xmalloc(cap);
+    int got;
+    while ((got = line_next(&lr, &e)) > 0) {
+        if (len + lr.len + 1 > cap) {
+            while (len + lr.len + 1 > cap) cap *= 2;
+            if (!(text = realloc(text, cap))) DIE_OOM(cap);
+        }
+        memcpy(text + len, lr.line, lr.len); /* a NUL inside a line ends the text there: the rows after it are lost */
+        len += lr.len;
+    }
+    text[len] = '\0';
+    if (got < 0) page_note(notes, "%s; the rows after it are not shown", e.msg);
+    line_close(&lr);
+    return text;
 }
 
 /* Writes the page of every run folder under dir that has none. */
@@ -247,7 +293,7 @@ int page_write_grid(const char *dir, Err *e) {
                                            {"results_md", "results.md"}};
     char *text[3];
     for (int i = 0; i < 3; i++) {
-        text[i] = page_read_text(dir, files[i][1], 4 << 20);
+        text[i] = i == 0 ? read_results(dir, notes) : page_read_text(dir, files[i][1], 4 << 20);
         cJSON_AddItemToObject(data, files[i][0], text[i] ? cJSON_CreateString(text[i]) : cJSON_CreateNull());
     }
     if (!text[0])
@@ -274,7 +320,7 @@ static int report_add(const char *dir, const char *from, cJSON *runs, cJSON *gri
         cJSON_AddItemToArray(runs, run_entry(name, dir, from, true, NULL, notes));
         return 0;
     }
-    char *results = page_read_text(dir, "results.csv", 4 << 20), prefix[300];
+    char *results = read_results(dir, notes), prefix[300];
     snprintf(prefix, sizeof prefix, "%s/", name);
     cJSON *mine = grid_runs(dir, results, from, prefix, true, notes);
     free(results);
@@ -282,9 +328,13 @@ static int report_add(const char *dir, const char *from, cJSON *runs, cJSON *gri
     href_of(from, page, href, sizeof href);
     cJSON_AddStringToObject(g, "name", name);
     cJSON_AddStringToObject(g, "href", href);
-    cJSON_AddNumberToObject(g, "runs", cJSON_GetArraySize(mine));
+    int count = 0;
+    for (cJSON *x = mine->child, *next; x; x = next, count++) { /* moved in one pass: linear */
+        next = x->next;
+        cJSON_AddItemToArray(runs, cJSON_DetachItemViaPointer(mine, x));
+    }
+    cJSON_AddNumberToObject(g, "runs", count);
     cJSON_AddItemToArray(grids, g);
-    while (cJSON_GetArraySize(mine)) cJSON_AddItemToArray(runs, cJSON_DetachItemFromArray(mine, 0));
     cJSON_Delete(mine);
     return 0;
 }
@@ -305,7 +355,9 @@ int page_write_report(const char *out, char *const *dirs, int n, Err *e) {
     cJSON_AddItemToObject(data, "grids", grids);
     cJSON_AddItemToObject(data, "notes", notes);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) rc = report_add(dirs[i], from, runs, grids, notes, e);
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = interrupt_signal() ? err_set(e, "interrupted") : report_add(dirs[i], from, runs, grids, notes, e);
+    if (rc == 0 && interrupt_signal()) rc = err_set(e, "interrupted"); /* nothing written */
     if (rc == 0) rc = page_html(out, "attnlab report", data, e);
     cJSON_Delete(data);
     return rc;

@@ -23,6 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "interrupt.h"
+#include "utf8.h"
+
 #define PLOT_DEVICE "pngcairo"
 #define DEFAULT_WIDTH 900
 #define DEFAULT_HEIGHT 600
@@ -121,6 +124,7 @@ static int figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
     memcpy(fig->tmp, path, len);
     memcpy(fig->tmp + len, ".tmp", 5);
     fig->f = fopen(fig->tmp, "wb");
+    if (fig->f) interrupt_temp_file(fig->tmp); /* the watchdog removes it if it ends the command here */
     if (!fig->f) {
         err_set(e, "%s: cannot write: %s", path, strerror(errno));
         free(fig->tmp);
@@ -199,23 +203,32 @@ static int figure_end(Figure *fig, Err *e) {
     if (rc == 0 && rename(fig->tmp, fig->path) != 0)
         rc = err_set(e, "%s: cannot rename %s into place: %s", fig->path, fig->tmp, strerror(errno));
     if (rc != 0) unlink(fig->tmp);
+    interrupt_temp_file(NULL);
     free(fig->tmp);
     fig->tmp = NULL;
     return rc;
 }
 
-/* Copies text, doubling PLplot's escape character; cuts it short (never inside a UTF-8
+/* Copies text, doubling PLplot's escape character and putting '?' for each byte that is
+ * not part of valid UTF-8 (PLplot refuses a malformed string: a run's name made of other
+ * bytes must not fail the plot after the work); cuts it short (never inside a UTF-8
  * sequence) if out is too small. */
 static const char *pl_text(const char *in, char *out, size_t size) {
-    size_t i = 0, j = 0;
+    size_t i = 0, j = 0, n;
     if (!in) in = "";
-    for (; in[i] && j + 2 < size; i++) {
-        if (in[i] == '#') out[j++] = '#';
-        out[j++] = in[i];
-    }
-    if (((unsigned char)in[i] & 0xC0) == 0x80) { /* cut inside a multibyte character */
-        while (j > 0 && ((unsigned char)out[j - 1] & 0xC0) == 0x80) j--;
-        if (j > 0) j--; /* its lead byte */
+    n = strlen(in);
+    while (i < n && j + 2 < size) {
+        size_t k = utf8_valid_prefix((const unsigned char *)in + i, n - i < 4 ? n - i : 4);
+        if (k == 0) { /* a byte no valid sequence starts with */
+            out[j++] = '?';
+            i++;
+            continue;
+        }
+        if (j + k + (in[i] == '#') + 1 > size) break; /* never cut inside a character */
+        for (size_t m = 0; m < k; m++, i++) {
+            if (in[i] == '#') out[j++] = '#';
+            out[j++] = in[i];
+        }
     }
     out[j] = '\0';
     return out;
@@ -776,9 +789,13 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
 
 const char *plot_title(char *buf, size_t size, const char *name, const char *what) {
     size_t n = strlen(name);
-    if (n > 40)
-        snprintf(buf, size, "%.22s...%s: %s", name, name + n - 15, what);
-    else
+    if (n > 40) { /* the head and the tail, cut between characters */
+        size_t head = 22, tail = n - 15;
+        while (head > 0 && ((unsigned char)name[head] & 0xC0) == 0x80) head--;
+        while (tail < n && ((unsigned char)name[tail] & 0xC0) == 0x80) tail++;
+        snprintf(buf, size, "%.*s...%s: %s", (int)head, name, name + tail, what);
+    } else {
         snprintf(buf, size, "%s: %s", name, what);
+    }
     return buf;
 }

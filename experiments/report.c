@@ -8,12 +8,14 @@
 #include <stdio.h>
 
 #include "args.h"
+#include "interrupt.h"
+#include "outputs.h"
 #include "page.h"
 #include "startup.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ./report DIR ... [--out FILE]\n"
+            "usage: ./report DIR ... [--out FILE] [--force]\n"
             "\n"
             "Writes one page, self-contained HTML that opens from file://, comparing the run folders\n"
             "(./train's) and grid folders (./ablate's) given: every run's validation bpb against step\n"
@@ -29,13 +31,17 @@ static void usage(FILE *f) {
             "\n"
             "  DIR          a run folder (it has config.json) or a grid folder (results.csv, or run\n"
             "               folders in it); a folder that is neither is refused, naming why\n"
-            "  --out FILE   where the page goes (default: report.html in the current folder)\n");
+            "  --out FILE   where the page goes (default: report.html in the current folder): a new file\n"
+            "               or a page; never one of a run's own files (config.json, model.safetensors,\n"
+            "               metrics.jsonl, ...)\n"
+            "  --force      replace FILE even when it is not a page\n");
 }
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
     const char *out = "report.html";
-    const ArgFlag flags[] = {{"--out", .text = &out, .needs = "a file"}};
+    bool force = false;
+    const ArgFlag flags[] = {{"--out", .text = &out, .needs = "a file"}, {"--force", .on = &force}};
     const ArgSpec cli = {.command = "report", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
     ArgPositional pos;
@@ -46,7 +52,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     Err e;
-    if (page_write_report(out, pos.v, pos.n, &e) != 0) {
+    if (output_page_check("--out", out, force, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    int rc = page_write_report(out, pos.v, pos.n, &e);
+    if (interrupt_signal()) { /* the page is whole or not there: it is renamed into place */
+        printf("interrupted: %s\n", rc == 0 ? "the page was written" : "no page written");
+        return interrupt_exit_status();
+    }
+    if (rc != 0) {
         err_print(&e);
         return 1;
     }

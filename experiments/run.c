@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "interrupt.h"
 
 int make_dirs(const char *path, Err *e) {
     char buf[1024];
@@ -33,11 +36,13 @@ int write_bytes_atomic(const char *path, const void *text, size_t n, Err *e) {
     /* a fresh file: whatever was left at tmp (a file from a killed run, a
      * FIFO, a symlink) is replaced, never written through */
     unlink(tmp);
+    interrupt_temp_file(tmp); /* the watchdog removes it if it ends the command here */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int err = errno;
         if (fd >= 0) close(fd);
+        interrupt_temp_file(NULL);
         return err_set(e, "%s: cannot write: %s", tmp, strerror(err));
     }
     bool ok = fwrite(text, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -46,8 +51,10 @@ int write_bytes_atomic(const char *path, const void *text, size_t n, Err *e) {
     if (!ok || rename(tmp, path) != 0) {
         if (ok) saved_errno = errno;
         remove(tmp);
+        interrupt_temp_file(NULL);
         return err_set(e, "%s: cannot write: %s", path, strerror(saved_errno));
     }
+    interrupt_temp_file(NULL);
     return 0;
 }
 
@@ -170,4 +177,12 @@ void run_name_of(const char *path, char *out, size_t size) {
     if (!is_directory(t) && n > strlen(".safetensors") && !strcmp(base + n - strlen(".safetensors"), ".safetensors"))
         n -= strlen(".safetensors");
     snprintf(out, size, "%.*s", (int)n, base);
+}
+
+bool whole_in_range(double x, long lo, long hi, long *out) {
+    /* compared as doubles first: (double)LONG_MAX rounds up to 2^63, so the
+     * bounds are checked strictly against the first double past them */
+    if (!isfinite(x) || x != floor(x) || x < (double)lo || x >= (double)hi + 1.0 || x > 9.2e18) return false;
+    *out = (long)x;
+    return *out >= lo && *out <= hi;
 }

@@ -33,6 +33,10 @@ bool is_directory(const char *path);
 double now_seconds(void);
 /* The median of x[0, n) (n > 0); sorts x. */
 double median_of(double *x, int n);
+/* x as a whole number in [lo, hi]: false when it is not finite, not whole
+ * or out of that range (a double out of a long's range must never be cast). */
+bool whole_in_range(double x, long lo, long hi, long *out);
+
 /* Joins a folder and a file name into buf (size bytes); error when too long. */
 int path_join(char *buf, size_t size, const char *dir, const char *name, Err *e);
 

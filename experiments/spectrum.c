@@ -16,6 +16,7 @@
 #include "interrupt.h"
 #include "memory.h"
 #include "open.h"
+#include "outputs.h"
 #include "page.h"
 #include "plot.h"
 #include "progress.h"
@@ -183,7 +184,10 @@ static int prepare(const char *target, const SpectrumArgs *a, const OpenRun *o, 
         return err_print(&e), 2;
     }
     if (corpus_open(corpus, corpus_path, o->info.cfg.train.val_fraction, T, &e) != 0) return err_print(&e), 1;
-    if (make_dirs(a->out_dir ? a->out_dir : o->dir, &e) != 0) {
+    /* the folder the outputs go to: writable, checked before the measuring (outputs.h) */
+    if (output_dir_check(a->out_dir ? "--out" : "the output folder", a->out_dir ? a->out_dir : o->dir, "--out DIR",
+                         &e) != 0 ||
+        make_dirs(a->out_dir ? a->out_dir : o->dir, &e) != 0) {
         err_print(&e);
         corpus_close(corpus);
         return 1;
@@ -543,6 +547,7 @@ int main(int argc, char **argv) {
     /* Several runs (seeds, say): each gets its own outputs in its folder, then
      * the figures per layer across them, with 95% intervals, into --out (the
      * current folder by default). */
+    if (output_dir_check("--out", a.out_dir ? a.out_dir : ".", "--out DIR", &e) != 0) return err_print(&e), 1;
     LayerSkew *skews = xcalloc((size_t)n_runs, sizeof *skews);
     SpectrumArgs each = a;
     each.out_dir = NULL;

@@ -1,11 +1,14 @@
 #include "dist.h"
 #include "startup.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "interrupt.h"
@@ -17,8 +20,30 @@ static bool unset(const char *name) {
     return !v || !*v;
 }
 
+/* As soon as the program's code can run, once the dynamic loader has
+ * placed the libraries and before their own set-up (OpenBLAS's, Open MPI's
+ * and oneDNN's take tens of milliseconds on a busy machine): the process is
+ * named for the command, and a SIGINT or SIGTERM is recorded rather than
+ * killing it (interrupt.h), so that a signal during start-up ends the
+ * command with its usual status. .preinit_array runs before every library's
+ * constructor; only the dynamic loader's own work comes before it. */
+static void startup_early(int argc, char **argv, char **envp) {
+    (void)argc, (void)envp;
+    /* a re-exec through /proc/self/exe would leave it named "exe": pgrep, pkill and top look for the command */
+    const char *name = argv && argv[0] ? strrchr(argv[0], '/') : NULL;
+    prctl(PR_SET_NAME, name ? name + 1 : argv && argv[0] ? argv[0] : "attnlab", 0, 0, 0);
+    interrupt_install();
+}
+__attribute__((section(".preinit_array"), used)) static void (*const startup_early_hook)(int, char **,
+                                                                                        char **) = startup_early;
+
 void command_startup(int argc, char **argv) {
     (void)argc;
+    prctl(PR_SET_NAME, program_invocation_short_name, 0, 0, 0);
+    sigset_t stop, was;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
     char set[64] = "";
     if (unset("GOMP_SPINCOUNT") && unset("OMP_WAIT_POLICY")) {
         setenv("GOMP_SPINCOUNT", "1000", 1);
@@ -31,11 +56,19 @@ void command_startup(int argc, char **argv) {
     /* before any library allocates more: a signal during a long allocation or
      * a product is seen (interrupt.h) */
     interrupt_install();
-    if (!*set) return;
-    setenv("ATTNLAB_SET_ENV", set + 1, 1);
-    fflush(NULL);
-    execv("/proc/self/exe", argv);
-    /* Not restarted (no /proc, say): go on as we are; only speed differs. */
+    /* a signal that came before the re-exec (or after it, while the new
+     * image loads) stays pending, blocked, until the new image's handler is
+     * installed: the mask survives exec, the handler does not */
+    sigprocmask(SIG_BLOCK, &stop, &was);
+    if (*set && !interrupt_pending()) {
+        setenv("ATTNLAB_SET_ENV", set + 1, 1);
+        fflush(NULL);
+        execv("/proc/self/exe", argv);
+        /* Not restarted (no /proc, say): go on as we are; only speed differs. */
+    }
+    sigdelset(&was, SIGINT);
+    sigdelset(&was, SIGTERM);
+    sigprocmask(SIG_SETMASK, &was, NULL); /* a pending signal reaches the handler here */
 }
 
 /* The CPUs this process may run on (its affinity mask: taskset, a

@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "dist.h"
 #include "interrupt.h"
+#include "outputs.h"
 #include "run.h"
 #include "startup.h"
 #include "tensor.h"
@@ -256,9 +257,15 @@ static int train_main(int argc, char **argv) {
         new_run_dir(&cfg, run_dir, sizeof run_dir);
     }
     Err e;
-    if (config_validate(&cfg, &e) != 0 || train_refuses(&cfg, &e) != 0) {
+    /* the run's name is printed by the plot and the page: checked before the work (outputs.h) */
+    if (config_validate(&cfg, &e) != 0 || train_refuses(&cfg, &e) != 0 ||
+        (!resume && output_name_check("--out", run_dir, &e) != 0)) {
         err_print(&e);
         return 2;
+    }
+    if (output_dir_check(resume ? "--resume" : "--out", run_dir, resume ? NULL : "--out DIR", &e) != 0) {
+        err_print(&e);
+        return 1;
     }
     if (print_banner(&cfg, run_dir, resume != NULL, &e) != 0) {
         err_print(&e);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lines.h"
 #include "plot.h"
 #include "run.h"
 
@@ -98,22 +99,37 @@ static int metrics_set_aside(const char *path, char *aside, size_t size, Err *e)
  * it are kept and the original is kept beside, as metrics.jsonl.broken-<time>. */
 static int metrics_truncate(const char *path, long step, bool repair, Curves *cv, double *best, Err *e) {
     *best = NAN;
-    FILE *f = fopen_regular(path, "r", e);
-    if (!f) return errno == ENOENT ? 0 : -1;
-    size_t cap = 1 << 16, len = 0, line_cap = 0;
-    char *kept = xmalloc(cap), *line = NULL;
-    ssize_t n;
+    LineReader lr;
+    if (line_open(&lr, path, LINE_MAX_BYTES, e) != 0) return errno == ENOENT ? 0 : -1;
+    size_t cap = 1 << 16, len = 0;
+    char *kept = xmalloc(cap);
     long number = 0;
     double last = 0;
     const char *fault = NULL;
-    while (!fault && (n = getline(&line, &line_cap, f)) > 0) {
-        number++;
+    Err why;
+    int got;
+    /* a line over the bound is a fault like a garbage one; a read error is
+     * no fault of the file: it stops the resume, --repair or not */
+    while (!fault && (got = line_next(&lr, &why)) != 0) {
+        number = lr.number;
+        if (got < 0) {
+            if (strstr(why.msg, ": longer than ")) {
+                fault = strstr(why.msg, "longer than ");
+                break;
+            }
+            *e = why;
+            line_close(&lr);
+            free(kept);
+            return err_hint(e, "nothing was changed; resume again when the file can be read");
+        }
+        size_t n = lr.len;
+        const char *line = lr.line;
         cJSON *j;
-        if ((fault = metrics_line_fault(line, (size_t)n, &j, &last)) == NULL && last <= (double)step) {
-            if (len + (size_t)n + 1 > cap) kept = realloc(kept, cap = 2 * (len + (size_t)n + 1));
+        if ((fault = metrics_line_fault(line, n, &j, &last)) == NULL && last <= (double)step) {
+            if (len + n + 1 > cap) kept = realloc(kept, cap = 2 * (len + n + 1));
             if (!kept) DIE_OOM(cap);
-            memcpy(kept + len, line, (size_t)n + 1);
-            len += (size_t)n;
+            memcpy(kept + len, line, n + 1);
+            len += n;
             const cJSON *loss = cJSON_GetObjectItem(j, "loss"), *val = cJSON_GetObjectItem(j, "val_loss");
             const cJSON *time_s = cJSON_GetObjectItem(j, "time_s");
             double v = cJSON_IsNumber(val) ? val->valuedouble : NAN;
@@ -123,8 +139,12 @@ static int metrics_truncate(const char *path, long step, bool repair, Curves *cv
         }
         cJSON_Delete(j);
     }
-    fclose(f);
-    free(line);
+    char fault_buf[200];
+    if (fault) { /* it may point into why or the reader's line: copied before the close */
+        snprintf(fault_buf, sizeof fault_buf, "%s", fault);
+        fault = fault_buf;
+    }
+    line_close(&lr);
     kept[len] = '\0';
     int rc = 0;
     char aside[1200];

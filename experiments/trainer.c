@@ -122,6 +122,7 @@ typedef struct {
     Corpus corpus;
     Model m;
     bool model_made;
+    bool page_final; /* the page and record of the run's end written */
     long start;
     Rng data_rng, init_rng, sample_rng;
     int rank, ranks; /* data parallel: this rank of `ranks`; else 0 of 1 */
@@ -346,10 +347,10 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
 /* The run folder's index.html (page.h), at an evaluation and at the end:
  * never in a step, so no step takes longer for it. A page that cannot be
  * written is said once and the run goes on. */
-static void write_page(Run *run, const char *state, long step) {
+static void write_page(Run *run, const char *state, long step, const char *why) {
     static bool said;
     Err e;
-    PageStatus st = {state, step, run->cfg.train.steps};
+    PageStatus st = {state, step, run->cfg.train.steps, why};
     if (page_write_run(run->folder.dir, &st, &e) != 0 && !said) {
         said = true;
         fprintf(stderr, "note: %s/index.html not written: %s\n", run->folder.dir, e.msg);
@@ -379,7 +380,7 @@ static int after_step(Run *run, Loop *lp, StepLog *l, TrainResult *r, Err *e) {
             train_folder_log(&run->folder, l);
             train_folder_progress_text(&run->folder, l, extra, sizeof extra);
             progress_update(&lp->prog, done, extra);
-            if (eval && done < tc->steps) write_page(run, "running", done); /* the last: run_finish's */
+            if (eval && done < tc->steps) write_page(run, "running", done, NULL); /* the last: run_finish's */
         }
         lp->t_log = now_seconds(); /* evaluation and logging are not counted as training time */
         lp->tokens_since = 0;
@@ -470,7 +471,8 @@ static int run_finish(Run *run, TrainResult *r, Err *e) {
         if (rc == 0) {
             bool done = r->status == TRAIN_DONE && sampled > 0, diverged = r->status == TRAIN_DIVERGED;
             const char *state = done ? "done" : diverged ? "diverged" : "interrupted";
-            write_page(run, state, diverged ? r->diverged_step : r->step);
+            write_page(run, state, diverged ? r->diverged_step : r->step, NULL);
+            run->page_final = true;
         }
     }
     if (agree(run, rc, e) != 0) return -1;
@@ -497,7 +499,11 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
         /* where this stretch of the run trains: after the history's checks, before any step */
         if (files == 0 && run.rank == 0)
             files = provenance_record(job->run_dir, run.start, run.cfg.train.precision, engine_threads(), run.ranks, e);
+        /* from here every way out rewrites the record and the page (page.h) */
+        bool began = files == 0 && run.rank == 0;
+        if (began) write_page(&run, "running", run.start, NULL);
         if (agree(&run, files, e) == 0 && run_steps(&run, stop_at, r, e) == 0) rc = run_finish(&run, r, e);
+        if (began && rc != 0 && !run.page_final) write_page(&run, "failed", r->step ? r->step : run.start, e->msg);
     }
     run_close(&run);
     return rc;

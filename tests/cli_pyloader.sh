@@ -70,6 +70,10 @@ rng_zero|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"0000000000000000 00000000000
 rng_short|same|s/"data_rng":"[0-9a-f ]*"/"data_rng":"1 2 3 4"/
 rng_upper|same|s/"data_rng":"([0-9a-f ]*)"/"data_rng":"\U$1"/
 step_negative|same|s/"step":"2"/"step":"-1"/
+step_saturated|same|s/"step":"2"/"step":"99999999999999999999"/
+step_space|same|s/"step":"2"/"step":" 2"/
+moment_missing|same|m/"optim.v.ln_f.bias":\{[^}]*"data_offsets":\[(\d+)/ and $::data = substr($::data, 0, $1); s/,"optim\.v\.ln_f\.bias":\{[^}]*\}//
+moment_shape|same|s/("optim.m.ln_f.bias":\{"dtype":"F32","shape":)\[16\]/$1\[4,4\]/
 best_nan|same|s/"best_val_bpb":"[^"]*"/"best_val_bpb":"nan"/
 ranks_zero|same|s/"step":"2"/"step":"2","ranks":"0"/
 header_one_short|same|$::len_delta = -1

@@ -215,7 +215,8 @@
     if (st.state === "done") return "done, " + st.step + " steps";
     if (st.state === "diverged") return "diverged at step " + st.step + " of " + st.steps;
     if (st.state === "interrupted") return "interrupted at step " + st.step + " of " + st.steps;
-    return "stopped at step " + st.step + " of " + st.steps;
+    if (st.state === "failed") return "failed at step " + st.step + " of " + st.steps + (st.why ? ": " + st.why : "");
+    return "stopped at step " + st.step + " of " + st.steps + (st.why ? ": " + st.why : "");
   }
 
   function lossCharts(box, M, name) {
@@ -303,7 +304,7 @@
   function meanCurve(runs) {
     var cs = runs.filter(function (r) { return r.val.length; });
     if (!cs.length) return null;
-    var len = Math.min.apply(null, cs.map(function (r) { return r.val.length; }));
+    var len = cs.reduce(function (a, r) { return Math.min(a, r.val.length); }, Infinity);
     var out = {x: [], mean: [], lo: [], hi: []};
     for (var j = 0; j < len; j++) {
       var v = cs.map(function (r) { return r.val[j]; }), m = v.reduce(function (a, b) { return a + b; }, 0) / v.length;
@@ -461,14 +462,20 @@
     var runs = D.runs;
     header("report: " + runs.length + " runs" + (D.grids.length ? ", " + D.grids.length + " grids" : ""), null);
     /* the options whose values differ between the runs group them */
-    var keys = [];
-    if (runs.length) Object.keys(runs[0].config).forEach(function (k) {
-      if (runs.some(function (r) { return String(r.config[k]) !== String(runs[0].config[k]); })) keys.push(k);
+    /* a run without a folder (failed, missing) has no options: it is grouped by what it has */
+    runs.forEach(function (r) { r.config = r.config || {}; r.val = r.val || []; r.val_step = r.val_step || []; });
+    var keys = [], seen = {};
+    runs.forEach(function (r) { Object.keys(r.config).forEach(function (k) { if (!seen[k]) { seen[k] = 1; keys.push(k); } }); });
+    keys = keys.filter(function (k) {
+      return runs.some(function (r) { return String(r.config[k]) !== String(runs[0].config[k]); });
     });
-    runs.forEach(function (r) { r.group = keys.map(function (k) { return k + "=" + r.config[k]; }).join(", ") || "(all alike)"; });
-    runs.sort(function (a, b) { return a.group.localeCompare(b.group) || a.name.localeCompare(b.name); });
-    var groups = [];
-    runs.forEach(function (r) { if (groups.indexOf(r.group) < 0) groups.push(r.group); });
+    runs.forEach(function (r) {
+      r.group = keys.filter(function (k) { return k in r.config; })
+                    .map(function (k) { return k + "=" + r.config[k]; }).join(", ") || "(all alike)";
+    });
+    runs.sort(function (a, b) { return a.group < b.group ? -1 : a.group > b.group ? 1 : a.name < b.name ? -1 : a.name > b.name ? 1 : 0; });
+    var groups = [], groupIndex = {};
+    runs.forEach(function (r) { if (!(r.group in groupIndex)) { groupIndex[r.group] = groups.length; groups.push(r.group); } });
     if (D.grids.length) {
       var gs = section("Grids");
       var ul = add(gs, el("ul", {"class": "links"}));
@@ -482,7 +489,7 @@
     }), ["group", "run", "last val bpb", "state"], {sortable: true, cls: "report"}));
     var series = [];
     runs.forEach(function (r) {
-      var g = groups.indexOf(r.group);
+      var g = groupIndex[r.group];
       if (r.val.length) series.push({label: r.name, x: r.val_step, y: r.val, color: color(g), run: r, points: true});
     });
     var c = section("Validation bpb");
