@@ -6,12 +6,14 @@
 #include <cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lines.h"
 #include "run.h"
 
 void grid_init(Grid *g) {
@@ -364,21 +366,24 @@ static double number(const cJSON *j, const char *key) {
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* The validation curve and the mean clamped-denominator fraction from metrics.jsonl. */
-static void read_metrics(GridRun *run) {
+/* The validation curve and the mean clamped-denominator fraction from
+ * metrics.jsonl, read a bounded line at a time (lines.h): a line that is not
+ * JSON is skipped, an over-long line or a read error is an error (-1 with e
+ * set), never the end of the curve. */
+static int read_metrics(GridRun *run, Err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->folder);
     free(run->steps), free(run->bpb);
     run->steps = run->bpb = NULL;
     run->n_points = 0;
     run->den_clamped = NAN;
-    FILE *f = fopen_regular(path, "r", NULL);
-    if (!f) return; /* no curve: the table still has the result */
-    char line[4096];
-    int cap = 0, n_clamped = 0;
+    LineReader lr;
+    if (line_open(&lr, path, LINE_MAX_BYTES, e) != 0)
+        return errno == ENOENT ? 0 : -1; /* no curve: the table still has the result */
+    int cap = 0, n_clamped = 0, got;
     double clamped = 0;
-    while (fgets(line, sizeof line, f)) {
-        cJSON *j = cJSON_Parse(line);
+    while ((got = line_next(&lr, e)) > 0) {
+        cJSON *j = cJSON_Parse(lr.line);
         if (!j) continue;
         double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped");
         if (isfinite(s) && !isnan(v)) {
@@ -394,8 +399,9 @@ static void read_metrics(GridRun *run) {
         if (!isnan(d)) clamped += d, n_clamped++;
         cJSON_Delete(j);
     }
-    fclose(f);
+    line_close(&lr);
     if (n_clamped) run->den_clamped = clamped / n_clamped;
+    return got < 0 ? -1 : 0;
 }
 
 static bool same_file(const char *a, const char *b) {
@@ -444,14 +450,14 @@ int grid_run_state(GridRun *r, const char *corpus, Err *e) {
     TrainResult *t = &r->result;
     memset(t, 0, sizeof *t);
     t->status = !strcmp(st->valuestring, "diverged") ? TRAIN_DIVERGED : TRAIN_DONE;
-    double x;
-    t->step = isfinite(x = number(res, "step")) ? (long)x : 0;
-    t->diverged_step = isfinite(x = number(res, "diverged_step")) ? (long)x : 0;
+    /* whole numbers in a long's range, or 0: a forged 1e300 is never cast */
+    if (!whole_in_range(number(res, "step"), 0, LONG_MAX, &t->step)) t->step = 0;
+    if (!whole_in_range(number(res, "diverged_step"), 0, LONG_MAX, &t->diverged_step)) t->diverged_step = 0;
     t->val_bpb = number(res, "val_bpb");
     t->best_val_bpb = number(res, "best_val_bpb");
     t->tok_s = number(res, "tok_s");
     cJSON_Delete(res);
-    read_metrics(r);
+    if (read_metrics(r, e) != 0) return err_hint(e, "the run's curve cannot be read; remove the folder to train the run again");
     return GRID_FINISHED;
 }
 
@@ -470,7 +476,7 @@ int grid_record(GridRun *r, Err *e) {
     snprintf(path, sizeof path, "%s/result.json", r->folder);
     int rc = write_file_atomic(path, text, e);
     free(text);
-    read_metrics(r);
+    if (rc == 0) rc = read_metrics(r, e);
     return rc;
 }
 
@@ -499,12 +505,12 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     if (read_json(folder, "config.json", &json, e) != 0) return -1;
     const cJSON *o = cJSON_GetObjectItem(json, "objective");
     if (cJSON_IsString(o) && !strcmp(o->valuestring, "mlm")) r->cfg.model.objective = OBJECTIVE_MLM;
-    double steps = number(json, "steps");
-    if (isfinite(steps)) r->cfg.train.steps = (int)steps;
+    long steps; /* range-checked before it becomes an int: a forged 1e300 is never cast */
+    if (whole_in_range(number(json, "steps"), 1, INT_MAX, &steps)) r->cfg.train.steps = (int)steps;
     double lr = number(json, "lr"); /* 0: an initialisation (./spectrum --paired) */
-    if (isfinite(lr)) r->cfg.train.lr = (float)lr;
+    if (isfinite(lr) && fabs(lr) <= FLT_MAX) r->cfg.train.lr = (float)lr;
     cJSON_Delete(json);
-    read_metrics(r);
+    if (read_metrics(r, e) != 0) return -1;
     if (!r->n_points) return 0; /* not evaluated yet: no final value */
     r->result.status = TRAIN_DONE;
     r->result.val_bpb = r->bpb[r->n_points - 1];

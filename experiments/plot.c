@@ -287,7 +287,11 @@ static void format_value(double v, char *buf, size_t size) {
         snprintf(buf, size, "%.6g", v);
         return;
     }
-    int k = (int)lround(log10(a));
+    if (!(a > 0) || !isfinite(a)) { /* no power of ten to name */
+        snprintf(buf, size, "%.3g", v);
+        return;
+    }
+    int k = (int)lround(log10(a)); /* within [-324, 309] */
     if (fabs(a - pow(10.0, k)) <= 1e-9 * a)
         snprintf(buf, size, "%s10#u%d#d", v < 0 ? "-" : "", k);
     else
