@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "provenance.h"
 #include "run.h"
 
 void grid_init(Grid *g) {
@@ -364,7 +365,8 @@ static double number(const cJSON *j, const char *key) {
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* The validation curve and the mean clamped-denominator fraction from metrics.jsonl. */
+/* The validation curve and the mean clamped-denominator fraction from
+ * metrics.jsonl, and where the run ran from provenance.json. */
 static void read_metrics(GridRun *run) {
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->folder);
@@ -396,6 +398,10 @@ static void read_metrics(GridRun *run) {
     }
     fclose(f);
     if (n_clamped) run->den_clamped = clamped / n_clamped;
+    /* where it ran, beside its curve (a file not ours counts as unrecorded) */
+    if (provenance_read(run->folder, run->kernel, sizeof run->kernel, run->commit, sizeof run->commit,
+                        &run->kernel_mixed) < 0)
+        run->kernel[0] = run->commit[0] = '\0', run->kernel_mixed = false;
 }
 
 static bool same_file(const char *a, const char *b) {
