@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lines.h"
+#include "provenance.h"
 #include "run.h"
 
 void grid_init(Grid *g) {
@@ -369,7 +370,8 @@ static double number(const cJSON *j, const char *key) {
 /* The validation curve and the mean clamped-denominator fraction from
  * metrics.jsonl, read a bounded line at a time (lines.h): a line that is not
  * JSON is skipped, an over-long line or a read error is an error (-1 with e
- * set), never the end of the curve. */
+ * set), never the end of the curve; and where the run ran from
+ * provenance.json. */
 static int read_metrics(GridRun *run, Err *e) {
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->folder);
@@ -401,6 +403,10 @@ static int read_metrics(GridRun *run, Err *e) {
     }
     line_close(&lr);
     if (n_clamped) run->den_clamped = clamped / n_clamped;
+    /* where it ran, beside its curve (a file not ours counts as unrecorded) */
+    if (provenance_read(run->folder, run->kernel, sizeof run->kernel, run->commit, sizeof run->commit,
+                        &run->kernel_mixed) < 0)
+        run->kernel[0] = run->commit[0] = '\0', run->kernel_mixed = false;
     return got < 0 ? -1 : 0;
 }
 

@@ -23,8 +23,12 @@ int grid_check_claims(const Grid *g, const GridRun *runs, int n, Err *e);
 /* ./ablate --paired: B - A over the seeds two arms share, seed by seed, with
  * the runs still on the byte plateau set apart, the paired interval and the
  * verdict rule's answer (within: its largest X). An arm is DIR/POINT, its
- * runs the folders DIR/POINT_seed-<n>. -1 with e set when an arm has no runs. */
-int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, Err *e);
+ * runs the folders DIR/POINT_seed-<n>. The pairs follow plan (its looks;
+ * NULL or none: one 95% interval) and leave out those whose runs ran under
+ * different kernels unless mixed_kernels. -1 with e set when an arm has no
+ * runs. */
+int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, const SeedPlan *plan,
+                       bool mixed_kernels, Err *e);
 int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int n, Err *e);
 
 #endif

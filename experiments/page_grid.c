@@ -10,6 +10,7 @@
 #include "interrupt.h"
 #include "lines.h"
 #include "page_data.h"
+#include "provenance.h"
 #include "run.h"
 
 /* dir/name exists */
@@ -174,6 +175,11 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
     cJSON_AddItemToObject(r, "href", file_exists(page) ? cJSON_CreateString(href) : cJSON_CreateNull());
     cJSON_AddItemToObject(r, "val_step", cJSON_DetachItemFromObject(m, "val_step"));
     cJSON_AddItemToObject(r, "val", cJSON_DetachItemFromObject(m, "val"));
+    char kernel[320], commit[24];
+    bool mixed;
+    if (provenance_read(folder, kernel, sizeof kernel, commit, sizeof commit, &mixed) != 0) kernel[0] = commit[0] = '\0';
+    cJSON_AddStringToObject(r, "kernel", mixed ? "mixed" : kernel);
+    cJSON_AddStringToObject(r, "commit", commit);
     if (options) { /* what the report groups by: the options that change what a run computes */
         cJSON *o = cJSON_CreateObject();
         for (int i = 0; i < option_count(); i++) {
