@@ -73,6 +73,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_startup.sh
 	sh tests/cli_args.sh
 	sh tests/cli_hardening.sh
+	sh tests/cli_records.sh
 	sh tests/cli_kill.sh
 	sh tests/cli_threads.sh
 	sh tests/cli_torch.sh

@@ -50,7 +50,10 @@ int output_dir_check(const char *what, const char *dir, const char *hint_flag, E
         if (stat(at, &st) == 0) {
             if (!S_ISDIR(st.st_mode)) return err_set(e, "%s %s: %s is a file, not a folder", what, dir, at);
             if (access(at, W_OK | X_OK) != 0) {
-                err_set(e, "%s %s: cannot write in %s: %s", what, dir, at, strerror(errno));
+                if (!strcmp(at, dir))
+                    err_set(e, "%s %s: cannot write in it: %s", what, dir, strerror(errno));
+                else
+                    err_set(e, "%s %s: cannot write in %s: %s", what, dir, at, strerror(errno));
                 return hint_flag ? err_hint(e, "give %s a folder you can write in", hint_flag) : -1;
             }
             return 0;
