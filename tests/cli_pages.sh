@@ -73,6 +73,8 @@ rm -f "$T/broken/index.html"
 rm -r "$T/broken/phi-elu_seed-1338"
 sed -i '/^"phi=relu,seed=1338"/s/,done,/,failed,/' "$T/broken/results.csv"
 rm "$T/broken/baseline_attn-softmax_seed-1338/result.json"
+# its record says running, from a process that is gone (kill -9)
+echo '{"state":"running","step":10,"steps":20,"pid":999999999}' >"$T/broken/baseline_attn-softmax_seed-1338/state.json"
 head -n 1 "$T/grid/baseline_attn-softmax_seed-1338/metrics.jsonl" >"$T/broken/baseline_attn-softmax_seed-1338/metrics.jsonl"
 if ./report "$T/broken" --out "$T/broken-report.html" >/dev/null 2>"$T/err" && grep -q 'no run folder' "$T/broken/index.html" &&
     grep -q 'stopped, step 10 of 20' "$T/broken/index.html"; then
@@ -80,6 +82,25 @@ if ./report "$T/broken" --out "$T/broken-report.html" >/dev/null 2>"$T/err" && g
 else
     fail "a grid with failed, missing and unfinished runs: the page says which" "no notes in the page"
 fi
+
+# Grids a report must draw whatever they hold: every run failed (no run
+# folder), a results.csv of garbage, one naming ".." and "."; and a run
+# whose checkpoint could not be saved (its page says failed, with why).
+head -c 50 "$T/small.txt" >"$T/fifty.txt"
+./ablate phi=relu/elu --attn linear --steps 3 $TINY --out "$T/allfailed" "$T/fifty.txt" >/dev/null 2>&1
+mkdir -p "$T/garbage-grid" "$T/dots-grid"
+head -c 3000 /dev/urandom | tr '\000' x >"$T/garbage-grid/results.csv"
+printf 'run,phi,final_val_bpb,status\n..,relu,,done\n.,relu,,done\n' >"$T/dots-grid/results.csv"
+if ./report "$T/allfailed" "$T/garbage-grid" "$T/dots-grid" "$T/run" --out "$T/odd-report.html" >/dev/null 2>"$T/err"; then
+    pass "report on grids of failed runs and garbage: a page"
+else
+    fail "report on grids of failed runs and garbage: a page" "exit $?"
+fi
+cp -r "$T/run" "$T/failed"
+rm -f "$T/failed/.lock"
+mkdir "$T/failed/model.safetensors.tmp"
+./train --resume "$T/failed" --steps 80 --save_every 10 >/dev/null 2>&1
+rmdir "$T/failed/model.safetensors.tmp"
 
 # Without uPlot: every page is written, with its tables, and the note is said once.
 if ATTNLAB_UPLOT="$T/none" ./ablate phi=relu/elu --no-baseline --steps 20 --eval_every 10 $TINY --out "$T/nolib-grid" \

@@ -11,6 +11,9 @@ page from file:// and checks what a reader would see:
     once the run has stopped;
   - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
     unfinished run give pages that say so;
+  - ./report on grids whose runs all failed (no run folders), on a results.csv of garbage
+    and on one naming ".." draws every page; a run whose checkpoint could not be saved
+    has a page saying failed and why, which does not reload;
   - without uPlot, the page still has its tables, says how to get the charts, raises no error.
 
 usage: pages_browser.py T TRAIN CORPUS   (T: the folder tests/cli_pages.sh made)
@@ -192,7 +195,7 @@ def running(c, d, T, train, corpus):
                 later = text_of(d, "#status")
                 break
         step = lambda s: int(s.split()[2]) if s.startswith("running, step ") else -1
-        c.check("live: the page reloaded itself and shows a later step", step(later) > step(first) > 0,
+        c.check("live: the page reloaded itself and shows a later step", step(later) > step(first) >= 0,
                 "before %r, after %r" % (first, later))
     finally:
         p.send_signal(signal.SIGINT)
@@ -249,6 +252,22 @@ def main():
         notes = text_of(d, "#notes")
         c.check("broken grid: the page names the failed, missing and unfinished runs",
                 "failed" in notes and "no run folder" in notes and "stopped, step" in notes, "notes %r" % notes[:300])
+        page_basics(c, d, "odd report", os.path.join(T, "odd-report.html"))
+        states = [r[0] for r in cells(d, "report", [3])]
+        c.check("odd report: the failed runs are listed as failed", states.count("failed") >= 3,
+                "states %s" % states[:6])
+        for g in ("allfailed", "garbage-grid", "dots-grid"):
+            page_basics(c, d, g, os.path.join(T, g, "index.html"), chart=False)
+        c.check("dots-grid: the rows naming .. and . are left out and said",
+                "not a run's name" in text_of(d, "#notes"), "notes %r" % text_of(d, "#notes")[:200])
+        page_basics(c, d, "failed run", os.path.join(T, "failed/index.html"))
+        st = text_of(d, "#status")
+        c.check("failed run: the page says failed, and why", st.startswith("failed at step ") and "cannot create" in st,
+                "status %r" % st)
+        d.execute_script("window.notReloaded = true;")
+        time.sleep(5)
+        c.check("failed run: the page does not reload", d.execute_script("return window.notReloaded === true"),
+                "it reloaded")
         page_basics(c, d, "no uPlot", os.path.join(T, "nolib/index.html"), chart=False)
         c.check("no uPlot: the page has its tables and says how to get the charts",
                 "make uplot" in text_of(d, "#nolib") and len(cells(d, "config", [0])) > 10, "no notice or table")
