@@ -30,6 +30,7 @@ Suite *generate_suite(void);
 Suite *gemm_suite(void);
 Suite *bf16_suite(void);
 Suite *stats_suite(void);
+Suite *records_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -60,6 +61,7 @@ int main(void) {
     srunner_add_suite(sr, gemm_suite());
     srunner_add_suite(sr, bf16_suite());
     srunner_add_suite(sr, stats_suite());
+    srunner_add_suite(sr, records_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
