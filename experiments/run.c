@@ -182,7 +182,7 @@ void run_name_of(const char *path, char *out, size_t size) {
 bool whole_in_range(double x, long lo, long hi, long *out) {
     /* compared as doubles first: (double)LONG_MAX rounds up to 2^63, so the
      * bounds are checked strictly against the first double past them */
-    if (!isfinite(x) || x != floor(x) || x < (double)lo || x >= (double)hi + 1.0 || x > 9.2e18) return false;
+    if (!isfinite(x) || x != floor(x) || x < (double)lo || x >= (double)hi + 1.0) return false;
     *out = (long)x;
     return *out >= lo && *out <= hi;
 }

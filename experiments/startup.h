@@ -13,7 +13,12 @@
  * A user's own value of either variable is always kept. The variables it
  * set are listed in ATTNLAB_SET_ENV, for children that want them unset.
  * It also installs the SIGINT and SIGTERM handler (interrupt.h), before the
- * command allocates anything large.
+ * command allocates anything large. Earlier still, from .preinit_array
+ * (before any library's constructor), the process is named for the command
+ * (prctl(PR_SET_NAME): a restart through /proc/self/exe would name it "exe")
+ * and the handler installed; SIGINT and SIGTERM are blocked across the
+ * restart, so a signal at any point of start-up after the dynamic loader's
+ * own work ends the command with 128 + the signal, not the default action.
  */
 #ifndef ATTNLAB_STARTUP_H
 #define ATTNLAB_STARTUP_H
