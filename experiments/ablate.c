@@ -27,6 +27,7 @@
 #include "dist.h"
 #include "grid_report.h"
 #include "interrupt.h"
+#include "ladder.h"
 #include "page.h"
 #include "progress.h"
 #include "run.h"
@@ -39,6 +40,7 @@ static void usage(FILE *f) {
             "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
             "                [--expect \"A < B\" ...] [--within X] [--plan 3,6,12] [--mixed-kernels] corpus.txt\n"
             "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X] [--plan 3,6,12] [--mixed-kernels]\n"
+            "       ./ablate --ladder GRID_S0 GRID_S1 ... --expect \"A < B\" ... --out DIR [--plan 3,6,12]\n"
             "\n"
             "Trains one run per point of the grid: every key=v1/v2/... is an axis and the runs are\n"
             "their cartesian product; key=v fixes an option for all runs; --key value sets the\n"
@@ -86,6 +88,13 @@ static void usage(FILE *f) {
             "every-run table labels the kernels K1, K2, ... and a seed pair whose runs ran under\n"
             "different ones is left out of the paired columns and verdicts (counted as mixed), unless\n"
             "--mixed-kernels.\n"
+            "\n"
+            "--ladder GRID_S0 GRID_S1 ... trains nothing: the same claims (--expect, each side a point as\n"
+            "the grids' tables name it, or baseline) in grids of one model at growing budgets, in order\n"
+            "of compute. Per claim and grid: parameters, training tokens, FLOPs, seed pairs, the\n"
+            "effect A - B with its interval (under --plan) and the verdict; then the slope of the\n"
+            "pairs' effects against log10 FLOPs with its 95%% interval, and whether the first grid's\n"
+            "verdict survives. Writes DIR/ladder.md, ladder.csv, ladder.png and index.html.\n"
             "\n"
             "--paired GRID/POINT_A GRID/POINT_B trains nothing: it reads the run folders\n"
             "GRID/POINT_seed-<n> of both arms and prints B - A seed by seed, the runs set apart,\n"
@@ -184,6 +193,33 @@ static int paired_main(const ArgPositional *pos, const Extra *x) {
         return 1;
     }
     return 0;
+}
+
+/* ./ablate --ladder GRID... --expect "A < B" ...: a claim across compute,
+ * training nothing (ladder.h). */
+static int ladder_main(const ArgPositional *pos, const Extra *x, const char *out) {
+    if (pos->n < 2 || pos->n > LADDER_MAX_RUNGS) {
+        fprintf(stderr, "error: --ladder: takes 2 to %d grid folders, in order of compute (got %d)\n",
+                LADDER_MAX_RUNGS, pos->n);
+        return 2;
+    }
+    if (!x->n_claims) {
+        fprintf(stderr, "error: --ladder: no claim\nhint: --expect \"reweight=cos < reweight=none\"\n");
+        return 2;
+    }
+    if (!out) {
+        fprintf(stderr, "error: --ladder: no --out folder for ladder.md, ladder.csv and ladder.png\n");
+        return 2;
+    }
+    Ladder l = {.n_grids = pos->n, .claims = x->claims, .n_claims = x->n_claims, .mixed_kernels = x->mixed_kernels};
+    for (int i = 0; i < pos->n; i++) l.grids[i] = pos->v[i];
+    SeedPlan plan;
+    if (read_within(x->within, &l.within) != 0 || read_plan(x->plan, &plan) != 0) return 2;
+    l.plan = &plan;
+    Err e;
+    int rc = ladder_run(&l, out, &e);
+    if (rc) err_print(&e);
+    return rc;
 }
 
 /* Run r's result and curve, from the rank that has them to every rank. */
@@ -422,7 +458,7 @@ static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false, paired = false;
+    bool no_baseline = false, paired = false, ladder = false;
     Extra extra = {.n_claims = 0};
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
@@ -433,13 +469,19 @@ static int ablate_main(int argc, char **argv) {
         {"--plan", .text = &extra.plan, .needs = "the looks' seed pairs, 3,6,12"},
         {"--mixed-kernels", .on = &extra.mixed_kernels},
         {"--paired", .on = &paired},
+        {"--ladder", .on = &ladder},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
+    if (paired && ladder) {
+        fprintf(stderr, "error: --paired and --ladder: one at a time\n");
+        return 2;
+    }
     if (paired) return paired_main(&pos, &extra);
+    if (ladder) return ladder_main(&pos, &extra, out);
     if ((status = read_words(&grid, &pos, &extra, &corpus)) != 0) return status;
     char dir[400];
     if (out)

@@ -135,22 +135,13 @@ static bool kernels_differ(const GridRun *x, const GridRun *y) {
  * the last look they reach, at the plan's level (beyond: the pairs past
  * it). With its power: the smallest difference the pairs resolve at 95%
  * with 80% power, and the pairs that would resolve the difference seen. */
-typedef struct {
-    Difference d;
-    double sd, resolvable, level;
-    int pairs, apart, mixed, beyond, needed;
-    int look, next_look; /* under a plan: the look reached (-1: none yet), the next one's pairs (-1: none) */
-    bool planned;
-} Paired;
 
-#define MAX_PAIRS 256
-
-static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_seeds, const PairRule *rule) {
-    double x[MAX_PAIRS] = {0}, y[MAX_PAIRS] = {0};
-    Paired p = {.pairs = 0, .look = -1, .next_look = -1};
+static GridPaired paired_of(const GridRun *const *a, const GridRun *const *b, int n_seeds, const PairRule *rule) {
+    double x[GRID_MAX_PAIRS] = {0}, y[GRID_MAX_PAIRS] = {0};
+    GridPaired p = {.pairs = 0, .look = -1, .next_look = -1};
     char why[128];
     int found = 0;
-    for (int s = 0; s < n_seeds && found < MAX_PAIRS; s++) {
+    for (int s = 0; s < n_seeds && found < GRID_MAX_PAIRS; s++) {
         if (!has_value(a[s]) || !has_value(b[s])) continue;
         if (grid_plateau(a[s], why, sizeof why) || grid_plateau(b[s], why, sizeof why)) {
             p.apart++;
@@ -173,6 +164,7 @@ static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_
         p.beyond = found - p.pairs;
         p.next_look = p.look + 1 < plan->n_looks ? plan->looks[p.look + 1] : -1;
     }
+    for (int i = 0; i < p.pairs; i++) p.diffs[i] = y[i] - x[i];
     p.d = paired_difference_at(y, x, p.pairs, p.level);
     if (p.planned && p.look < 0) p.d.half = NAN, p.d.excludes_zero = false; /* not at the first look yet */
     p.sd = p.pairs > 1 ? p.d.se * sqrt(p.pairs) : NAN;
@@ -182,7 +174,7 @@ static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_
 }
 
 /* points p and q (b - a = q - p) of the grid, paired */
-static Paired paired_points(const Grid *g, const GridRun *runs, int n, int p, int q) {
+static GridPaired paired_points(const Grid *g, const GridRun *runs, int n, int p, int q) {
     const GridRun *a[GRID_MAX_SEEDS], *b[GRID_MAX_SEEDS];
     by_seed(runs, n, p, a);
     by_seed(runs, n, q, b);
@@ -197,7 +189,7 @@ static const char PAIRED_CSV[] = "pairs,apart,paired_diff,paired_low,paired_high
 
 /* The paired columns of a row: the difference, its interval, the pairs (and
  * those set apart), whether it excludes 0, and the power. NULL: none. */
-static void paired_cells(const Paired *p, FILE *md, FILE *csv) {
+static void paired_cells(const GridPaired *p, FILE *md, FILE *csv) {
     if (!p) {
         fputs(" - | - | - | - | - | - |\n", md);
         if (csv) fputs(",,,,,,,,,,", csv);
@@ -270,7 +262,7 @@ static void effects_table(const Grid *g, const GridRun *runs, int n, const GridR
                             d.excludes_zero ? "yes" : "no");
                 else
                     fputs(" | - | - |", md);
-                Paired pd = paired_points(g, runs, n, p, q);
+                GridPaired pd = paired_points(g, runs, n, p, q);
                 paired_cells(&pd, md, NULL);
             }
 }
@@ -340,7 +332,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
             fprintf(md, "[%+.4f, %+.4f] | %s |", d.diff - d.half, d.diff + d.half, d.excludes_zero ? "yes" : "no");
         else
             fputs("- | - |", md);
-        Paired pd = p != ref ? paired_points(g, runs, n, ref, p) : (Paired){.pairs = 0};
+        GridPaired pd = p != ref ? paired_points(g, runs, n, ref, p) : (GridPaired){.pairs = 0};
         fprintf(csv, "%d,", s.n);
         put_num(csv, s.mean, "%.6f,", ",");
         put_num(csv, s.sd, "%.6f,", ",");
@@ -378,7 +370,7 @@ static bool claim_pair(const Grid *g, const GridClaim *c, const GridRun *x, cons
 }
 
 /* A verdict in words, for the claim "lower < higher" tested on d = lower - higher. */
-static void verdict_words(const Verdict *v, const Paired *p, char *buf, size_t size) {
+static void verdict_words(const Verdict *v, const GridPaired *p, char *buf, size_t size) {
     const Difference *d = &p->d;
     switch (v->kind) {
     case VERDICT_AGREES: snprintf(buf, size, "agrees"); break;
@@ -420,7 +412,7 @@ static int claim_lines(const Grid *g, const GridClaim *c, const GridRun *runs, i
                 if (c->value[c->baseline[0] ? 1 : 0][a] < 0)
                     k += (size_t)snprintf(at + k, sizeof at - k, "%s%s=%s", k ? "," : " at ", g->axes[a].name,
                                           x->values[a]);
-            Paired pd = paired_points(g, runs, n, q, p); /* lower - higher */
+            GridPaired pd = paired_points(g, runs, n, q, p); /* lower - higher */
             Verdict v = verdict_rule(&pd.d, g->within);
             char words[160];
             verdict_words(&v, &pd, words, sizeof words);
@@ -575,7 +567,7 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         free(sum_text);
 }
 
-#define ARM_MAX_RUNS MAX_PAIRS
+#define ARM_MAX_RUNS GRID_MAX_PAIRS
 
 static void grid_free_runs_only(GridRun *runs, int n) {
     for (int i = 0; i < n; i++) free(runs[i].steps), free(runs[i].bpb);
@@ -603,7 +595,7 @@ static int arm_runs(const char *arm, GridRun *runs, long long *seeds, Err *e) {
 }
 
 /* The verdict rule on b - a, with no claim: which way the interval excludes 0. */
-static void paired_verdict(FILE *out, const Paired *p, double within) {
+static void paired_verdict(FILE *out, const GridPaired *p, double within) {
     if (p->mixed) fprintf(out, "left out: %d seed pair(s) whose runs ran under different kernels\n", p->mixed);
     if (p->planned && p->look < 0) {
         fprintf(out, "paired: %d seed pair(s) off the plateau; the plan's first look is at %d: inconclusive\n",
@@ -636,8 +628,10 @@ static void paired_verdict(FILE *out, const Paired *p, double within) {
                 p->d.diff);
 }
 
-int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, const SeedPlan *plan,
-                       bool mixed_kernels, Err *e) {
+/* Two arms paired seed by seed: *p their difference b - a by the rule, *cfg
+ * arm a's first run's config; each seed's line on out unless NULL. */
+static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const PairRule *rule, GridPaired *p,
+                       Config *cfg, Err *e) {
     static GridRun ra[ARM_MAX_RUNS], rb[ARM_MAX_RUNS];
     static long long sa[ARM_MAX_RUNS], sb[ARM_MAX_RUNS];
     int na = arm_runs(arm_a, ra, sa, e);
@@ -647,30 +641,50 @@ int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double w
         grid_free_runs_only(ra, na);
         return -1;
     }
-    fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
+    if (out) fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
     const GridRun *a[ARM_MAX_RUNS], *b[ARM_MAX_RUNS];
     int k = 0;
     for (int j = 0; j < nb; j++) {
         int i = 0;
         while (i < na && sa[i] != sb[j]) i++;
         if (i == na) continue;
+        a[k] = &ra[i], b[k++] = &rb[j];
+        if (!out) continue;
         double d = rb[j].result.val_bpb - ra[i].result.val_bpb;
         char wa[128], wb[128];
         bool pa = grid_plateau(&ra[i], wa, sizeof wa), pb = grid_plateau(&rb[j], wb, sizeof wb);
         fprintf(out, "  seed %lld: A %.4f  B %.4f  B - A %+.4f", sb[j], ra[i].result.val_bpb, rb[j].result.val_bpb, d);
-        if (kernels_differ(&ra[i], &rb[j])) fprintf(out, "  kernels differ%s", mixed_kernels ? "" : ": left out");
+        if (kernels_differ(&ra[i], &rb[j])) fprintf(out, "  kernels differ%s", rule->mixed_kernels ? "" : ": left out");
         if (pa || pb)
             fprintf(out, "  apart: %s%s%s%s%s", pa ? "A " : "", pa ? wa : "", pa && pb ? "; " : "", pb ? "B " : "",
                     pb ? wb : "");
         fputc('\n', out);
-        a[k] = &ra[i], b[k++] = &rb[j];
     }
-    PairRule rule = {plan, mixed_kernels};
-    Paired p = paired_of(a, b, k, &rule);
-    paired_verdict(out, &p, within);
+    *p = paired_of(a, b, k, rule);
+    if (cfg) *cfg = ra[0].cfg;
     grid_free_runs_only(ra, na);
     grid_free_runs_only(rb, nb);
     return 0;
+}
+
+int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, const SeedPlan *plan,
+                       bool mixed_kernels, Err *e) {
+    static GridPaired p;
+    PairRule rule = {plan, mixed_kernels};
+    if (arms_paired(out, arm_a, arm_b, &rule, &p, NULL, e) != 0) return -1;
+    paired_verdict(out, &p, within);
+    return 0;
+}
+
+int grid_arm_pairs(const char *arm_a, const char *arm_b, const SeedPlan *plan, bool mixed_kernels, GridPaired *out,
+                   Config *cfg, Err *e) {
+    PairRule rule = {plan, mixed_kernels};
+    return arms_paired(NULL, arm_a, arm_b, &rule, out, cfg, e);
+}
+
+void grid_verdict_words(const GridPaired *p, double within, char *buf, size_t size) {
+    Verdict v = verdict_rule(&p->d, within);
+    verdict_words(&v, p, buf, size);
 }
 
 /* Point p's mean curve and the curves one sd above and below, over the

@@ -242,6 +242,26 @@ static int write_missing_run_pages(const char *dir, Err *e) {
     return rc;
 }
 
+int page_write_ladder(const char *dir, Err *e) {
+    char path[1200], name[256];
+    if (path_join(path, sizeof path, dir, "index.html", e) != 0) return -1;
+    run_name_of(dir, name, sizeof name);
+    cJSON *data = cJSON_CreateObject(), *notes = cJSON_CreateArray();
+    cJSON_AddStringToObject(data, "kind", "ladder");
+    cJSON_AddStringToObject(data, "name", name);
+    static const char *const files[][2] = {{"ladder_csv", "ladder.csv"}, {"ladder_md", "ladder.md"}};
+    for (int i = 0; i < 2; i++) {
+        char *text = page_read_text(dir, files[i][1], 4 << 20);
+        if (!text) page_note(notes, "%s: no %s", dir, files[i][1]);
+        cJSON_AddItemToObject(data, files[i][0], text ? cJSON_CreateString(text) : cJSON_CreateNull());
+        free(text);
+    }
+    cJSON_AddItemToObject(data, "notes", notes);
+    int rc = page_html(path, name, data, e);
+    cJSON_Delete(data);
+    return rc;
+}
+
 int page_write_grid(const char *dir, Err *e) {
     char path[1200], name[256];
     if (path_join(path, sizeof path, dir, "index.html", e) != 0 || write_missing_run_pages(dir, e) != 0) return -1;

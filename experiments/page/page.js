@@ -179,7 +179,8 @@
         for (; i < lines.length && lines[i].slice(0, 2) === "- "; i++) add(ul, el("li", {text: lines[i].slice(2)}));
         continue;
       }
-      if (l.trim()) add(box, el("p", {text: l}));
+      if (l.slice(0, 3) === "## ") add(box, el("h3", {text: l.slice(3)}));
+      else if (l.trim()) add(box, el("p", {text: l}));
       i++;
     }
   }
@@ -527,8 +528,38 @@
     });
   }
 
+  /* ------------------------------------------------------------ ladder page */
+  function ladderPage() {
+    header("ladder: " + D.name, null);
+    var rows = D.ladder_csv ? parseCSV(D.ladder_csv) : [];
+    var claims = [];
+    rows.forEach(function (r) { if (claims.indexOf(r.claim) < 0) claims.push(r.claim); });
+    var s = section("Effect against compute");
+    add(s, el("p", {"class": "hint", text: "each claim's effect A - B (below 0 the claim holds) with its interval, against training FLOPs"}));
+    var flops = [];
+    rows.forEach(function (r) { var f = num(r.flops); if (!isNaN(f) && flops.indexOf(f) < 0) flops.push(f); });
+    flops.sort(function (a, b) { return a - b; });
+    var series = [];
+    claims.forEach(function (c, i) {
+      var at = function (f, key) {
+        var r = rows.filter(function (x) { return x.claim === c && num(x.flops) === f; })[0];
+        return r ? num(r[key]) : NaN;
+      };
+      series.push({label: c, x: flops, y: flops.map(function (f) { return at(f, "effect"); }), color: color(i), points: true});
+      series.push({label: c + " (low)", x: flops, y: flops.map(function (f) { return at(f, "low"); }), color: fade(color(i), 0.5)});
+      series.push({label: c + " (high)", x: flops, y: flops.map(function (f) { return at(f, "high"); }), color: fade(color(i), 0.5)});
+    });
+    if (flops.length) chart(s, "effect, bpb, against training FLOPs", series, {xlabel: "training FLOPs", ylabel: "effect, bpb", logx: true});
+    else add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
+    if (D.ladder_md) {
+      var d = section("Tables");
+      markdown(D.ladder_md, d);
+    }
+  }
+
   try {
     if (D.kind === "run") runPage();
+    else if (D.kind === "ladder") ladderPage();
     else if (D.kind === "grid") gridPage();
     else reportPage();
     document.body.setAttribute("data-drawn", "1");
