@@ -1,4 +1,4 @@
-/* test_grid.c: ./ablate's grid (experiments/grid.h): its words, runs, run
+/* test_grid.c: ./ablate's grid (experiments/analysis/grid.h): its words, runs, run
  * folders and tables, without training. */
 #include <cJSON.h>
 #include <check.h>
