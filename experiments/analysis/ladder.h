@@ -1,3 +1,4 @@
+/* room analysis/: grids, their statistics, reports and pages, spectra; includes the engine and any room below. */
 /* ladder.h: a claim across compute (./ablate --ladder): the same claim's
  * grid at several budgets (rungs), its paired effect at each against the
  * training FLOPs, and the trend.
