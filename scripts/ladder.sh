@@ -31,7 +31,8 @@
 #
 # The learning rate of each rung comes from its sweep, not from s0: the softmax causal
 # baseline at context 128, one seed, lr 0.0005, 0.001, 0.002, 0.004 (min_lr lr / 20, as
-# the default's); the lowest final val bpb wins, and every claim's grid at that rung
+# the default's), extended by a factor of 2 beyond an end while the best is at that end
+# (at most twice); the lowest final val bpb wins, and every claim's grid at that rung
 # uses it. The seeds follow the plan fixed in SEED_PLAN below before any claim ran: a
 # group-sequential plan with looks at 3, 6 and 12 seed pairs, each look's interval at
 # 95/3 = 98.3% so that all three together keep 95% (./ablate --plan). This script runs
@@ -90,10 +91,28 @@ lr_opts() {
     echo "--lr ${lr%%:*} --min_lr ${lr##*:}"
 }
 
+# lr:min_lr times x, as the axis writes it (%g).
+scale_lr() { echo "$1" | awk -F: -v x="$2" '{ printf "%g:%g\n", $1 * x, $2 * x }'; }
+
+# The sweep; while the best value is at an end of it, one more value beyond that end
+# (twice or half the last, at most twice), so that the value chosen is a minimum.
 sweep() {
     g=ladder-lr-$1
-    # shellcheck disable=SC2086
-    $ABLATE lr:min_lr=$LRS --no-baseline $(rung_opts "$1") $COMMON --context 128 --out "$OUT/$g" "$CORPUS"
+    lrs=$LRS
+    for extend in 0 1 2; do
+        # shellcheck disable=SC2086
+        $ABLATE lr:min_lr=$lrs --no-baseline $(rung_opts "$1") $COMMON --context 128 --out "$OUT/$g" "$CORPUS"
+        best=$(rung_lr "$1")
+        [ "$extend" -lt 2 ] || break
+        if [ "$best" = "$(scale_lr "${lrs##*/}" 1)" ]; then
+            lrs="$lrs/$(scale_lr "$best" 2)"
+        elif [ "$best" = "$(scale_lr "${lrs%%/*}" 1)" ]; then
+            lrs="$(scale_lr "$best" 0.5)/$lrs"
+        else
+            break
+        fi
+        echo "ladder: $g: the best lr ($best) is at an end of the sweep; adding ${lrs##*/} or ${lrs%%/*}"
+    done
     keep "$g"
 }
 

@@ -1,4 +1,4 @@
-"""tests/pages_browser.py: the pages (experiments/page.h) opened in a real browser.
+"""tests/pages_browser.py: the pages (experiments/outputs/page.h) opened in a real browser.
 
 Debian's chromium, headless, driven by python3-selenium through chromium-driver, opens each
 page from file:// and checks what a reader would see:

@@ -1,4 +1,4 @@
-/* test_grid.c: ./ablate's grid (experiments/grid.h): its words, runs, run
+/* test_grid.c: ./ablate's grid (experiments/analysis/grid.h): its words, runs, run
  * folders and tables, without training. */
 #include <cJSON.h>
 #include <check.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "grid_report.h"
+#include "ladder.h"
 #include "gemm.h"
 #include "memory.h"
 #include "provenance.h"
@@ -492,6 +493,78 @@ START_TEST(test_provenance_segments) {
 }
 END_TEST
 
+/* A fake finished run: config.json with `steps`, a curve ending at bpb. */
+static void fake_run(const char *grid, const char *name, int steps, double bpb) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/%s", grid, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    Config c;
+    config_defaults(&c);
+    c.train.steps = steps;
+    cJSON *j = config_to_json(&c);
+    char *text = cJSON_Print(j);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    free(text), cJSON_Delete(j);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    f = fopen(path, "w");
+    fprintf(f, "{\"step\": %d, \"val_bpb\": 3.0}\n{\"step\": %d, \"val_bpb\": %.6f}\n", steps / 4, steps, bpb);
+    fclose(f);
+}
+
+/* ./ablate --ladder on two fake rungs of one model, twice the steps: A - B
+ * of -0.1 +- 0.02 and -0.2 +- 0.02. The slope over log10 FLOPs (twice the
+ * tokens: 0.30103 apart) is -0.1 / 0.30103 = -0.33219 per decade; residuals
+ * +-0.02, 0 twice: RSS 0.0016, N 6, se sqrt(0.0004 / (6 x 0.150515^2)) =
+ * 0.054245, t(0.975, 4) 2.776445: [-0.48280, -0.18158]. */
+START_TEST(test_ladder) {
+    char root[256], g0[400], g1[400], out[400];
+    test_tmpdir(root, sizeof root, "ladder");
+    snprintf(g0, sizeof g0, "%s/s0", root), snprintf(g1, sizeof g1, "%s/s1", root), snprintf(out, sizeof out, "%s/out", root);
+    ck_assert_int_eq(mkdir(g0, 0755), 0);
+    ck_assert_int_eq(mkdir(g1, 0755), 0);
+    static const double noise[3] = {0, -0.02, 0.02};
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "phi-relu_seed-%d", 1337 + s), snprintf(b, sizeof b, "phi-elu_seed-%d", 1337 + s);
+        fake_run(g0, a, 1000, 2.5 - 0.1 + noise[s]);
+        fake_run(g0, b, 1000, 2.5);
+        fake_run(g1, a, 2000, 2.3 - 0.2 + noise[s]);
+        fake_run(g1, b, 2000, 2.3);
+    }
+    const char *claims[] = {"phi=relu < phi=elu"};
+    SeedPlan none = {.n_looks = 0};
+    Ladder l = {.grids = {g0, g1}, .n_grids = 2, .claims = claims, .n_claims = 1, .plan = &none, .within = 0.02};
+    Err e;
+    ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
+    char path[500], text[8192];
+    snprintf(path, sizeof path, "%s/ladder.md", out);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "| s0 | ") && strstr(text, " | 3 | -0.1000 | [-0.1497, -0.0503] | agrees |"), "%s", text);
+    ck_assert_msg(strstr(text, " | 3 | -0.2000 | [-0.2497, -0.1503] | agrees |"), "%s", text);
+    ck_assert_msg(strstr(text, "slope: -0.3322 bpb per decade of FLOPs, 95% interval [-0.4828, -0.1816] (6 pairs)"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) holds at every rung; the effect falls"),
+                  "%s", text);
+    snprintf(path, sizeof path, "%s/ladder.png", out);
+    ck_assert(file_exists(path));
+    /* a claim whose side has no runs at a rung says so, and a bad claim is a usage error */
+    const char *missing[] = {"phi=identity < phi=elu"};
+    l.claims = missing;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    const char *bad[] = {"phi=relu"};
+    l.claims = bad;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 2);
+    ck_assert_msg(strstr(e.msg, "expected \"A < B\""), "%s", e.msg);
+    test_rmtree(root);
+}
+END_TEST
+
 /* A malformed claim is refused, naming what is wrong. */
 START_TEST(test_expect_refused) {
     Grid g;
@@ -582,6 +655,7 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_claims);
     tcase_add_test(tc, test_kernels_and_plan);
     tcase_add_test(tc, test_provenance_segments);
+    tcase_add_test(tc, test_ladder);
     tcase_add_test(tc, test_expect_refused);
     tcase_add_test(tc, test_expect_comma_values);
     tcase_add_test(tc, test_plateau);
