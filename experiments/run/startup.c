@@ -34,8 +34,25 @@ static void startup_early(int argc, char **argv, char **envp) {
     prctl(PR_SET_NAME, name ? name + 1 : argv && argv[0] ? argv[0] : "attnlab", 0, 0, 0);
     interrupt_install();
 }
+/* Under AddressSanitizer its runtime sets itself up from .preinit_array too,
+ * and code it instruments cannot run before that: there the hook is the
+ * program's first constructor instead, after the libraries' set-up. */
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNLAB_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNLAB_SANITIZED 1
+#endif
+#endif
+#ifdef ATTNLAB_SANITIZED
+__attribute__((constructor(101))) static void startup_early_sanitized(void) {
+    char *argv[] = {program_invocation_name, NULL};
+    startup_early(1, argv, NULL);
+}
+#else
 __attribute__((section(".preinit_array"), used)) static void (*const startup_early_hook)(int, char **,
                                                                                         char **) = startup_early;
+#endif
 
 void command_startup(int argc, char **argv) {
     (void)argc;
