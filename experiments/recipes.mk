@@ -345,12 +345,13 @@ ladder-demo: deps
 	$(MAKE) --no-print-directory ladder-tables
 
 # Each claim across the rungs that have run: ./ablate --ladder's tables, plot and page
-# into results/ladder/<claim>/, under the seed plan.
+# into results/ladder-<claim>/, under the seed plan (tests/results_layout.sh runs the
+# command at the end of its ladder.md again and compares ladder.csv).
 LADDER_PLAN = --plan 3,6,12
 ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/runs.tar.xz),results/ladder-$(1)-$(r)))"; \
 	if [ $$(echo $$g | wc -w) -ge 2 ]; then \
 	    for x in $$g; do sh scripts/results.sh unpack $$x; done; \
-	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder/$(1); \
+	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder-$(1); \
 	else echo "ladder $(1): fewer than two rungs have run"; fi
 ladder-tables: build-all
 	$(call ladder_of,cos,--expect "reweight=cos < reweight=none")
