@@ -607,7 +607,7 @@ static void paired_verdict(FILE *out, const GridPaired *p, double within) {
         return;
     }
     double lo = p->d.diff - p->d.half, hi = p->d.diff + p->d.half;
-    fprintf(out, "paired: n %d, mean %+.4f, sd %.4f, %.1f%% interval [%+.4f, %+.4f]", p->pairs, p->d.diff, p->sd,
+    fprintf(out, "paired: n %d, mean %+.4f, sd %.4f, %.4g%% interval [%+.4f, %+.4f]", p->pairs, p->d.diff, p->sd,
             100 * p->level, lo, hi);
     if (p->planned) fprintf(out, " (the plan's look %d%s)", p->look + 1, p->beyond ? ", later pairs past it" : "");
     fputc('\n', out);

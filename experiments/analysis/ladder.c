@@ -240,6 +240,17 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
         fprintf(md, "\nacross scale: %s\n", words);
         printf("%s: %s\n", l->claims[c], words);
     }
+    /* the command that remade these tables (tests/results_layout.sh runs it again) */
+    fprintf(md, "\ncommand: ./ablate --ladder");
+    for (int i = 0; i < l->n_grids; i++) fprintf(md, " %s", l->grids[i]);
+    for (int c = 0; c < l->n_claims; c++) fprintf(md, " --expect \"%s\"", l->claims[c]);
+    if (l->plan && l->plan->n_looks) {
+        fprintf(md, " --plan ");
+        for (int i = 0; i < l->plan->n_looks; i++) fprintf(md, "%s%d", i ? "," : "", l->plan->looks[i]);
+    }
+    if (l->within != 0.02) fprintf(md, " --within %g", l->within);
+    if (l->mixed_kernels) fprintf(md, " --mixed-kernels");
+    fprintf(md, " --out %s\n", dir);
     if (fclose(md) != 0 || fclose(csv) != 0) DIE("out of memory");
     char path[1200];
     if (path_join(path, sizeof path, dir, "ladder.md", e) || write_file_atomic(path, md_text, e) ||
