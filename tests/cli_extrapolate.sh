@@ -163,14 +163,15 @@ if ./extrapolate "$T/sd/r_seed-1" "$T/sd/r_seed-1@window=8" --lengths 32 --max_w
 else
     fail "no group of two: no summary" "exit or summary left"
 fi
-# A bare checkpoint writes to the current folder; --label names the rows;
-# --window and --logn apply to every variant.
-mkdir -p "$T/here"
-if (cd "$T/here" && "$X" "$S/model.safetensors" "$L@window=4" --window 8 --logn on --label a,b \
+# A bare checkpoint writes beside itself (never into the current folder);
+# --label names the rows; --window and --logn apply to every variant.
+mkdir -p "$T/here" "$T/bare"
+cp "$S/model.safetensors" "$T/bare/m.safetensors"
+if (cd "$T/here" && "$X" "$T/bare/m.safetensors" "$L@window=4" --window 8 --logn on --label a,b \
     --lengths 16,32 --max_windows 2 --threads 1 >"$T/out" 2>"$T/err") &&
-    [ "$(csv_field "$T/here/extrapolate.csv" 2 1)" = a ] && [ "$(csv_field "$T/here/extrapolate.csv" 5 1)" = b ] &&
-    [ -s "$T/here/extrapolate.png" ]; then
-    pass "a bare checkpoint writes to the current folder, --label, --window and --logn"
+    [ "$(csv_field "$T/bare/extrapolate.csv" 2 1)" = a ] && [ "$(csv_field "$T/bare/extrapolate.csv" 5 1)" = b ] &&
+    [ -s "$T/bare/extrapolate.png" ] && [ ! -e "$T/here/extrapolate.csv" ]; then
+    pass "a bare checkpoint writes beside itself, --label, --window and --logn"
 else
     fail "a bare checkpoint, --label, --window and --logn" "exit or outputs wrong"
 fi

@@ -131,7 +131,7 @@ static void usage(FILE *f) {
             "  --bca on|off      blockwise causal attention, blocks of context / 2 (softmax, clm only)\n"
             "  --threads N       threads, at most the CPUs this process may use (default 0 = all of them)\n"
             "  --out DIR         where extrapolate.csv and extrapolate.png go (default: the first\n"
-            "                    checkpoint's run folder, or . for a bare .safetensors file)\n"
+            "                    checkpoint's run folder, or the folder of a bare .safetensors file)\n"
             "  --label A,B,...   row labels, one per checkpoint, in order (default: as above)\n",
             DEFAULT_MAX_BYTES, DEFAULT_MAX_BYTES / 1024);
 }
