@@ -72,6 +72,7 @@ typedef struct {
     double den_clamped;  /* mean over logged steps; NAN when the kernel counts none */
     double *steps, *bpb; /* the validation curve */
     int n_points;
+    double time_s;     /* the last metrics line's time_s: its training time, NAN when not logged */
     char kernel[320];  /* where it ran (provenance.h): its kernel line, "" when the run did not record it */
     char commit[24];   /* the commit it was built from, "+dirty" when from changed files; "" unrecorded */
     bool kernel_mixed; /* its segments (a resume) ran under different kernels */

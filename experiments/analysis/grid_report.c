@@ -642,7 +642,7 @@ static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const Pa
         return -1;
     }
     if (out) fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
-    const GridRun *a[ARM_MAX_RUNS], *b[ARM_MAX_RUNS];
+    const GridRun *a[ARM_MAX_RUNS] = {0}, *b[ARM_MAX_RUNS] = {0};
     int k = 0;
     for (int j = 0; j < nb; j++) {
         int i = 0;
@@ -661,6 +661,9 @@ static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const Pa
         fputc('\n', out);
     }
     *p = paired_of(a, b, k, rule);
+    p->time_s = 0;
+    for (int i = 0; i < na; i++) p->time_s += isfinite(ra[i].time_s) ? ra[i].time_s : 0;
+    for (int j = 0; j < nb; j++) p->time_s += isfinite(rb[j].time_s) ? rb[j].time_s : 0;
     if (cfg) *cfg = ra[0].cfg;
     grid_free_runs_only(ra, na);
     grid_free_runs_only(rb, nb);
