@@ -67,6 +67,7 @@ typedef struct {
     int point;         /* its grid point (the baseline's is the last) */
     int seed_index;    /* 0 .. seeds - 1 */
     bool skipped;
+    bool pending;      /* ./ablate --tables-only: not trained yet (skipped is set too) */
     char why[512];     /* why it was skipped */
     TrainResult result;
     double den_clamped;  /* mean over logged steps; NAN when the kernel counts none */

@@ -553,12 +553,19 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
             if (!runs[i].skipped && runs[i].result.status == TRAIN_FAILED)
                 fprintf(md, "- %s: %s\n", runs[i].name, runs[i].result.why);
     }
-    bool any_skipped = false;
-    for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped;
+    bool any_skipped = false, any_pending = false;
+    for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped && !runs[i].pending, any_pending |= runs[i].pending;
     if (any_skipped) {
         fputs("\nSkipped, because the combination cannot work:\n\n", md);
         for (int i = 0; i < n; i++)
-            if (runs[i].skipped) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
+            if (runs[i].skipped && !runs[i].pending) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
+    }
+    if (any_pending) {
+        fputs("\nNot trained yet (the tables are of the finished runs; the same ./ablate command without "
+              "--tables-only trains the rest):\n\n",
+              md);
+        for (int i = 0; i < n; i++)
+            if (runs[i].pending) fprintf(md, "- %s\n", runs[i].name);
     }
     if (fclose(md) != 0 || fclose(csv) != 0 || fclose(sum) != 0) DIE("out of memory");
     if (summary_out)
