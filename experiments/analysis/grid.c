@@ -379,6 +379,7 @@ static int read_metrics(GridRun *run, Err *e) {
     run->steps = run->bpb = NULL;
     run->n_points = 0;
     run->den_clamped = NAN;
+    run->time_s = NAN;
     LineReader lr;
     if (line_open(&lr, path, LINE_MAX_BYTES, e) != 0)
         return errno == ENOENT ? 0 : -1; /* no curve: the table still has the result */
@@ -387,7 +388,8 @@ static int read_metrics(GridRun *run, Err *e) {
     while ((got = line_next(&lr, e)) > 0) {
         cJSON *j = cJSON_Parse(lr.line);
         if (!j) continue;
-        double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped");
+        double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped"), t = number(j, "time_s");
+        if (isfinite(t)) run->time_s = t;
         if (isfinite(s) && !isnan(v)) {
             if (run->n_points == cap) {
                 cap = cap ? 2 * cap : 64;
