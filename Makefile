@@ -15,10 +15,32 @@ TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
 WARN := -Wall -Wextra -Werror
-# experiments/ in rooms, one concern each (the first line of each header says
-# its contract); a room includes from the rooms before it in this list alone.
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp
+# The layering, enforced: each folder compiles with the include paths of the
+# folders it may use and no others, so an include running back up (core/ of a
+# layer, a layer of the optimiser, the run machinery of a page) fails to
+# compile (tests/layering.sh holds every pair to this table). A folder missing
+# here stops the build. experiments/ is in rooms, one concern each (the first
+# line of each header says its contract), and a room sees the rooms before it
+# in EXP_ROOMS; commands/ and the tests see everything.
 EXP_ROOMS := run outputs training analysis bench
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments $(EXP_ROOMS:%=-Iexperiments/%)
+INC_core := -Icore
+INC_data := -Icore -Idata
+INC_optim := -Icore -Ioptim
+INC_layers := -Icore -Ilayers
+INC_layers/attention := $(INC_layers)
+ENGINE_INC := -Icore -Ilayers -Ioptim -Idata
+INC_experiments/run := $(ENGINE_INC) -Iexperiments/run
+INC_experiments/outputs := $(INC_experiments/run) -Iexperiments/outputs
+INC_experiments/training := $(INC_experiments/outputs) -Iexperiments/training
+INC_experiments/analysis := $(INC_experiments/training) -Iexperiments/analysis
+INC_experiments/bench := $(INC_experiments/analysis) -Iexperiments/bench
+ALL_INC := -I. $(ENGINE_INC) -Iexperiments $(EXP_ROOMS:%=-Iexperiments/%)
+INC_experiments/commands := $(ALL_INC)
+INC_experiments := $(ALL_INC)
+INC_tests := $(ALL_INC)
+INC_tests/fuzz := $(ALL_INC)
+inc_of = $(or $(INC_$(patsubst %/,%,$(dir $(1)))),$(error $(1): its folder has no include paths in the Makefile (INC_<folder>)))
 OPT := -O2 $(NATIVE)
 # float-cast-overflow is not part of GCC's -fsanitize=undefined: it catches a
 # NaN or an out-of-range float converted to an integer.
@@ -41,7 +63,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample report
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+.PHONY: all check check-asan clean deps build-all layering-flags run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
 	grid-page-png
 
 all: deps
@@ -81,10 +103,15 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_torch.sh
 	sh tests/cli_pyloader.sh
 	sh tests/docs_links.sh
+	sh tests/layering.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
+
+# What a folder's files compile with (tests/layering.sh): make -s layering-flags DIR=core
+layering-flags:
+	@echo $(CC) $(BASE_CFLAGS) $(call inc_of,$(DIR)/probe.c) $(DEP_CFLAGS)
 
 # The commands are built with the same flags, so that they compile there too.
 # The sanitizers make every test several times slower, so Check's time limits
@@ -121,7 +148,7 @@ $(BUILD)/experiments/outputs/page_assets.o: experiments/outputs/page/page.js exp
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(OBJ_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(call inc_of,$<) $(FLAVOUR_CFLAGS) $(OBJ_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
 objs = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ = $(call objs,$(CORE_SRC))
@@ -185,7 +212,7 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 
 $(FUZZERS:%=$(BUILD)/fuzz_%): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) -fsanitize=fuzzer $(DEP_CFLAGS) $^ -o $@ $(DEP_LIBS)
+	$(Q)$(CC) $(BASE_CFLAGS) $(ALL_INC) $(FLAVOUR_CFLAGS) -fsanitize=fuzzer $(DEP_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
 # Regenerates the PyTorch fixtures (needs Debian's python3-torch); the
 # results are committed so that the tests need no PyTorch.
