@@ -63,7 +63,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample report
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all layering-flags run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+.PHONY: all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
 	grid-page-png
 
 all: deps
@@ -104,6 +104,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_pyloader.sh
 	sh tests/docs_links.sh
 	sh tests/layering.sh
+	sh tests/examples.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
@@ -179,6 +180,59 @@ $(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/co
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
+
+# ---- the engine as a library ------------------------------------------------
+# `make install PREFIX=dir` installs libattnlab, static and shared: the engine
+# (core/, layers/, optim/, data/) and the option table that names a model's
+# options as ./train does (experiments/run/options.c, precision.c); its
+# headers, flat, under include/attnlab/ (an include of "attention/x.h" becomes
+# "x.h" there); and attnlab.pc, so that a program builds with
+# `pkg-config --cflags --libs attnlab` (docs/api.md). tests/examples.sh
+# installs into a temporary prefix and builds examples/ against it.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+LIB_VERSION := 0.1.0
+LIB_SRC = $(CORE_SRC) $(wildcard data/*.c optim/*.c layers/*.c layers/attention/*.c) \
+	experiments/run/options.c experiments/run/precision.c
+LIB_HDR = $(wildcard core/*.h data/*.h optim/*.h layers/*.h layers/attention/*.h) \
+	experiments/run/options.h experiments/run/precision.h
+LIB_PIC_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(LIB_SRC))
+LIB_DEP_LIBS = $(shell $(PKG_CONFIG) --libs openblas libcjson) -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@ (PIC)")
+	$(Q)$(CC) $(BASE_CFLAGS) $(call inc_of,$<) $(FLAVOUR_CFLAGS) -fPIC $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libattnlab.a: $(LIB_PIC_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libattnlab.so.$(LIB_VERSION): $(LIB_PIC_OBJ)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared -fopenmp -Wl,-soname,libattnlab.so.0 $^ -o $@ $(LIB_DEP_LIBS)
+
+lib: $(BUILD)/libattnlab.a $(BUILD)/libattnlab.so.$(LIB_VERSION)
+
+install: lib
+	@mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/attnlab
+	cp $(BUILD)/libattnlab.a $(BUILD)/libattnlab.so.$(LIB_VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libattnlab.so.$(LIB_VERSION) $(DESTDIR)$(LIBDIR)/libattnlab.so.0
+	ln -sf libattnlab.so.0 $(DESTDIR)$(LIBDIR)/libattnlab.so
+	@for h in $(LIB_HDR); do \
+	    sed 's|^#include "attention/\([a-z_]*\.h\)"|#include "\1"|' $$h >$(DESTDIR)$(PREFIX)/include/attnlab/$$(basename $$h); \
+	done
+	@echo "  installed $(words $(LIB_HDR)) headers into $(DESTDIR)$(PREFIX)/include/attnlab"
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
+	    'Name: attnlab' \
+	    'Description: a reverse-mode tensor engine with hand-written backward passes, and swappable attention' \
+	    'Version: $(LIB_VERSION)' \
+	    'Requires: libcjson' \
+	    'Cflags: -I$${includedir} -fopenmp' \
+	    'Libs: -L$${libdir} -lattnlab -fopenmp -lm' \
+	    'Libs.private: $(shell $(PKG_CONFIG) --libs openblas) -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm' \
+	    >$(DESTDIR)$(LIBDIR)/pkgconfig/attnlab.pc
+	@echo "  installed $(DESTDIR)$(LIBDIR)/pkgconfig/attnlab.pc"
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c) for the safetensors reader and the
 # checkpoint and config loader, built with clang under ASan and UBSan and run
@@ -260,3 +314,4 @@ include experiments/recipes.mk
 
 # The headers each object includes, as -MMD wrote them (none before the first build).
 -include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c experiments/*/*.c))
+-include $(patsubst %.c,$(BUILD)/pic/%.d,$(LIB_SRC))
