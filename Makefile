@@ -166,6 +166,7 @@ EXP_LIB_OBJ = $(call objs,$(wildcard experiments/*.c $(patsubst %,experiments/%/
 LIB_OBJ = $(CORE_OBJ) $(LAYERS_OBJ) $(DATA_OBJ) $(OPTIM_OBJ) $(EXP_LIB_OBJ)
 # What a command links beyond LIB_OBJ and its main: <command>_OBJ.
 bench_OBJ = $(call objs,$(BENCH_SRC))
+extrapolate_OBJ = $(call objs,experiments/commands/extrapolate_variants.c experiments/commands/extrapolate_report.c)
 
 $(BUILD)/test_all: $(LIB_OBJ) $(bench_OBJ) $(call objs,$(TEST_SRC))
 	@$(if $(Q),echo "  LINK    $@")
