@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "provenance.h"
 #include "run.h"
 
 void grid_init(Grid *g) {
@@ -364,7 +365,8 @@ static double number(const cJSON *j, const char *key) {
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-/* The validation curve and the mean clamped-denominator fraction from metrics.jsonl. */
+/* The validation curve and the mean clamped-denominator fraction from
+ * metrics.jsonl, and where the run ran from provenance.json. */
 static void read_metrics(GridRun *run) {
     char path[1100];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run->folder);
@@ -396,6 +398,10 @@ static void read_metrics(GridRun *run) {
     }
     fclose(f);
     if (n_clamped) run->den_clamped = clamped / n_clamped;
+    /* where it ran, beside its curve (a file not ours counts as unrecorded) */
+    if (provenance_read(run->folder, run->kernel, sizeof run->kernel, run->commit, sizeof run->commit,
+                        &run->kernel_mixed) < 0)
+        run->kernel[0] = run->commit[0] = '\0', run->kernel_mixed = false;
 }
 
 static bool same_file(const char *a, const char *b) {
@@ -497,6 +503,17 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     snprintf(r->folder, sizeof r->folder, "%s", folder);
     cJSON *json;
     if (read_json(folder, "config.json", &json, e) != 0) return -1;
+    /* the whole config when it parses (a run of this version), else what the
+     * verdicts need: its objective, steps and lr */
+    cJSON *whole = cJSON_Duplicate(json, true);
+    cJSON_DeleteItemFromObject(whole, "corpus");
+    cJSON_DeleteItemFromObject(whole, "ranks");
+    cJSON_DeleteItemFromObject(whole, "effective_batch");
+    Err ignored;
+    Config full;
+    config_defaults(&full);
+    if (whole && config_from_json(&full, whole, &ignored) == 0) r->cfg = full;
+    cJSON_Delete(whole);
     const cJSON *o = cJSON_GetObjectItem(json, "objective");
     if (cJSON_IsString(o) && !strcmp(o->valuestring, "mlm")) r->cfg.model.objective = OBJECTIVE_MLM;
     double steps = number(json, "steps");
@@ -509,7 +526,6 @@ int grid_read_folder(GridRun *r, const char *folder, Err *e) {
     r->result.status = TRAIN_DONE;
     r->result.val_bpb = r->bpb[r->n_points - 1];
     /* result.json's value, unrounded, when there is one: the grid's tables use it */
-    Err ignored;
     if (read_json(folder, "result.json", &json, &ignored) == 0 && json) {
         double v = number(json, "val_bpb");
         if (isfinite(v) && fabs(v - r->result.val_bpb) < 1e-5) r->result.val_bpb = v;

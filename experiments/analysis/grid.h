@@ -14,6 +14,7 @@
 
 #include "attention/kernel.h"
 #include "options.h"
+#include "stats.h"
 #include "trainer.h"
 
 #define GRID_MAX_AXES 8
@@ -54,6 +55,8 @@ typedef struct {
     GridClaim claims[GRID_MAX_CLAIMS];
     int n_claims;
     double within; /* the verdict rule's largest "no effect larger than X" (--within; 0.02 bpb) */
+    SeedPlan plan;      /* --plan 3,6,12: the looks the paired intervals follow (stats.h); none by default */
+    bool mixed_kernels; /* --mixed-kernels: count seed pairs whose runs ran under different kernels */
 } Grid;
 
 typedef struct {
@@ -69,6 +72,9 @@ typedef struct {
     double den_clamped;  /* mean over logged steps; NAN when the kernel counts none */
     double *steps, *bpb; /* the validation curve */
     int n_points;
+    char kernel[320];  /* where it ran (provenance.h): its kernel line, "" when the run did not record it */
+    char commit[24];   /* the commit it was built from, "+dirty" when from changed files; "" unrecorded */
+    bool kernel_mixed; /* its segments (a resume) ran under different kernels */
 } GridRun;
 
 /* The defaults, no axes. */

@@ -112,33 +112,61 @@ static void by_seed(const GridRun *runs, int n, int p, const GridRun **out) {
         if (runs[i].point == p && runs[i].seed_index < GRID_MAX_SEEDS) out[runs[i].seed_index] = &runs[i];
 }
 
-/* A seed-matched difference b - a: over the seeds where both runs have a
- * value and neither is on the plateau (apart: those where both have a value
- * but one is on it), with its power: the smallest difference the pairs
- * resolve at 95% with 80% power, and the pairs that would resolve the
- * difference seen. */
+/* How seed pairs are counted: the seed plan the intervals follow (stats.h;
+ * no looks: one 95% interval over every pair), and whether a pair whose runs
+ * ran under different kernels (provenance.h) counts. */
 typedef struct {
-    Difference d;
-    double sd, resolvable;
-    int pairs, apart, needed;
-} Paired;
+    const SeedPlan *plan;
+    bool mixed_kernels;
+} PairRule;
 
-#define MAX_PAIRS 256
+static PairRule grid_rule(const Grid *g) { return (PairRule){&g->plan, g->mixed_kernels}; }
 
-static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_seeds) {
-    double x[MAX_PAIRS] = {0}, y[MAX_PAIRS] = {0};
-    Paired p = {.pairs = 0};
+/* Whether runs x and y ran under different kernels, as far as they say: a
+ * run that recorded none (made before runs did) differs from nothing. */
+static bool kernels_differ(const GridRun *x, const GridRun *y) {
+    return x->kernel_mixed || y->kernel_mixed || (x->kernel[0] && y->kernel[0] && strcmp(x->kernel, y->kernel));
+}
+
+/* A seed-matched difference b - a: over the seeds where both runs have a
+ * value, neither is on the plateau (apart: those where both have a value
+ * but one is on it) and, unless the rule allows them, both ran under one
+ * kernel (mixed: those that did not); under a plan, over the first pairs of
+ * the last look they reach, at the plan's level (beyond: the pairs past
+ * it). With its power: the smallest difference the pairs resolve at 95%
+ * with 80% power, and the pairs that would resolve the difference seen. */
+
+static GridPaired paired_of(const GridRun *const *a, const GridRun *const *b, int n_seeds, const PairRule *rule) {
+    double x[GRID_MAX_PAIRS] = {0}, y[GRID_MAX_PAIRS] = {0};
+    GridPaired p = {.pairs = 0, .look = -1, .next_look = -1};
     char why[128];
-    for (int s = 0; s < n_seeds && p.pairs < MAX_PAIRS; s++) {
+    int found = 0;
+    for (int s = 0; s < n_seeds && found < GRID_MAX_PAIRS; s++) {
         if (!has_value(a[s]) || !has_value(b[s])) continue;
         if (grid_plateau(a[s], why, sizeof why) || grid_plateau(b[s], why, sizeof why)) {
             p.apart++;
             continue;
         }
-        x[p.pairs] = a[s]->result.val_bpb;
-        y[p.pairs++] = b[s]->result.val_bpb;
+        if (!rule->mixed_kernels && kernels_differ(a[s], b[s])) {
+            p.mixed++;
+            continue;
+        }
+        x[found] = a[s]->result.val_bpb;
+        y[found++] = b[s]->result.val_bpb;
     }
-    p.d = paired_difference(y, x, p.pairs);
+    const SeedPlan *plan = rule->plan;
+    p.planned = plan && plan->n_looks;
+    p.level = p.planned ? seed_plan_level(plan) : 0.95;
+    p.pairs = found;
+    if (p.planned) {
+        p.look = seed_plan_look(plan, found);
+        p.pairs = p.look >= 0 ? plan->looks[p.look] : found;
+        p.beyond = found - p.pairs;
+        p.next_look = p.look + 1 < plan->n_looks ? plan->looks[p.look + 1] : -1;
+    }
+    for (int i = 0; i < p.pairs; i++) p.diffs[i] = y[i] - x[i];
+    p.d = paired_difference_at(y, x, p.pairs, p.level);
+    if (p.planned && p.look < 0) p.d.half = NAN, p.d.excludes_zero = false; /* not at the first look yet */
     p.sd = p.pairs > 1 ? p.d.se * sqrt(p.pairs) : NAN;
     p.resolvable = min_resolvable(p.d.se, p.d.df);
     p.needed = isfinite(p.d.half) ? seeds_needed_paired(p.d.diff, p.sd, VERDICT_SEEDS_CAP) : -1;
@@ -146,23 +174,25 @@ static Paired paired_of(const GridRun *const *a, const GridRun *const *b, int n_
 }
 
 /* points p and q (b - a = q - p) of the grid, paired */
-static Paired paired_points(const GridRun *runs, int n, int p, int q) {
+static GridPaired paired_points(const Grid *g, const GridRun *runs, int n, int p, int q) {
     const GridRun *a[GRID_MAX_SEEDS], *b[GRID_MAX_SEEDS];
     by_seed(runs, n, p, a);
     by_seed(runs, n, q, b);
-    return paired_of(a, b, GRID_MAX_SEEDS);
+    PairRule rule = grid_rule(g);
+    return paired_of(a, b, GRID_MAX_SEEDS, &rule);
 }
 
 static const char PAIRED_MD[] = "paired | 95% interval | pairs | differs | resolves | pairs needed";
-static const char PAIRED_CSV[] = "pairs,apart,paired_diff,paired_low,paired_high,paired_differs,resolvable,pairs_needed";
+static const char PAIRED_CSV[] = "pairs,apart,paired_diff,paired_low,paired_high,paired_differs,resolvable,pairs_needed,"
+                                 "mixed_kernels,beyond_look,interval_level";
 #define PAIRED_COLUMNS 6
 
 /* The paired columns of a row: the difference, its interval, the pairs (and
  * those set apart), whether it excludes 0, and the power. NULL: none. */
-static void paired_cells(const Paired *p, FILE *md, FILE *csv) {
+static void paired_cells(const GridPaired *p, FILE *md, FILE *csv) {
     if (!p) {
         fputs(" - | - | - | - | - | - |\n", md);
-        if (csv) fputs(",,,,,,,", csv);
+        if (csv) fputs(",,,,,,,,,,", csv);
         return;
     }
     bool interval = isfinite(p->d.half);
@@ -174,6 +204,8 @@ static void paired_cells(const Paired *p, FILE *md, FILE *csv) {
         fputs(" | - | ", md);
     fprintf(md, "%d", p->pairs);
     if (p->apart) fprintf(md, " (%d apart)", p->apart);
+    if (p->mixed) fprintf(md, " (%d mixed kernels)", p->mixed);
+    if (p->beyond) fprintf(md, " (%d past the look)", p->beyond);
     fprintf(md, " | %s | ", interval ? (p->d.excludes_zero ? "yes" : "no") : "-");
     put_num(md, p->resolvable, "%.4f", "-");
     if (!interval)
@@ -190,6 +222,7 @@ static void paired_cells(const Paired *p, FILE *md, FILE *csv) {
     fputs(interval ? (p->d.excludes_zero ? "yes," : "no,") : ",", csv);
     put_num(csv, p->resolvable, "%.6f,", ",");
     if (interval && p->needed >= 0) fprintf(csv, "%d", p->needed);
+    fprintf(csv, ",%d,%d,%.4f", p->mixed, p->beyond, p->level);
 }
 
 /* The effect of each axis: every two points that differ on that axis alone,
@@ -229,7 +262,7 @@ static void effects_table(const Grid *g, const GridRun *runs, int n, const GridR
                             d.excludes_zero ? "yes" : "no");
                 else
                     fputs(" | - | - |", md);
-                Paired pd = paired_points(runs, n, p, q);
+                GridPaired pd = paired_points(g, runs, n, p, q);
                 paired_cells(&pd, md, NULL);
             }
 }
@@ -249,6 +282,8 @@ static void point_name(const GridRun *r, char *name, size_t size) {
     if (cut) *cut = '\0';
 }
 
+static void plan_sentence(const Grid *g, FILE *md);
+
 /* One row per point: mean, sd, interval, the difference from the baseline
  * (Welch), and the seed-matched difference from the reference with its power. */
 static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, FILE *csv) {
@@ -262,8 +297,10 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
                 "freedom); then the difference from %s seed by seed (paired: each seed fixes the initialisation "
                 "and the data order) with its t interval, over the pairs off the byte plateau, the smallest "
                 "difference those pairs resolve (95%%, 80%% power) and the pairs that would resolve the "
-                "difference seen.\n\n",
+                "difference seen.",
             g->seeds, (long long)g->base.train.seed, ref_name);
+    plan_sentence(g, md);
+    fputs("\n\n", md);
     char md_cols[300];
     snprintf(md_cols, sizeof md_cols, "runs | mean | sd | 95%% interval | minus baseline | 95%% interval | differs | %s",
              PAIRED_MD);
@@ -295,7 +332,7 @@ static void summary_tables(const Grid *g, const GridRun *runs, int n, FILE *md, 
             fprintf(md, "[%+.4f, %+.4f] | %s |", d.diff - d.half, d.diff + d.half, d.excludes_zero ? "yes" : "no");
         else
             fputs("- | - |", md);
-        Paired pd = p != ref ? paired_points(runs, n, ref, p) : (Paired){.pairs = 0};
+        GridPaired pd = p != ref ? paired_points(g, runs, n, ref, p) : (GridPaired){.pairs = 0};
         fprintf(csv, "%d,", s.n);
         put_num(csv, s.mean, "%.6f,", ",");
         put_num(csv, s.sd, "%.6f,", ",");
@@ -333,14 +370,22 @@ static bool claim_pair(const Grid *g, const GridClaim *c, const GridRun *x, cons
 }
 
 /* A verdict in words, for the claim "lower < higher" tested on d = lower - higher. */
-static void verdict_words(const Verdict *v, const Difference *d, char *buf, size_t size) {
+static void verdict_words(const Verdict *v, const GridPaired *p, char *buf, size_t size) {
+    const Difference *d = &p->d;
     switch (v->kind) {
     case VERDICT_AGREES: snprintf(buf, size, "agrees"); break;
     case VERDICT_DISAGREES: snprintf(buf, size, "disagrees"); break;
     case VERDICT_NO_EFFECT: snprintf(buf, size, "no effect larger than %.4f bpb", v->bound); break;
     default:
-        if (!isfinite(d->half))
+        if (p->planned && p->look < 0)
+            snprintf(buf, size, "inconclusive; the plan's first look is at %d pairs off the plateau, %d so far",
+                     p->next_look, p->pairs);
+        else if (!isfinite(d->half))
             snprintf(buf, size, "inconclusive; fewer than 2 seed pairs off the plateau");
+        else if (p->planned && p->next_look > 0)
+            snprintf(buf, size, "inconclusive at look %d; the plan's next look: %d pairs", p->look + 1, p->next_look);
+        else if (p->planned)
+            snprintf(buf, size, "inconclusive at the plan's last look");
         else if (v->seeds_needed < 0)
             snprintf(buf, size, "inconclusive; over %d seed pairs would resolve %+.4f (95%%, 80%% power)",
                      VERDICT_SEEDS_CAP, d->diff);
@@ -367,15 +412,18 @@ static int claim_lines(const Grid *g, const GridClaim *c, const GridRun *runs, i
                 if (c->value[c->baseline[0] ? 1 : 0][a] < 0)
                     k += (size_t)snprintf(at + k, sizeof at - k, "%s%s=%s", k ? "," : " at ", g->axes[a].name,
                                           x->values[a]);
-            Paired pd = paired_points(runs, n, q, p); /* lower - higher */
+            GridPaired pd = paired_points(g, runs, n, q, p); /* lower - higher */
             Verdict v = verdict_rule(&pd.d, g->within);
             char words[160];
-            verdict_words(&v, &pd.d, words, sizeof words);
+            verdict_words(&v, &pd, words, sizeof words);
             fprintf(md, "verdict: %s%s: %s (paired ", c->text, at, words);
             put_num(md, pd.d.diff, "%+.4f", "-");
             if (isfinite(pd.d.half)) fprintf(md, " [%+.4f, %+.4f]", pd.d.diff - pd.d.half, pd.d.diff + pd.d.half);
+            if (pd.planned) fprintf(md, " at %.1f%%", 100 * pd.level);
             fprintf(md, ", %d pairs", pd.pairs);
             if (pd.apart) fprintf(md, ", %d apart", pd.apart);
+            if (pd.mixed) fprintf(md, ", %d of mixed kernels left out", pd.mixed);
+            if (pd.beyond) fprintf(md, ", %d past the look", pd.beyond);
             fputs(")\n", md);
         }
     return lines;
@@ -389,13 +437,34 @@ int grid_check_claims(const Grid *g, const GridRun *runs, int n, Err *e) {
     return 0;
 }
 
+/* What the paired intervals follow: the seed plan and the kernels rule. */
+static void plan_sentence(const Grid *g, FILE *md) {
+    const SeedPlan *p = &g->plan;
+    if (p->n_looks) {
+        fprintf(md, " The seed plan fixed before the runs (--plan) looks at ");
+        for (int i = 0; i < p->n_looks; i++)
+            fprintf(md, "%s%d", i ? (i == p->n_looks - 1 ? " and " : ", ") : "", p->looks[i]);
+        fprintf(md, " seed pairs, each look's interval at %.1f%% so that together they hold at 95%% (Bonferroni); a "
+                    "verdict uses the first pairs of the last look reached.", 100 * seed_plan_level(p));
+    } else {
+        fprintf(md, " Every interval is at 95%% over all the pairs there are: valid when their number was fixed "
+                    "before the runs (--plan says how it was).");
+    }
+    if (g->mixed_kernels)
+        fprintf(md, " Pairs whose runs ran under different kernels are counted (--mixed-kernels).");
+    else
+        fprintf(md, " A pair whose runs ran under different kernels (provenance.json) is left out.");
+}
+
 /* The claims' verdicts, and the runs set apart for being on the plateau. */
 static void verdicts(const Grid *g, const GridRun *runs, int n, FILE *md) {
     if (g->n_claims) {
         fprintf(md, "%sThe claims (--expect; lower val bpb is better), by the verdict rule of EXPERIMENTS.md: the "
                     "claimed-lower minus the claimed-higher, seed by seed over the pairs off the byte plateau; "
-                    "no effect larger than X when X is at most %g bpb.\n\n",
+                    "no effect larger than X when X is at most %g bpb.",
                 ftell(md) ? "\n" : "", g->within);
+        plan_sentence(g, md);
+        fputs("\n\n", md);
         for (int c = 0; c < g->n_claims; c++) claim_lines(g, &g->claims[c], runs, n, md);
     }
     bool any = false;
@@ -419,8 +488,18 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         verdicts(g, runs, n, md);
         fputs(ftell(md) ? "\nEvery run:\n\n" : "Every run:\n\n", md);
     }
-    table_header(g, md, csv, "run", "final val bpb | best val bpb | diverged at | clamped denominators | tok/s | params",
-                 "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status,params", 6);
+    /* the kernels the runs ran under, labelled K1, K2, ... in order of first use */
+    static const char *kernels[GRID_MAX_RUNS + 1];
+    int n_kernels = 0;
+    for (int i = 0; i < n; i++) {
+        if (runs[i].skipped || !runs[i].kernel[0]) continue;
+        int k = 0;
+        while (k < n_kernels && strcmp(kernels[k], runs[i].kernel)) k++;
+        if (k == n_kernels) kernels[n_kernels++] = runs[i].kernel;
+    }
+    table_header(g, md, csv, "run",
+                 "final val bpb | best val bpb | diverged at | clamped denominators | tok/s | params | kernel",
+                 "final_val_bpb,best_val_bpb,diverged_step,den_clamped,tok_s,status,params,kernel,commit", 7);
     for (int i = 0; i < n; i++) {
         const GridRun *r = &runs[i];
         if (r->skipped) continue;
@@ -438,13 +517,33 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         fputs(" | ", md);
         put_num(md, t->tok_s, "%.0f", "-");
         long params = model_param_count(&r->cfg.model);
-        fprintf(md, " | %ld |\n", params);
+        fprintf(md, " | %ld | ", params);
+        int k = 0;
+        while (k < n_kernels && strcmp(kernels[k], r->kernel)) k++;
+        if (r->kernel[0])
+            fprintf(md, "K%d%s |\n", k + 1, r->kernel_mixed ? " (mixed)" : "");
+        else
+            fputs("- |\n", md);
         put_num(csv, t->val_bpb, "%.6f,", ",");
         put_num(csv, t->best_val_bpb, "%.6f,", ",");
         put_num(csv, diverged ? (double)t->diverged_step : NAN, "%.0f,", ",");
         put_num(csv, r->den_clamped, "%.6f,", ",");
         put_num(csv, t->tok_s, "%.0f,", ",");
-        fprintf(csv, "%s,%ld\n", diverged ? "diverged" : failed ? "failed" : "done", params);
+        fprintf(csv, "%s,%ld,", diverged ? "diverged" : failed ? "failed" : "done", params);
+        put_csv(csv, r->kernel_mixed ? "mixed" : r->kernel);
+        fputc(',', csv);
+        put_csv(csv, r->commit);
+        fputc('\n', csv);
+    }
+    if (n_kernels) {
+        fputs("\nWhere the runs ran (provenance.json: products, threads, CPU and the ISA the build targets):\n\n", md);
+        for (int k = 0; k < n_kernels; k++) fprintf(md, "- K%d: %s\n", k + 1, kernels[k]);
+        bool any_mixed = false, any_unknown = false;
+        for (int i = 0; i < n; i++)
+            if (!runs[i].skipped && has_value(&runs[i]))
+                any_mixed |= runs[i].kernel_mixed, any_unknown |= !runs[i].kernel[0];
+        if (any_mixed) fputs("- (mixed): a run resumed under another kernel than it started with\n", md);
+        if (any_unknown) fputs("- -: a run made before runs recorded where they ran\n", md);
     }
     bool any_failed = false;
     for (int i = 0; i < n; i++) any_failed |= !runs[i].skipped && runs[i].result.status == TRAIN_FAILED;
@@ -468,7 +567,7 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
         free(sum_text);
 }
 
-#define ARM_MAX_RUNS MAX_PAIRS
+#define ARM_MAX_RUNS GRID_MAX_PAIRS
 
 static void grid_free_runs_only(GridRun *runs, int n) {
     for (int i = 0; i < n; i++) free(runs[i].steps), free(runs[i].bpb);
@@ -496,18 +595,31 @@ static int arm_runs(const char *arm, GridRun *runs, long long *seeds, Err *e) {
 }
 
 /* The verdict rule on b - a, with no claim: which way the interval excludes 0. */
-static void paired_verdict(FILE *out, const Paired *p, double within) {
+static void paired_verdict(FILE *out, const GridPaired *p, double within) {
+    if (p->mixed) fprintf(out, "left out: %d seed pair(s) whose runs ran under different kernels\n", p->mixed);
+    if (p->planned && p->look < 0) {
+        fprintf(out, "paired: %d seed pair(s) off the plateau; the plan's first look is at %d: inconclusive\n",
+                p->pairs, p->next_look);
+        return;
+    }
     if (!isfinite(p->d.half)) {
         fprintf(out, "paired: %d seed pair(s) off the plateau, too few for an interval: inconclusive\n", p->pairs);
         return;
     }
     double lo = p->d.diff - p->d.half, hi = p->d.diff + p->d.half;
-    fprintf(out, "paired: n %d, mean %+.4f, sd %.4f, 95%% interval [%+.4f, %+.4f]\n", p->pairs, p->d.diff, p->sd, lo, hi);
+    fprintf(out, "paired: n %d, mean %+.4f, sd %.4f, %.4g%% interval [%+.4f, %+.4f]", p->pairs, p->d.diff, p->sd,
+            100 * p->level, lo, hi);
+    if (p->planned) fprintf(out, " (the plan's look %d%s)", p->look + 1, p->beyond ? ", later pairs past it" : "");
+    fputc('\n', out);
     Verdict v = verdict_rule(&p->d, within);
     if (v.kind == VERDICT_AGREES || v.kind == VERDICT_DISAGREES)
         fprintf(out, "verdict: excludes 0, B %c A\n", v.kind == VERDICT_AGREES ? '<' : '>');
     else if (v.kind == VERDICT_NO_EFFECT)
         fprintf(out, "verdict: no effect larger than %.4f bpb (X = %g)\n", v.bound, within);
+    else if (p->planned && p->next_look > 0)
+        fprintf(out, "verdict: inconclusive; the plan's next look: %d pairs\n", p->next_look);
+    else if (p->planned)
+        fprintf(out, "verdict: inconclusive at the plan's last look\n");
     else if (v.seeds_needed < 0)
         fprintf(out, "verdict: inconclusive; over %d seed pairs would resolve %+.4f (95%%, 80%% power)\n",
                 VERDICT_SEEDS_CAP, p->d.diff);
@@ -516,7 +628,10 @@ static void paired_verdict(FILE *out, const Paired *p, double within) {
                 p->d.diff);
 }
 
-int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, Err *e) {
+/* Two arms paired seed by seed: *p their difference b - a by the rule, *cfg
+ * arm a's first run's config; each seed's line on out unless NULL. */
+static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const PairRule *rule, GridPaired *p,
+                       Config *cfg, Err *e) {
     static GridRun ra[ARM_MAX_RUNS], rb[ARM_MAX_RUNS];
     static long long sa[ARM_MAX_RUNS], sb[ARM_MAX_RUNS];
     int na = arm_runs(arm_a, ra, sa, e);
@@ -526,28 +641,50 @@ int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double w
         grid_free_runs_only(ra, na);
         return -1;
     }
-    fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
+    if (out) fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
     const GridRun *a[ARM_MAX_RUNS], *b[ARM_MAX_RUNS];
     int k = 0;
     for (int j = 0; j < nb; j++) {
         int i = 0;
         while (i < na && sa[i] != sb[j]) i++;
         if (i == na) continue;
+        a[k] = &ra[i], b[k++] = &rb[j];
+        if (!out) continue;
         double d = rb[j].result.val_bpb - ra[i].result.val_bpb;
         char wa[128], wb[128];
         bool pa = grid_plateau(&ra[i], wa, sizeof wa), pb = grid_plateau(&rb[j], wb, sizeof wb);
         fprintf(out, "  seed %lld: A %.4f  B %.4f  B - A %+.4f", sb[j], ra[i].result.val_bpb, rb[j].result.val_bpb, d);
+        if (kernels_differ(&ra[i], &rb[j])) fprintf(out, "  kernels differ%s", rule->mixed_kernels ? "" : ": left out");
         if (pa || pb)
             fprintf(out, "  apart: %s%s%s%s%s", pa ? "A " : "", pa ? wa : "", pa && pb ? "; " : "", pb ? "B " : "",
                     pb ? wb : "");
         fputc('\n', out);
-        a[k] = &ra[i], b[k++] = &rb[j];
     }
-    Paired p = paired_of(a, b, k);
-    paired_verdict(out, &p, within);
+    *p = paired_of(a, b, k, rule);
+    if (cfg) *cfg = ra[0].cfg;
     grid_free_runs_only(ra, na);
     grid_free_runs_only(rb, nb);
     return 0;
+}
+
+int grid_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within, const SeedPlan *plan,
+                       bool mixed_kernels, Err *e) {
+    static GridPaired p;
+    PairRule rule = {plan, mixed_kernels};
+    if (arms_paired(out, arm_a, arm_b, &rule, &p, NULL, e) != 0) return -1;
+    paired_verdict(out, &p, within);
+    return 0;
+}
+
+int grid_arm_pairs(const char *arm_a, const char *arm_b, const SeedPlan *plan, bool mixed_kernels, GridPaired *out,
+                   Config *cfg, Err *e) {
+    PairRule rule = {plan, mixed_kernels};
+    return arms_paired(NULL, arm_a, arm_b, &rule, out, cfg, e);
+}
+
+void grid_verdict_words(const GridPaired *p, double within, char *buf, size_t size) {
+    Verdict v = verdict_rule(&p->d, within);
+    verdict_words(&v, p, buf, size);
 }
 
 /* Point p's mean curve and the curves one sd above and below, over the

@@ -7,6 +7,7 @@
 
 #include "grid.h"
 #include "page_data.h"
+#include "provenance.h"
 #include "run.h"
 
 /* dir/name exists */
@@ -169,6 +170,11 @@ static cJSON *run_entry(const char *name, const char *folder, const char *from, 
     cJSON_AddItemToObject(r, "href", file_exists(page) ? cJSON_CreateString(href) : cJSON_CreateNull());
     cJSON_AddItemToObject(r, "val_step", cJSON_DetachItemFromObject(m, "val_step"));
     cJSON_AddItemToObject(r, "val", cJSON_DetachItemFromObject(m, "val"));
+    char kernel[320], commit[24];
+    bool mixed;
+    if (provenance_read(folder, kernel, sizeof kernel, commit, sizeof commit, &mixed) != 0) kernel[0] = commit[0] = '\0';
+    cJSON_AddStringToObject(r, "kernel", mixed ? "mixed" : kernel);
+    cJSON_AddStringToObject(r, "commit", commit);
     if (options) { /* what the report groups by: the options that change what a run computes */
         cJSON *o = cJSON_CreateObject();
         for (int i = 0; i < option_count(); i++) {
@@ -233,6 +239,26 @@ static int write_missing_run_pages(const char *dir, Err *e) {
         if (!has_file(sub, "index.html")) rc = page_write_run(sub, NULL, e);
     }
     free_names(folders, n);
+    return rc;
+}
+
+int page_write_ladder(const char *dir, Err *e) {
+    char path[1200], name[256];
+    if (path_join(path, sizeof path, dir, "index.html", e) != 0) return -1;
+    run_name_of(dir, name, sizeof name);
+    cJSON *data = cJSON_CreateObject(), *notes = cJSON_CreateArray();
+    cJSON_AddStringToObject(data, "kind", "ladder");
+    cJSON_AddStringToObject(data, "name", name);
+    static const char *const files[][2] = {{"ladder_csv", "ladder.csv"}, {"ladder_md", "ladder.md"}};
+    for (int i = 0; i < 2; i++) {
+        char *text = page_read_text(dir, files[i][1], 4 << 20);
+        if (!text) page_note(notes, "%s: no %s", dir, files[i][1]);
+        cJSON_AddItemToObject(data, files[i][0], text ? cJSON_CreateString(text) : cJSON_CreateNull());
+        free(text);
+    }
+    cJSON_AddItemToObject(data, "notes", notes);
+    int rc = page_html(path, name, data, e);
+    cJSON_Delete(data);
     return rc;
 }
 

@@ -7,6 +7,11 @@
  * quantile by bisection on the cdf, which is monotone. */
 #include "stats.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "util.h"
+
 #include <math.h>
 
 /* The continued fraction of I_x(a, b) without its prefactor. */
@@ -80,18 +85,20 @@ Summary summarize(const double *x, int n) {
     return s;
 }
 
-/* The interval diff +- t(0.975, df) se. */
-static Difference interval(double diff, double se, double df) {
+/* The interval diff +- t((1 + level) / 2, df) se. */
+static Difference interval_at(double diff, double se, double df, double level) {
     Difference d = {.diff = diff, .half = NAN, .excludes_zero = false, .df = df, .se = se};
     if (se == 0) { /* no spread at all: the interval is the point */
         d.half = 0;
         d.excludes_zero = diff != 0;
         return d;
     }
-    d.half = t975(df) * se;
+    d.half = t_quantile(0.5 + level / 2, df) * se;
     d.excludes_zero = fabs(diff) > d.half;
     return d;
 }
+
+static Difference interval(double diff, double se, double df) { return interval_at(diff, se, df, 0.95); }
 
 Difference difference(const Summary *a, const Summary *b) {
     if (a->n < 2 || b->n < 2) return (Difference){a->mean - b->mean, NAN, false, NAN, NAN};
@@ -100,14 +107,16 @@ Difference difference(const Summary *a, const Summary *b) {
     return interval(a->mean - b->mean, sqrt(se2), nu);
 }
 
-Difference paired_difference(const double *a, const double *b, int n) {
+Difference paired_difference_at(const double *a, const double *b, int n, double level) {
     if (n < 1) return (Difference){NAN, NAN, false, NAN, NAN};
     double mean = 0, ss = 0;
     for (int i = 0; i < n; i++) mean += (a[i] - b[i]) / n;
     if (n < 2) return (Difference){mean, NAN, false, NAN, NAN};
     for (int i = 0; i < n; i++) ss += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
-    return interval(mean, sqrt(ss / (n - 1)) / sqrt(n), n - 1);
+    return interval_at(mean, sqrt(ss / (n - 1)) / sqrt(n), n - 1, level);
 }
+
+Difference paired_difference(const double *a, const double *b, int n) { return paired_difference_at(a, b, n, 0.95); }
 
 double min_resolvable(double se, double df) {
     if (!(se >= 0) || !(df > 0)) return NAN;
@@ -147,4 +156,79 @@ Verdict verdict_rule(const Difference *d, double within) {
     /* a paired interval: n = df + 1 pairs of sd se sqrt(n) */
     v.seeds_needed = seeds_needed_paired(d->diff, d->se * sqrt(d->df + 1), VERDICT_SEEDS_CAP);
     return v;
+}
+
+int seed_plan_parse(const char *text, SeedPlan *p, char *why, size_t size) {
+    p->n_looks = 0;
+    const char *s = text;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || (*end && *end != ',') || v < 2 || v > 1000)
+            return snprintf(why, size, "'%s': expected pair counts from 2 to 1000, comma-separated (3,6,12)", text),
+                   -1;
+        if (p->n_looks == SEED_PLAN_MAX_LOOKS)
+            return snprintf(why, size, "'%s': at most %d looks", text, SEED_PLAN_MAX_LOOKS), -1;
+        if (p->n_looks && v <= p->looks[p->n_looks - 1])
+            return snprintf(why, size, "'%s': the looks must increase", text), -1;
+        p->looks[p->n_looks++] = (int)v;
+        s = *end ? end + 1 : end;
+        if (*end && !*s) return snprintf(why, size, "'%s': a look is missing after the last comma", text), -1;
+    }
+    if (!p->n_looks) return snprintf(why, size, "'%s': no looks", text), -1;
+    return 0;
+}
+
+double seed_plan_level(const SeedPlan *p) { return p->n_looks ? 1 - 0.05 / p->n_looks : 0.95; }
+
+int seed_plan_look(const SeedPlan *p, int pairs) {
+    if (!p->n_looks) return pairs >= 2 ? 0 : -1;
+    int look = -1;
+    for (int i = 0; i < p->n_looks; i++)
+        if (pairs >= p->looks[i]) look = i;
+    return look;
+}
+
+/* A standard normal from two 64-bit draws of a splitmix generator (Box-Muller). */
+static double normal_draw(unsigned long long *state) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        unsigned long long z = (*state += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        u[i] = ((double)(z >> 11) + 0.5) / 9007199254740992.0; /* in (0, 1) */
+    }
+    return sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* Whether the verdict rule decides on d: excludes 0, or lies within +-within. */
+static bool decides(const Difference *d, double within) {
+    return isfinite(d->half) && (d->excludes_zero || fmax(fabs(d->diff - d->half), fabs(d->diff + d->half)) <= within);
+}
+
+double seed_plan_coverage(const SeedPlan *p, int first, int last, double within, int experiments,
+                          unsigned long long seed) {
+    int most = p ? p->looks[p->n_looks - 1] : last;
+    double *x = xmalloc((size_t)most * sizeof *x), *zero = xcalloc((size_t)most, sizeof *zero);
+    unsigned long long state = seed;
+    int covered = 0;
+    for (int e = 0; e < experiments; e++) {
+        for (int i = 0; i < most; i++) x[i] = normal_draw(&state);
+        Difference d = {0};
+        if (p) {
+            for (int k = 0; k < p->n_looks; k++) {
+                d = paired_difference_at(x, zero, p->looks[k], seed_plan_level(p));
+                if (decides(&d, within)) break;
+            }
+        } else {
+            for (int n = first; n <= last; n++) {
+                d = paired_difference(x, zero, n);
+                if (decides(&d, within)) break;
+            }
+        }
+        covered += !d.excludes_zero;
+    }
+    free(x), free(zero);
+    return (double)covered / experiments;
 }

@@ -8,6 +8,7 @@
 #define ATTNLAB_STATS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* x[0..n) summarised; with n < 2 sd and half are NAN. */
 typedef struct {
@@ -68,5 +69,37 @@ typedef struct {
 } Verdict;
 #define VERDICT_SEEDS_CAP 1000
 Verdict verdict_rule(const Difference *d, double within);
+
+/* A seed plan fixed before the runs (./ablate --plan 3,6,12): the numbers of
+ * seed pairs at which the paired interval is looked at, increasing. Each
+ * look's interval is at the level 1 - 0.05 / (number of looks) (Bonferroni),
+ * so that all the looks' intervals hold together with probability at least
+ * 95% whatever the data made the experimenter do between them: stop at the
+ * first look that decides, or go on to the next. A look uses exactly its
+ * first n pairs, in seed order. No looks (n_looks 0): the single interval
+ * at 95% over every pair there is, valid only if the number of pairs was
+ * fixed in advance. */
+#define SEED_PLAN_MAX_LOOKS 8
+typedef struct {
+    int looks[SEED_PLAN_MAX_LOOKS];
+    int n_looks;
+} SeedPlan;
+/* "3,6,12" into p: 0, or -1 with why (at most size bytes) set. */
+int seed_plan_parse(const char *text, SeedPlan *p, char *why, size_t size);
+/* The two-sided level of each look's interval (0.95 without looks). */
+double seed_plan_level(const SeedPlan *p);
+/* The index of the last look that `pairs` reaches, -1 when none (with no
+ * looks: 0 when pairs >= 2). */
+int seed_plan_look(const SeedPlan *p, int pairs);
+/* paired_difference with a two-sided interval at `level` instead of 0.95. */
+Difference paired_difference_at(const double *a, const double *b, int n, double level);
+/* Coverage of the zero effect over `experiments` simulated null experiments
+ * (pair differences drawn from N(0, 1), seeded): under the plan p, each stops
+ * at the first look whose interval excludes 0 or lies within +-within (the
+ * verdict rule) or at the last look; covered when its final interval holds 0.
+ * With p NULL, the practice a plan replaces: start at `first` pairs and add
+ * one pair at a time, up to `last`, until the 95% interval decides. */
+double seed_plan_coverage(const SeedPlan *p, int first, int last, double within, int experiments,
+                          unsigned long long seed);
 
 #endif

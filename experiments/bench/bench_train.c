@@ -12,6 +12,7 @@
 
 #include "precision.h"
 #include "bench.h"
+#include "memory.h"
 #include "mlm.h"
 #include "model.h"
 #include "ops.h"
@@ -21,16 +22,6 @@
 #include "run.h"
 #include "step.h"
 #include "util.h"
-
-/* Parameters that take part in matmuls: 6 flops per parameter per token
- * (forward 2, backward 4), plus 12 L T d per token for the attention scores
- * and their product with v (the usual estimate, as in llm.c / nanoGPT). */
-static double flops_per_token(const ModelConfig *c) {
-    double d = c->d_model, H = c->heads, dk = model_key_size(c), dv = model_head_size(c);
-    double per_layer = d * H * dk * 2 + d * H * dv * 2 + 2 * d * c->mlp_ratio * d;
-    double matmul_params = c->layers * per_layer + (double)c->vocab * d;
-    return 6 * matmul_params + 12.0 * c->layers * c->context * d;
-}
 
 /* A batch of B x T random byte ids and targets, masked under objective = mlm. */
 static void random_batch(const ModelConfig *mc, Rng *rng, int B, int T, int *ids, int *targets) {
@@ -140,14 +131,14 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
            mc->objective == OBJECTIVE_MLM ? "mlm" : "clm", precision_choices[b.precision]);
     printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);
     printf("  throughput   %8.0f tok/s\n", tok_s);
-    printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * flops_per_token(mc) * 1e-9,
-           flops_per_token(mc) * 1e-6);
+    printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * model_flops_per_token(mc) * 1e-9,
+           model_flops_per_token(mc) * 1e-6);
     printf("  peak RSS     %8.1f MiB\n", ru.ru_maxrss / 1024.0);
     /* The same products through cblas_sgemm alone, on this run's threads: the
      * step's ceiling on this CPU and BLAS kernel, so the ratio means the same
      * on any host. */
     double mm_flops, mm_s = step_sgemm_seconds(mc, B, T, &mm_flops);
-    double peak = mm_flops / mm_s, ours = tok_s * flops_per_token(mc);
+    double peak = mm_flops / mm_s, ours = tok_s * model_flops_per_token(mc);
     const char *alone = b.precision == PRECISION_BF16 ? "bf16 matmul" : "sgemm alone";
     printf("  %-12s %8.1f GFLOP/s on this step's matrix products (%.1f ms: %.0f tok/s if nothing else took time)\n",
            alone, peak * 1e-9, mm_s * 1e3, B * T / mm_s);

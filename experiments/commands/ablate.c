@@ -27,6 +27,7 @@
 #include "dist.h"
 #include "grid_report.h"
 #include "interrupt.h"
+#include "ladder.h"
 #include "page.h"
 #include "progress.h"
 #include "run.h"
@@ -37,8 +38,9 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
-            "                [--expect \"A < B\" ...] [--within X] corpus.txt\n"
-            "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X]\n"
+            "                [--expect \"A < B\" ...] [--within X] [--plan 3,6,12] [--mixed-kernels] corpus.txt\n"
+            "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X] [--plan 3,6,12] [--mixed-kernels]\n"
+            "       ./ablate --ladder GRID_S0 GRID_S1 ... --expect \"A < B\" ... --out DIR [--plan 3,6,12]\n"
             "\n"
             "Trains one run per point of the grid: every key=v1/v2/... is an axis and the runs are\n"
             "their cartesian product; key=v fixes an option for all runs; --key value sets the\n"
@@ -73,6 +75,26 @@ static void usage(FILE *f) {
             "A run still on the byte plateau (last val bpb above 3.3, or 3.9 as a masked LM, or\n"
             "first below that only in the last quarter of its steps) is listed apart and never\n"
             "counted, nor its pair.\n"
+            "\n"
+            "--plan 3,6,12 is the seed plan fixed before the runs: the numbers of seed pairs at which\n"
+            "the paired intervals are looked at. Each look's interval is then at 1 - 0.05/looks (98.3%%\n"
+            "for three), so that all of them hold together at 95%% whatever was done between looks;\n"
+            "a verdict uses the first pairs (by seed) of the last look reached, and an undecided one\n"
+            "names the plan's next look. Without --plan every interval is at 95%% over all the pairs,\n"
+            "valid only if their number was fixed in advance: adding seeds until an interval decides\n"
+            "covers less than 95%% (tests/test_stats.c simulates both).\n"
+            "\n"
+            "Each run records where it ran (provenance.json: products' path, threads, CPU, build); the\n"
+            "every-run table labels the kernels K1, K2, ... and a seed pair whose runs ran under\n"
+            "different ones is left out of the paired columns and verdicts (counted as mixed), unless\n"
+            "--mixed-kernels.\n"
+            "\n"
+            "--ladder GRID_S0 GRID_S1 ... trains nothing: the same claims (--expect, each side a point as\n"
+            "the grids' tables name it, or baseline) in grids of one model at growing budgets, in order\n"
+            "of compute. Per claim and grid: parameters, training tokens, FLOPs, seed pairs, the\n"
+            "effect A - B with its interval (under --plan) and the verdict; then the slope of the\n"
+            "pairs' effects against log10 FLOPs with its 95%% interval, and whether the first grid's\n"
+            "verdict survives. Writes DIR/ladder.md, ladder.csv, ladder.png and index.html.\n"
             "\n"
             "--paired GRID/POINT_A GRID/POINT_B trains nothing: it reads the run folders\n"
             "GRID/POINT_seed-<n> of both arms and prints B - A seed by seed, the runs set apart,\n"
@@ -113,8 +135,21 @@ static int set_option(const OptDef *o, const char *value, void *ctx) {
 typedef struct {
     const char *claims[GRID_MAX_CLAIMS + 1];
     int n_claims;
-    const char *within;
+    const char *within, *plan;
+    bool mixed_kernels;
 } Extra;
+
+/* --plan 3,6,12: the seed plan's looks (stats.h); none when not given. */
+static int read_plan(const char *text, SeedPlan *plan) {
+    plan->n_looks = 0;
+    if (!text) return 0;
+    char why[200];
+    if (seed_plan_parse(text, plan, why, sizeof why) != 0) {
+        fprintf(stderr, "error: --plan: %s\nhint: --plan 3,6,12 (the seed pairs at which intervals are looked at)\n", why);
+        return 2;
+    }
+    return 0;
+}
 
 static int add_claim(const char *flag, const char *value, void *ctx) {
     Extra *x = ctx;
@@ -150,12 +185,41 @@ static int paired_main(const ArgPositional *pos, const Extra *x) {
         return 2;
     }
     if (read_within(x->within, &within) != 0) return 2;
+    SeedPlan plan;
+    if (read_plan(x->plan, &plan) != 0) return 2;
     Err e;
-    if (grid_paired_report(stdout, pos->v[0], pos->v[1], within, &e) != 0) {
+    if (grid_paired_report(stdout, pos->v[0], pos->v[1], within, &plan, x->mixed_kernels, &e) != 0) {
         err_print(&e);
         return 1;
     }
     return 0;
+}
+
+/* ./ablate --ladder GRID... --expect "A < B" ...: a claim across compute,
+ * training nothing (ladder.h). */
+static int ladder_main(const ArgPositional *pos, const Extra *x, const char *out) {
+    if (pos->n < 2 || pos->n > LADDER_MAX_RUNGS) {
+        fprintf(stderr, "error: --ladder: takes 2 to %d grid folders, in order of compute (got %d)\n",
+                LADDER_MAX_RUNGS, pos->n);
+        return 2;
+    }
+    if (!x->n_claims) {
+        fprintf(stderr, "error: --ladder: no claim\nhint: --expect \"reweight=cos < reweight=none\"\n");
+        return 2;
+    }
+    if (!out) {
+        fprintf(stderr, "error: --ladder: no --out folder for ladder.md, ladder.csv and ladder.png\n");
+        return 2;
+    }
+    Ladder l = {.n_grids = pos->n, .claims = x->claims, .n_claims = x->n_claims, .mixed_kernels = x->mixed_kernels};
+    for (int i = 0; i < pos->n; i++) l.grids[i] = pos->v[i];
+    SeedPlan plan;
+    if (read_within(x->within, &l.within) != 0 || read_plan(x->plan, &plan) != 0) return 2;
+    l.plan = &plan;
+    Err e;
+    int rc = ladder_run(&l, out, &e);
+    if (rc) err_print(&e);
+    return rc;
 }
 
 /* Run r's result and curve, from the rank that has them to every rank. */
@@ -163,6 +227,9 @@ static void share_result(GridRun *r, int owner) {
     dist_bcast(&r->result, sizeof r->result, owner);
     dist_bcast(&r->den_clamped, sizeof r->den_clamped, owner);
     dist_bcast(&r->n_points, sizeof r->n_points, owner);
+    dist_bcast(r->kernel, sizeof r->kernel, owner);
+    dist_bcast(r->commit, sizeof r->commit, owner);
+    dist_bcast(&r->kernel_mixed, sizeof r->kernel_mixed, owner);
     if (dist_rank() != owner) {
         free(r->steps), free(r->bpb);
         r->steps = r->n_points ? xmalloc((size_t)r->n_points * sizeof *r->steps) : NULL;
@@ -287,6 +354,8 @@ static int read_words(Grid *grid, const ArgPositional *pos, const Extra *x, cons
             err_print(&e);
             return 2;
         }
+    grid->mixed_kernels = x->mixed_kernels;
+    if (read_plan(x->plan, &grid->plan) != 0) return 2;
     return read_within(x->within, &grid->within);
 }
 
@@ -389,7 +458,7 @@ static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false, paired = false;
+    bool no_baseline = false, paired = false, ladder = false;
     Extra extra = {.n_claims = 0};
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
@@ -397,14 +466,22 @@ static int ablate_main(int argc, char **argv) {
         {"--seeds", .integer = &grid.seeds, .lo = 1, .hi = GRID_MAX_SEEDS, .needs = "a count"},
         {"--expect", .call = add_claim, .ctx = &extra, .needs = "a claim, \"A < B\"", .repeat = true},
         {"--within", .text = &extra.within, .needs = "a number of bpb"},
+        {"--plan", .text = &extra.plan, .needs = "the looks' seed pairs, 3,6,12"},
+        {"--mixed-kernels", .on = &extra.mixed_kernels},
         {"--paired", .on = &paired},
+        {"--ladder", .on = &ladder},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
+    if (paired && ladder) {
+        fprintf(stderr, "error: --paired and --ladder: one at a time\n");
+        return 2;
+    }
     if (paired) return paired_main(&pos, &extra);
+    if (ladder) return ladder_main(&pos, &extra, out);
     if ((status = read_words(&grid, &pos, &extra, &corpus)) != 0) return status;
     char dir[400];
     if (out)

@@ -16,6 +16,7 @@
 
 #include "options.h"
 #include "page_data.h"
+#include "provenance.h"
 #include "run.h"
 
 /* page/page.js and page/page.css, built in by page_assets.c */
@@ -298,6 +299,15 @@ int page_write_run(const char *dir, const PageStatus *given, Err *e) {
         cJSON_AddItemToObject(data, files[i][0], text ? cJSON_CreateString(text) : cJSON_CreateNull());
         free(text);
     }
+    /* where it ran: provenance.json's segments, as they are */
+    char *prov = page_read_text(dir, PROVENANCE_FILE, 1 << 18);
+    cJSON *pj = prov ? cJSON_Parse(prov) : NULL, *segs = cJSON_DetachItemFromObject(pj, "segments");
+    bool ok = cJSON_IsArray(segs);
+    if (!ok) cJSON_Delete(segs);
+    cJSON_AddItemToObject(data, "provenance", ok ? segs : cJSON_CreateNull());
+    if (prov && !ok) page_note(notes, "%s/%s: not a provenance record", dir, PROVENANCE_FILE);
+    cJSON_Delete(pj);
+    free(prov);
     if (!strcmp(state, "done") && cJSON_IsNull(cJSON_GetObjectItem(data, "samples")) && cfg.sample.length > 0)
         page_note(notes, "%s: no samples.txt", dir);
     cJSON_AddNumberToObject(data, "reload_ms", 4000);

@@ -34,6 +34,9 @@ int page_write_run(const char *dir, const PageStatus *st, Err *e);
 /* dir/index.html for the grid folder dir (./ablate's), and the page of every
  * run folder in it that has none. */
 int page_write_grid(const char *dir, Err *e);
+/* dir/index.html for a ladder folder (./ablate --ladder): its ladder.md and
+ * the effects of ladder.csv against FLOPs. */
+int page_write_ladder(const char *dir, Err *e);
 /* One page at out comparing the run folders and grids in dirs[0, n), runs
  * grouped by the options that differ between them; links to their pages
  * (written where missing). -1 with e set when a folder is neither: "DIR:

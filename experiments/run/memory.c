@@ -18,6 +18,16 @@ long model_param_count(const ModelConfig *c) {
     return n;
 }
 
+/* Parameters that take part in matmuls: 6 flops per parameter per token
+ * (forward 2, backward 4), plus 12 L T d per token for the attention scores
+ * and their product with v (the usual estimate, as in llm.c / nanoGPT). */
+double model_flops_per_token(const ModelConfig *c) {
+    double d = c->d_model, H = c->heads, dk = model_key_size(c), dv = model_head_size(c);
+    double per_layer = d * H * dk * 2 + d * H * dv * 2 + 2 * d * c->mlp_ratio * d;
+    double matmul_params = c->layers * per_layer + (double)c->vocab * d;
+    return 6 * matmul_params + 12.0 * c->layers * c->context * d;
+}
+
 double memory_need(const ModelConfig *c, int B, int T, MemoryUse use, int threads) {
     const AttnKernel *kern = attn_kernel_for(c->attn);
     ModelConfig m = attn_effective(c);

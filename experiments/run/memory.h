@@ -36,6 +36,11 @@ typedef enum { MEMORY_TRAIN, MEMORY_EVAL, MEMORY_PROBS } MemoryUse;
 
 /* The parameters of the model c makes. */
 long model_param_count(const ModelConfig *c);
+/* The floating-point operations of one training token of model c: 3 x (2 x
+ * the multiply-adds of its linear layers and LM head) + 12 x layers x
+ * context x d_model for the score matrix counted whole (what ./bench and
+ * ./ablate --ladder report, the same for every kernel at a size). */
+double model_flops_per_token(const ModelConfig *c);
 /* Bytes a model of config c needs for windows of B x T used so (threads:
  * the kernels' per-thread scratch). */
 double memory_need(const ModelConfig *c, int B, int T, MemoryUse use, int threads);

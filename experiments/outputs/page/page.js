@@ -179,7 +179,8 @@
         for (; i < lines.length && lines[i].slice(0, 2) === "- "; i++) add(ul, el("li", {text: lines[i].slice(2)}));
         continue;
       }
-      if (l.trim()) add(box, el("p", {text: l}));
+      if (l.slice(0, 3) === "## ") add(box, el("h3", {text: l.slice(3)}));
+      else if (l.trim()) add(box, el("p", {text: l}));
       i++;
     }
   }
@@ -291,6 +292,12 @@
     s = section("Samples");
     if (D.samples === null) add(s, el("p", {"class": "note", text: st.state === "running" ? "written at the end of the run" : "no samples.txt"}));
     else add(s, el("pre", {id: "samples", text: D.samples}));
+    s = section("Where it ran");
+    if (!D.provenance) add(s, el("p", {"class": "note", text: "not recorded (provenance.json: runs record it since it was added)"}));
+    else add(s, table(D.provenance.map(function (g) {
+      return {cells: [String(g.from_step), g.products || "-", String(g.threads), g.cpu || "-", g.compiled_for || "-",
+                      g.compiler || "-", (g.onednn || "-") + " " + (g.onednn_isa || ""), (g.commit || "-").slice(0, 12) + (g.dirty ? "+dirty" : "")]};
+    }), ["from step", "products", "threads", "CPU", "compiled for", "compiler", "oneDNN", "commit"], {cls: "provenance"}));
     if (D.spectrum) spectrumChart(section("Spectrum (./spectrum)"), D.spectrum);
     if (D.extrapolate) extrapolateChart(section("Extrapolation (./extrapolate)"), D.extrapolate);
     if (st.state === "running") setTimeout(function () { location.reload(); }, D.reload_ms || 5000);
@@ -343,14 +350,37 @@
   function runsTable(box, G) {
     var res = parseCSV(G.results_csv), byName = {};
     G.runs.forEach(function (r) { byName[r.name] = r; });
-    var head = ["run"].concat(G.axes, ["final val bpb", "best val bpb", "status", "tok/s", "params", {label: "page", nosort: true}]);
+    var head = ["run"].concat(G.axes, ["final val bpb", "best val bpb", "status", "tok/s", "params", "kernel", {label: "page", nosort: true}]);
+    var K = kernelLabels(G.runs);
     var rows = res.map(function (r) {
       var run = byName[r.run], link = run && run.href ? el("a", {href: run.href, text: "open"}) : null;
       return {cls: r.status !== "done" ? "bad" : "", cells: [r.run].concat(G.axes.map(function (a) { return r[a]; }), [
         {text: fmt(r.final_val_bpb), v: r.final_val_bpb, cls: "num final"}, {text: fmt(r.best_val_bpb), v: r.best_val_bpb, cls: "num"},
-        r.status, {text: r.tok_s || "-", v: r.tok_s, cls: "num"}, r.params, link ? {node: link, v: ""} : "-"])};
+        r.status, {text: r.tok_s || "-", v: r.tok_s, cls: "num"}, r.params, K.cell(run), link ? {node: link, v: ""} : "-"])};
     });
     add(box, table(rows, head, {sortable: true, cls: "runs"}));
+    K.legend(box);
+  }
+
+  /* where runs ran (provenance.json): K1, K2, ... in order of first use, a
+   * cell per run and the legend; "mixed" a run resumed under another kernel */
+  function kernelLabels(runs) {
+    var kinds = [];
+    runs.forEach(function (r) { if (r && r.kernel && r.kernel !== "mixed" && kinds.indexOf(r.kernel) < 0) kinds.push(r.kernel); });
+    return {
+      cell: function (r) {
+        if (!r || !r.kernel) return {text: "-", v: ""};
+        if (r.kernel === "mixed") return {text: "mixed", v: "mixed", cls: "bad"};
+        var k = "K" + (kinds.indexOf(r.kernel) + 1);
+        return {text: k, v: k};
+      },
+      legend: function (box) {
+        if (!kinds.length) return;
+        var ul = add(box, el("ul", {"class": "kernels"}));
+        kinds.forEach(function (k, i) { add(ul, el("li", {text: "K" + (i + 1) + ": " + k})); });
+        if (kinds.length > 1) add(box, el("p", {"class": "note", text: "runs ran under " + kinds.length + " kernels: a seed pair across two is left out of the paired intervals unless ./ablate --mixed-kernels"}));
+      }
+    };
   }
 
   /* the curves: a mean and band per point, each run faint, a toggle for each */
@@ -475,11 +505,13 @@
       D.grids.forEach(function (g) { add(ul, el("li", {}, [el("a", {href: g.href, text: g.name}), " " + g.runs + " runs"])); });
     }
     var s = section("Runs, grouped by the options that differ: " + (keys.join(", ") || "none"));
+    var K = kernelLabels(runs);
     add(s, table(runs.map(function (r) {
       var last = r.val.length ? r.val[r.val.length - 1] : null;
       return {cells: [{text: r.group, v: r.group}, r.href ? {node: el("a", {href: r.href, text: r.name}), v: r.name} : r.name,
-                      {text: fmt(last), v: last, cls: "num final"}, r.state]};
-    }), ["group", "run", "last val bpb", "state"], {sortable: true, cls: "report"}));
+                      {text: fmt(last), v: last, cls: "num final"}, r.state, K.cell(r)]};
+    }), ["group", "run", "last val bpb", "state", "kernel"], {sortable: true, cls: "report"}));
+    K.legend(s);
     var series = [];
     runs.forEach(function (r) {
       var g = groups.indexOf(r.group);
@@ -496,8 +528,38 @@
     });
   }
 
+  /* ------------------------------------------------------------ ladder page */
+  function ladderPage() {
+    header("ladder: " + D.name, null);
+    var rows = D.ladder_csv ? parseCSV(D.ladder_csv) : [];
+    var claims = [];
+    rows.forEach(function (r) { if (claims.indexOf(r.claim) < 0) claims.push(r.claim); });
+    var s = section("Effect against compute");
+    add(s, el("p", {"class": "hint", text: "each claim's effect A - B (below 0 the claim holds) with its interval, against training FLOPs"}));
+    var flops = [];
+    rows.forEach(function (r) { var f = num(r.flops); if (!isNaN(f) && flops.indexOf(f) < 0) flops.push(f); });
+    flops.sort(function (a, b) { return a - b; });
+    var series = [];
+    claims.forEach(function (c, i) {
+      var at = function (f, key) {
+        var r = rows.filter(function (x) { return x.claim === c && num(x.flops) === f; })[0];
+        return r ? num(r[key]) : NaN;
+      };
+      series.push({label: c, x: flops, y: flops.map(function (f) { return at(f, "effect"); }), color: color(i), points: true});
+      series.push({label: c + " (low)", x: flops, y: flops.map(function (f) { return at(f, "low"); }), color: fade(color(i), 0.5)});
+      series.push({label: c + " (high)", x: flops, y: flops.map(function (f) { return at(f, "high"); }), color: fade(color(i), 0.5)});
+    });
+    if (flops.length) chart(s, "effect, bpb, against training FLOPs", series, {xlabel: "training FLOPs", ylabel: "effect, bpb", logx: true});
+    else add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
+    if (D.ladder_md) {
+      var d = section("Tables");
+      markdown(D.ladder_md, d);
+    }
+  }
+
   try {
     if (D.kind === "run") runPage();
+    else if (D.kind === "ladder") ladderPage();
     else if (D.kind === "grid") gridPage();
     else reportPage();
     document.body.setAttribute("data-drawn", "1");
