@@ -5,6 +5,7 @@
 # and themselves; layers/ core/ and layers/; the rooms of experiments/ the engine and the
 # rooms before them (run, outputs, training, analysis, bench); commands/ and the tests all.
 # No source file includes by a relative path ("../"), which would walk around the rule.
+# And the layout's limits: files of at most 700 lines, rooms of at most a third.
 # Run from the repository root; exits 1 and lists what is wrong.
 set -eu
 cd "$(dirname "$0")/.."
@@ -70,8 +71,27 @@ if up=$(grep -n '#include "\.\./' $(find core data optim layers experiments -nam
     echo "$up"
     bad=$((bad + 1))
 fi
+# The layout's limits: no source file over 700 lines (outside tests/ and python/, whose
+# loader is split on its own), and no room of experiments/ over a third of its lines.
+# shellcheck disable=SC2046
+long=$(wc -l $(git ls-files '*.c' '*.h' '*.js' '*.sh' '*.mk' '*.py' | grep -v '^tests/\|^python/') |
+    awk '$2 != "total" && $1 > 700 { print "  " $2 " " $1 }')
+if [ -n "$long" ]; then
+    echo "layering: files over 700 lines (split them by concern):"
+    echo "$long"
+    bad=$((bad + 1))
+fi
+all=$(git ls-files 'experiments/*/*' | xargs cat | wc -l)
+for room in experiments/*/; do
+    n=$(git ls-files "$room" | xargs cat | wc -l)
+    if [ $((3 * n)) -gt "$all" ]; then
+        echo "layering: $room holds $n of experiments/' $all lines, more than a third"
+        bad=$((bad + 1))
+    fi
+done
 if [ "$bad" -ne 0 ]; then
-    echo "layering: $bad of $checked wrong"
+    echo "layering: $bad wrong ($checked folder-header pairs checked)"
     exit 1
 fi
-echo "layering: $checked folder-header pairs, each compiles exactly where the layering allows it"
+echo "layering: $checked folder-header pairs, each compiles exactly where the layering allows it;"
+echo "layering: no file over 700 lines, no room of experiments/ over a third of its $all lines"
