@@ -15,10 +15,32 @@ TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
 WARN := -Wall -Wextra -Werror
-# experiments/ in rooms, one concern each (the first line of each header says
-# its contract); a room includes from the rooms before it in this list alone.
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp
+# The layering, enforced: each folder compiles with the include paths of the
+# folders it may use and no others, so an include running back up (core/ of a
+# layer, a layer of the optimiser, the run machinery of a page) fails to
+# compile (tests/layering.sh holds every pair to this table). A folder missing
+# here stops the build. experiments/ is in rooms, one concern each (the first
+# line of each header says its contract), and a room sees the rooms before it
+# in EXP_ROOMS; commands/ and the tests see everything.
 EXP_ROOMS := run outputs training analysis bench
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments $(EXP_ROOMS:%=-Iexperiments/%)
+INC_core := -Icore
+INC_data := -Icore -Idata
+INC_optim := -Icore -Ioptim
+INC_layers := -Icore -Ilayers
+INC_layers/attention := $(INC_layers)
+ENGINE_INC := -Icore -Ilayers -Ioptim -Idata
+INC_experiments/run := $(ENGINE_INC) -Iexperiments/run
+INC_experiments/outputs := $(INC_experiments/run) -Iexperiments/outputs
+INC_experiments/training := $(INC_experiments/outputs) -Iexperiments/training
+INC_experiments/analysis := $(INC_experiments/training) -Iexperiments/analysis
+INC_experiments/bench := $(INC_experiments/analysis) -Iexperiments/bench
+ALL_INC := -I. $(ENGINE_INC) -Iexperiments $(EXP_ROOMS:%=-Iexperiments/%)
+INC_experiments/commands := $(ALL_INC)
+INC_experiments := $(ALL_INC)
+INC_tests := $(ALL_INC)
+INC_tests/fuzz := $(ALL_INC)
+inc_of = $(or $(INC_$(patsubst %/,%,$(dir $(1)))),$(error $(1): its folder has no include paths in the Makefile (INC_<folder>)))
 OPT := -O2 $(NATIVE)
 # float-cast-overflow is not part of GCC's -fsanitize=undefined: it catches a
 # NaN or an out-of-range float converted to an integer.
@@ -41,7 +63,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample report
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+.PHONY: all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
 	grid-page-png
 
 all: deps
@@ -82,10 +104,16 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/cli_torch.sh
 	sh tests/cli_pyloader.sh
 	sh tests/docs_links.sh
+	sh tests/layering.sh
+	sh tests/examples.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
+
+# What a folder's files compile with (tests/layering.sh): make -s layering-flags DIR=core
+layering-flags:
+	@echo $(CC) $(BASE_CFLAGS) $(call inc_of,$(DIR)/probe.c) $(DEP_CFLAGS)
 
 # The commands are built with the same flags, so that they compile there too.
 # The sanitizers make every test several times slower, so Check's time limits
@@ -122,7 +150,7 @@ $(BUILD)/experiments/outputs/page_assets.o: experiments/outputs/page/page.js exp
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $(OBJ_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(call inc_of,$<) $(FLAVOUR_CFLAGS) $(OBJ_CFLAGS) $(DEP_CFLAGS) -MMD -MP -c $< -o $@
 
 objs = $(patsubst %.c,$(BUILD)/%.o,$(1))
 CORE_OBJ = $(call objs,$(CORE_SRC))
@@ -139,6 +167,7 @@ EXP_LIB_OBJ = $(call objs,$(wildcard experiments/*.c $(patsubst %,experiments/%/
 LIB_OBJ = $(CORE_OBJ) $(LAYERS_OBJ) $(DATA_OBJ) $(OPTIM_OBJ) $(EXP_LIB_OBJ)
 # What a command links beyond LIB_OBJ and its main: <command>_OBJ.
 bench_OBJ = $(call objs,$(BENCH_SRC))
+extrapolate_OBJ = $(call objs,experiments/commands/extrapolate_variants.c experiments/commands/extrapolate_report.c)
 
 $(BUILD)/test_all: $(LIB_OBJ) $(bench_OBJ) $(call objs,$(TEST_SRC))
 	@$(if $(Q),echo "  LINK    $@")
@@ -153,6 +182,59 @@ $(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/co
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
+
+# ---- the engine as a library ------------------------------------------------
+# `make install PREFIX=dir` installs libattnlab, static and shared: the engine
+# (core/, layers/, optim/, data/) and the option table that names a model's
+# options as ./train does (experiments/run/options.c, precision.c); its
+# headers, flat, under include/attnlab/ (an include of "attention/x.h" becomes
+# "x.h" there); and attnlab.pc, so that a program builds with
+# `pkg-config --cflags --libs attnlab` (docs/api.md). tests/examples.sh
+# installs into a temporary prefix and builds examples/ against it.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+LIB_VERSION := 0.1.0
+LIB_SRC = $(CORE_SRC) $(wildcard data/*.c optim/*.c layers/*.c layers/attention/*.c) \
+	experiments/run/options.c experiments/run/precision.c
+LIB_HDR = $(wildcard core/*.h data/*.h optim/*.h layers/*.h layers/attention/*.h) \
+	experiments/run/options.h experiments/run/precision.h
+LIB_PIC_OBJ = $(patsubst %.c,$(BUILD)/pic/%.o,$(LIB_SRC))
+LIB_DEP_LIBS = $(shell $(PKG_CONFIG) --libs openblas libcjson) -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@ (PIC)")
+	$(Q)$(CC) $(BASE_CFLAGS) $(call inc_of,$<) $(FLAVOUR_CFLAGS) -fPIC $(DEP_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libattnlab.a: $(LIB_PIC_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libattnlab.so.$(LIB_VERSION): $(LIB_PIC_OBJ)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) -shared -fopenmp -Wl,-soname,libattnlab.so.0 $^ -o $@ $(LIB_DEP_LIBS)
+
+lib: $(BUILD)/libattnlab.a $(BUILD)/libattnlab.so.$(LIB_VERSION)
+
+install: lib
+	@mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/attnlab
+	cp $(BUILD)/libattnlab.a $(BUILD)/libattnlab.so.$(LIB_VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libattnlab.so.$(LIB_VERSION) $(DESTDIR)$(LIBDIR)/libattnlab.so.0
+	ln -sf libattnlab.so.0 $(DESTDIR)$(LIBDIR)/libattnlab.so
+	@for h in $(LIB_HDR); do \
+	    sed 's|^#include "attention/\([a-z_]*\.h\)"|#include "\1"|' $$h >$(DESTDIR)$(PREFIX)/include/attnlab/$$(basename $$h); \
+	done
+	@echo "  installed $(words $(LIB_HDR)) headers into $(DESTDIR)$(PREFIX)/include/attnlab"
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
+	    'Name: attnlab' \
+	    'Description: a reverse-mode tensor engine with hand-written backward passes, and swappable attention' \
+	    'Version: $(LIB_VERSION)' \
+	    'Requires: libcjson' \
+	    'Cflags: -I$${includedir} -fopenmp' \
+	    'Libs: -L$${libdir} -lattnlab -fopenmp -lm' \
+	    'Libs.private: $(shell $(PKG_CONFIG) --libs openblas) -Wl,-rpath,$(BLAS_DIR) -ldnnl -lm' \
+	    >$(DESTDIR)$(LIBDIR)/pkgconfig/attnlab.pc
+	@echo "  installed $(DESTDIR)$(LIBDIR)/pkgconfig/attnlab.pc"
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c) for the safetensors reader and the
 # checkpoint and config loader, built with clang under ASan and UBSan and run
@@ -186,7 +268,7 @@ fuzz-run: $(FUZZERS:%=$(BUILD)/fuzz_%)
 
 $(FUZZERS:%=$(BUILD)/fuzz_%): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) -fsanitize=fuzzer $(DEP_CFLAGS) $^ -o $@ $(DEP_LIBS)
+	$(Q)$(CC) $(BASE_CFLAGS) $(ALL_INC) $(FLAVOUR_CFLAGS) -fsanitize=fuzzer $(DEP_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
 # Regenerates the PyTorch fixtures (needs Debian's python3-torch); the
 # results are committed so that the tests need no PyTorch.
@@ -234,3 +316,4 @@ include experiments/recipes.mk
 
 # The headers each object includes, as -MMD wrote them (none before the first build).
 -include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c experiments/*/*.c))
+-include $(patsubst %.c,$(BUILD)/pic/%.d,$(LIB_SRC))

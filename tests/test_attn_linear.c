@@ -104,11 +104,6 @@ static const FxCase fx_cases[] = {
 };
 #define N_FX ((int)(sizeof fx_cases / sizeof fx_cases[0]))
 
-/* How far a fixture run got: the first stage that differed, or FX_OK. */
-typedef enum { FX_READ, FX_OUT, FX_CLAMPED, FX_PROBS, FX_GRADS, FX_OK } FxStage;
-static const char *const fx_stage_names[] = {"reading", "output", "clamped-row count", "attention matrix",
-                                             "gradients", "ok"};
-
 
 /* The fixture's JSON for case c says what fx_cases says; *clamped gets its
  * number of clamped rows. */
@@ -140,70 +135,62 @@ static long fx_sum_length(int i) {
     return K > FX_DK ? (K > FX_DV ? K : FX_DV) : (FX_DK > FX_DV ? FX_DK : FX_DV);
 }
 
-/* Runs fixture case i: forward, clamped rows, probs, backward, stage by stage. */
-static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
-    const FxCase *fc = &fx_cases[i];
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true);
-    tape_reset();
-    FxStage stage = FX_READ;
+/* Fixture case i's state, for fixture_case_run's hooks (test_util.h). */
+typedef struct {
+    const FxCase *fc;
     ModelConfig m;
-    AttnCall c = call_for(&m, FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
-    linear_opts(&m)->leaky_slope = fc->slope;
-    const char *names[3] = {"q", "k", "v"};
-    Tensor *in[3] = {tensor_4d(FX_B, FX_H, fc->T, FX_DK), tensor_4d(FX_B, FX_H, fc->T, FX_DK),
-                     tensor_4d(FX_B, FX_H, fc->T, FX_DV)};
-    int clamped = -1;
-    if (!fx_config_matches(sf, fc, &clamped, msg, size)) goto done;
-    for (int l = 0; l < 3; l++) {
-        if (!fixture_read(sf, fc->name, names[l], in[l], in[l]->data, msg, size)) goto done;
-        rounding_move_input(in[l]->data, in[l]->n);
-        in[l]->requires_grad = true;
-    }
-    attn_stats_reset();
-    Tensor *out = linear_kernel()->forward(&c, in[0], in[1], in[2]);
-    AttnStats st = attn_stats;
-    float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
-    if (!fixture_read(sf, fc->name, "R", out, R, msg, size)) goto done;
-    rounding_move_input(R, out->n);
-    stage = FX_OUT;
-    if (!fixture_compare(sf, fc->name, "out", out, out->data, msg, size)) goto done;
-    stage = FX_CLAMPED;
-    if (!rounding_moving() && (st.den_clamped != clamped || st.den_rows != (long)FX_B * FX_H * fc->T)) {
-        snprintf(msg, (size_t)size, "%s: attn_stats counts %ld of %ld rows clamped, PyTorch %d of %d", fc->name,
-                 st.den_clamped, st.den_rows, clamped, FX_B * FX_H * fc->T);
-        goto done;
-    }
-    stage = FX_PROBS;
-    grad_set(false);
-    Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
-    grad_set(true);
-    if (!fixture_compare(sf, fc->name, "probs", P, P->data, msg, size)) goto done;
-    stage = FX_GRADS;
-    backward_seeded(out, R);
-    for (int l = 0; l < 3; l++) {
-        char what[16];
-        snprintf(what, sizeof what, "grad_%s", names[l]);
-        const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
-        if (!fixture_compare(sf, fc->name, what, in[l], g, msg, size)) goto done;
-    }
-    stage = FX_OK;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return stage;
+    AttnCall c;
+    AttnStats st; /* what forward counted */
+    int clamped;  /* the rows PyTorch clamped */
+} FxRun;
+
+static int fx_leaves(void *ctx, Tensor **leaf, const char **names) {
+    FxRun *r = ctx;
+    const FxCase *fc = r->fc;
+    r->c = call_for(&r->m, FX_B, FX_H, fc->T, FX_DK, FX_DV, fc->causal, fc->phi, fc->reweight, fc->chunk);
+    linear_opts(&r->m)->leaky_slope = fc->slope;
+    names[0] = "q", names[1] = "k", names[2] = "v";
+    leaf[0] = tensor_4d(FX_B, FX_H, fc->T, FX_DK);
+    leaf[1] = tensor_4d(FX_B, FX_H, fc->T, FX_DK);
+    leaf[2] = tensor_4d(FX_B, FX_H, fc->T, FX_DV);
+    return 3;
 }
 
-/* fx_run_once in ROUNDING_PASSES (test_util.h): its comparisons allow the rounding
- * carried from its inputs, moved by gamma_K. */
+static bool fx_matches(StFile *sf, void *ctx, char *msg, int size) {
+    FxRun *r = ctx;
+    r->clamped = -1;
+    return fx_config_matches(sf, r->fc, &r->clamped, msg, size);
+}
+
+static Tensor *fx_forward(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    attn_stats_reset();
+    Tensor *out = linear_kernel()->forward(&r->c, leaf[0], leaf[1], leaf[2]);
+    r->st = attn_stats;
+    return out;
+}
+
+/* The clamped rows, as PyTorch counted them (not on the pass that moves
+ * the inputs, which may change the count). */
+static bool fx_clamped(void *ctx, char *msg, int size) {
+    FxRun *r = ctx;
+    long rows = (long)FX_B * FX_H * r->fc->T;
+    if (rounding_moving() || (r->st.den_clamped == r->clamped && r->st.den_rows == rows)) return true;
+    snprintf(msg, (size_t)size, "%s: attn_stats counts %ld of %ld rows clamped, PyTorch %d of %ld", r->fc->name,
+             r->st.den_clamped, r->st.den_rows, r->clamped, rows);
+    return false;
+}
+
+static Tensor *fx_probs(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    return linear_kernel()->probs(&r->c, leaf[0], leaf[1]);
+}
+
+/* Fixture case i: forward, clamped rows (FX_CHECK), probs, backward, stage by stage. */
 static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
-    FxStage r = FX_READ;
-    ROUNDING_PASSES(fx_sum_length(i), KERNEL_ROUNDING_SLACK) r = fx_run_once(sf, i, msg, size);
-    return r;
+    FxRun r = {.fc = &fx_cases[i]};
+    FixtureCase c = {fx_cases[i].name, fx_sum_length(i), &r, fx_leaves, fx_matches, fx_forward, fx_clamped, fx_probs};
+    return fixture_case_run(sf, &c, msg, size);
 }
 
 START_TEST(test_linear_matches_pytorch) {

@@ -93,10 +93,6 @@ static FxCase fx_case(int i) {
     return c;
 }
 
-/* How far a fixture run got: the first stage that differed, or FX_OK. */
-typedef enum { FX_READ, FX_OUT, FX_PROBS, FX_GRADS, FX_OK } FxStage;
-static const char *const fx_stage_names[] = {"reading", "output", "attention matrix", "gradients", "ok"};
-
 
 /* The fixture's JSON for case c says what fx_case says. */
 static bool fx_config_matches(StFile *sf, const FxCase *c, char *msg, int size) {
@@ -130,65 +126,49 @@ static long fx_sum_length(int i) {
     return K > FX_DV ? K : FX_DV;
 }
 
-/* Runs fixture case i: forward, probs, backward, compared stage by stage. */
-static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
-    FxCase fc = fx_case(i);
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true);
-    tape_reset();
-    FxStage stage = FX_READ;
+/* Fixture case i's state, for fixture_case_run's hooks (test_util.h). */
+typedef struct {
+    FxCase fc;
     ModelConfig m;
-    AttnCall c = lf_call(&m, FX_B, FX_H, fc.T, FX_DK, FX_DV, fc.proj, fc.share, fc.n, fc.k);
-    const char *names[5] = {"q", "k", "v", "E", "F"};
-    Tensor *leaves[5];
-    int n_leaves = 3, ndim[2], shape[2][3];
-    leaves[0] = tensor_4d(FX_B, FX_H, fc.T, FX_DK);
-    leaves[1] = tensor_4d(FX_B, FX_H, fc.T, FX_DK);
-    leaves[2] = tensor_4d(FX_B, FX_H, fc.T, FX_DV);
+    AttnCall c;
+} FxRun;
+
+/* q, k, v, then E and F as the case's projections have them. */
+static int fx_leaves(void *ctx, Tensor **leaf, const char **names) {
+    FxRun *r = ctx;
+    FxCase fc = r->fc;
+    r->c = lf_call(&r->m, FX_B, FX_H, fc.T, FX_DK, FX_DV, fc.proj, fc.share, fc.n, fc.k);
+    static const char *const all[5] = {"q", "k", "v", "E", "F"};
+    int n = 3, ndim[2], shape[2][3];
+    leaf[0] = tensor_4d(FX_B, FX_H, fc.T, FX_DK);
+    leaf[1] = tensor_4d(FX_B, FX_H, fc.T, FX_DK);
+    leaf[2] = tensor_4d(FX_B, FX_H, fc.T, FX_DV);
     int n_params = lf_param_shapes(fc.proj, fc.share, FX_H, fc.n, fc.k, ndim, shape);
-    for (int p = 0; p < n_params; p++) leaves[n_leaves++] = c.params[p] = tensor_new(ndim[p], shape[p]);
-    if (!fx_config_matches(sf, &fc, msg, size)) goto done;
-    for (int l = 0; l < n_leaves; l++) {
-        if (!fixture_read(sf, fc.name, names[l], leaves[l], leaves[l]->data, msg, size)) goto done;
-        rounding_move_input(leaves[l]->data, leaves[l]->n);
-        leaves[l]->requires_grad = true;
-    }
-    Tensor *out = linformer()->forward(&c, leaves[0], leaves[1], leaves[2]);
-    float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
-    if (!fixture_read(sf, fc.name, "R", out, R, msg, size)) goto done;
-    rounding_move_input(R, out->n);
-    stage = FX_OUT;
-    if (!fixture_compare(sf, fc.name, "out", out, out->data, msg, size)) goto done;
-    stage = FX_PROBS;
-    grad_set(false);
-    Tensor *P = linformer()->probs(&c, leaves[0], leaves[1]);
-    grad_set(true);
-    if (!fixture_compare(sf, fc.name, "probs", P, P->data, msg, size)) goto done;
-    stage = FX_GRADS;
-    backward_seeded(out, R);
-    for (int l = 0; l < n_leaves; l++) {
-        char what[16];
-        snprintf(what, sizeof what, "grad_%s", names[l]);
-        const float *g = leaves[l]->grad ? leaves[l]->grad : arena_calloc(&a, (size_t)leaves[l]->n * sizeof(float));
-        if (!fixture_compare(sf, fc.name, what, leaves[l], g, msg, size)) goto done;
-    }
-    stage = FX_OK;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return stage;
+    for (int p = 0; p < n_params; p++) leaf[n++] = r->c.params[p] = tensor_new(ndim[p], shape[p]);
+    for (int l = 0; l < n; l++) names[l] = all[l];
+    return n;
 }
 
-/* fx_run_once in ROUNDING_PASSES (test_util.h): its comparisons allow the rounding
- * carried from its inputs, moved by gamma_K. */
+static bool fx_matches(StFile *sf, void *ctx, char *msg, int size) {
+    FxRun *r = ctx;
+    return fx_config_matches(sf, &r->fc, msg, size);
+}
+
+static Tensor *fx_forward(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    return linformer()->forward(&r->c, leaf[0], leaf[1], leaf[2]);
+}
+
+static Tensor *fx_probs(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    return linformer()->probs(&r->c, leaf[0], leaf[1]);
+}
+
+/* Fixture case i: forward, probs, backward, compared stage by stage. */
 static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
-    FxStage r = FX_READ;
-    ROUNDING_PASSES(fx_sum_length(i), KERNEL_ROUNDING_SLACK) r = fx_run_once(sf, i, msg, size);
-    return r;
+    FxRun r = {.fc = fx_case(i)};
+    FixtureCase c = {r.fc.name, fx_sum_length(i), &r, fx_leaves, fx_matches, fx_forward, NULL, fx_probs};
+    return fixture_case_run(sf, &c, msg, size);
 }
 
 START_TEST(test_linformer_matches_pytorch) {

@@ -406,9 +406,6 @@ END_TEST
 
 /* ---- against PyTorch ------------------------------------------------------------- */
 
-typedef enum { FX_READ, FX_OUT, FX_PROBS, FX_GRADS, FX_OK } FxStage;
-static const char *const fx_stage_names[] = {"reading", "output", "attention matrix", "gradients", "ok"};
-
 /* The longest sum of fixture case i: over positions, or a head's sizes. */
 static long fx_sum_length(int i) {
     if (i < N_ROPE) return rope_cases[i].T > rope_cases[i].d ? rope_cases[i].T : rope_cases[i].d;
@@ -420,75 +417,48 @@ static long fx_sum_length(int i) {
 /* Fixture case i: the rope cases, then the linear ones. */
 static const char *fx_name(int i) { return i < N_ROPE ? rope_cases[i].name : lin_cases[i - N_ROPE].name; }
 
-static FxStage fx_run_once(StFile *sf, int i, char *msg, int size) {
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true);
-    tape_reset();
-    FxStage stage = FX_READ;
-    const char *name = fx_name(i);
-    const char *in_names[3] = {"q", "k", "v"};
-    Tensor *in[3] = {NULL};
-    int n_in;
+/* Fixture case i's state, for fixture_case_run's hooks (test_util.h). */
+typedef struct {
+    int i;
     ModelConfig m;
     AttnCall c;
-    if (i < N_ROPE) {
-        const RopeCase *rc = &rope_cases[i];
-        c = rope_call(&m, rc);
-        in_names[0] = "x";
-        in[0] = tensor_4d(FX_B, FX_H, rc->T, rc->d);
-        n_in = 1;
-    } else {
-        const LinCase *lc = &lin_cases[i - N_ROPE];
-        c = lin_call(&m, lc, FX_B, FX_H);
-        in[0] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
-        in[1] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
-        in[2] = tensor_4d(FX_B, FX_H, lc->T, lc->dv);
-        n_in = 3;
+} FxRun;
+
+/* x for a rope case; q, k, v for a linear one. */
+static int fx_leaves(void *ctx, Tensor **leaf, const char **names) {
+    FxRun *r = ctx;
+    if (r->i < N_ROPE) {
+        const RopeCase *rc = &rope_cases[r->i];
+        r->c = rope_call(&r->m, rc);
+        names[0] = "x";
+        leaf[0] = tensor_4d(FX_B, FX_H, rc->T, rc->d);
+        return 1;
     }
-    for (int l = 0; l < n_in; l++) {
-        if (!fixture_read(sf, name, in_names[l], in[l], in[l]->data, msg, size)) goto done;
-        rounding_move_input(in[l]->data, in[l]->n);
-        in[l]->requires_grad = true;
-    }
-    Tensor *out = i < N_ROPE ? attn_rope(&c, in[0], rope_cases[i].key)
-                             : linear_kernel()->forward(&c, in[0], in[1], in[2]);
-    float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
-    if (!fixture_read(sf, name, "R", out, R, msg, size)) goto done;
-    rounding_move_input(R, out->n);
-    stage = FX_OUT;
-    if (!fixture_compare(sf, name, "out", out, out->data, msg, size)) goto done;
-    stage = FX_PROBS;
-    if (i >= N_ROPE) {
-        grad_set(false);
-        Tensor *P = linear_kernel()->probs(&c, in[0], in[1]);
-        grad_set(true);
-        if (!fixture_compare(sf, name, "probs", P, P->data, msg, size)) goto done;
-    }
-    stage = FX_GRADS;
-    backward_seeded(out, R);
-    for (int l = 0; l < n_in; l++) {
-        char what[16];
-        snprintf(what, sizeof what, "grad_%s", in_names[l]);
-        const float *g = in[l]->grad ? in[l]->grad : arena_calloc(&a, (size_t)in[l]->n * sizeof(float));
-        if (!fixture_compare(sf, name, what, in[l], g, msg, size)) goto done;
-    }
-    stage = FX_OK;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return stage;
+    const LinCase *lc = &lin_cases[r->i - N_ROPE];
+    r->c = lin_call(&r->m, lc, FX_B, FX_H);
+    names[0] = "q", names[1] = "k", names[2] = "v";
+    leaf[0] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
+    leaf[1] = tensor_4d(FX_B, FX_H, lc->T, lc->dk);
+    leaf[2] = tensor_4d(FX_B, FX_H, lc->T, lc->dv);
+    return 3;
 }
 
-/* fx_run_once in ROUNDING_PASSES (test_util.h): its comparisons allow the rounding
- * carried from its inputs, moved by gamma_K. */
+static Tensor *fx_forward(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    return r->i < N_ROPE ? attn_rope(&r->c, leaf[0], rope_cases[r->i].key)
+                         : linear_kernel()->forward(&r->c, leaf[0], leaf[1], leaf[2]);
+}
+
+static Tensor *fx_probs(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    return linear_kernel()->probs(&r->c, leaf[0], leaf[1]);
+}
+
+/* Fixture case i: forward, probs (the linear cases), backward, stage by stage. */
 static FxStage fx_run(StFile *sf, int i, char *msg, int size) {
-    FxStage r = FX_READ;
-    ROUNDING_PASSES(fx_sum_length(i), KERNEL_ROUNDING_SLACK) r = fx_run_once(sf, i, msg, size);
-    return r;
+    FxRun r = {.i = i};
+    FixtureCase c = {fx_name(i), fx_sum_length(i), &r, fx_leaves, NULL, fx_forward, NULL, i < N_ROPE ? NULL : fx_probs};
+    return fixture_case_run(sf, &c, msg, size);
 }
 
 START_TEST(test_rope_fixture_cases) {

@@ -113,64 +113,49 @@ static bool fx_ids(StFile *sf, const FxCase *c, const char *what, int lo, int *d
     return true;
 }
 
-/* Reads a leaf "<case>/<what>" of shape t's, moved by the rounding pass, needing a gradient. */
-static bool fx_leaf(StFile *sf, const char *c, const char *what, Tensor *t, char *msg, int size) {
-    if (!fixture_read(sf, c, what, t, t->data, msg, size)) return false;
-    rounding_move_input(t->data, t->n);
-    t->requires_grad = true;
-    return true;
+/* Fixture case i's state, for fixture_case_run's hooks (test_util.h). */
+typedef struct {
+    const FxCase *c;
+    int *ids, *targets;
+} FxRun;
+
+/* The leaves: w, then x (or h, the residual added to w's rows when tied). */
+static int fx_leaves(void *ctx, Tensor **leaf, const char **names) {
+    FxRun *r = ctx;
+    const FxCase *c = r->c;
+    leaf[0] = tensor_2d(c->V, c->d);
+    leaf[1] = tensor_3d(c->B, c->T, c->d);
+    names[0] = "w", names[1] = c->tied ? "h" : "x";
+    return 2;
 }
 
-/* Case i on the fixture's inputs: the loss, then the gradients of R loss. */
-static bool fx_run_once(StFile *sf, int i, char *msg, int size) {
-    const FxCase *c = &fx_cases[i];
-    Arena a;
-    arena_init(&a, 1 << 16);
-    engine_set_arena(&a);
-    bool was = grad_set(true);
-    tape_reset();
-    bool ok = false;
-    int *targets = arena_alloc(&a, (size_t)c->B * c->T * sizeof(int)), *ids = NULL;
-    Tensor *w = tensor_2d(c->V, c->d), *leaf = tensor_3d(c->B, c->T, c->d), *one = tensor_1d(1);
-    const char *leaf_name = c->tied ? "h" : "x", *grad_name = c->tied ? "grad_h" : "grad_x";
-    if (!fx_leaf(sf, c->name, "w", w, msg, size) || !fx_leaf(sf, c->name, leaf_name, leaf, msg, size) ||
-        !fx_ids(sf, c, "targets", -1, targets, msg, size))
-        goto done;
-    Tensor *x = leaf;
-    if (c->tied) {
-        ids = arena_alloc(&a, (size_t)c->B * c->T * sizeof(int));
-        if (!fx_ids(sf, c, "ids", 0, ids, msg, size)) goto done;
-        x = op_add(op_embedding(w, ids, 2, (int[]){c->B, c->T}), leaf);
-    }
-    Tensor *loss = op_lm_cross_entropy(x, w, targets, -1);
-    if (!fixture_compare(sf, c->name, "out", one, loss->data, msg, size)) goto done;
-    float *R = arena_alloc(&a, sizeof(float));
-    if (!fixture_read(sf, c->name, "R", one, R, msg, size)) goto done;
-    rounding_move_input(R, 1);
-    backward_seeded(loss, R);
-    /* (a leaf that no gradient reached, under a missing backward, has 0) */
-    const float *gl = leaf->grad ? leaf->grad : arena_calloc(&a, (size_t)leaf->n * sizeof(float));
-    const float *gw = w->grad ? w->grad : arena_calloc(&a, (size_t)w->n * sizeof(float));
-    if (!fixture_compare(sf, c->name, grad_name, leaf, gl, msg, size) ||
-        !fixture_compare(sf, c->name, "grad_w", w, gw, msg, size))
-        goto done;
-    ok = true;
-done:
-    tape_reset();
-    grad_set(was);
-    engine_set_arena(NULL);
-    arena_free(&a);
-    return ok;
+/* The ids the case reads: its targets, and the input ids when tied. */
+static bool fx_read_ids(StFile *sf, void *ctx, char *msg, int size) {
+    FxRun *r = ctx;
+    const FxCase *c = r->c;
+    r->targets = arena_alloc(engine_arena(), (size_t)c->B * c->T * sizeof(int));
+    r->ids = c->tied ? arena_alloc(engine_arena(), (size_t)c->B * c->T * sizeof(int)) : NULL;
+    return fx_ids(sf, c, "targets", -1, r->targets, msg, size) && (!c->tied || fx_ids(sf, c, "ids", 0, r->ids, msg, size));
 }
 
-/* fx_run_once in ROUNDING_PASSES (test_util.h); the longest sum is dW's, over the rows. */
+/* The loss, as the fixture's [1]. */
+static Tensor *fx_forward(void *ctx, Tensor **leaf) {
+    FxRun *r = ctx;
+    const FxCase *c = r->c;
+    Tensor *w = leaf[0], *x = leaf[1];
+    if (c->tied) x = op_add(op_embedding(w, r->ids, 2, (int[]){c->B, c->T}), leaf[1]);
+    return op_reshape(op_lm_cross_entropy(x, w, r->targets, -1), 1, (int[]){1});
+}
+
+/* Case i on the fixture's inputs: the loss, then the gradients of R loss;
+ * the longest sum is dW's, over the rows. */
 static bool fx_run(StFile *sf, int i, char *msg, int size) {
     const FxCase *c = &fx_cases[i];
     long K = (long)c->B * c->T;
     if (c->V > K) K = c->V;
-    bool ok = false;
-    ROUNDING_PASSES(K, KERNEL_ROUNDING_SLACK) ok = fx_run_once(sf, i, msg, size);
-    return ok;
+    FxRun r = {.c = c};
+    FixtureCase fc = {c->name, K, &r, fx_leaves, fx_read_ids, fx_forward, NULL, NULL};
+    return fixture_case_run(sf, &fc, msg, size) == FX_OK;
 }
 
 START_TEST(test_lm_cross_entropy_matches_pytorch) {

@@ -311,6 +311,64 @@ KernelFxStage kernel_fixture_run(StFile *sf, const char *variant, const AttnKern
     return KERNEL_FX_OK;
 }
 
+const char *const fx_stage_names[] = {"reading", "output", "check after the output", "attention matrix",
+                                      "gradients", "ok"};
+
+/* One pass of fixture_case_run, in an arena of its own. */
+static FxStage fixture_case_once(StFile *sf, const FixtureCase *fc, char *msg, int size) {
+    Arena a;
+    arena_init(&a, 1 << 16);
+    engine_set_arena(&a);
+    bool was = grad_set(true);
+    tape_reset();
+    FxStage stage = FX_READ;
+    Tensor *leaf[5] = {NULL};
+    const char *names[5] = {NULL};
+    int n = fc->leaves(fc->ctx, leaf, names);
+    if (fc->matches && !fc->matches(sf, fc->ctx, msg, size)) goto done;
+    for (int l = 0; l < n; l++) {
+        if (!fixture_read(sf, fc->name, names[l], leaf[l], leaf[l]->data, msg, size)) goto done;
+        rounding_move_input(leaf[l]->data, leaf[l]->n);
+        leaf[l]->requires_grad = true;
+    }
+    Tensor *out = fc->forward(fc->ctx, leaf);
+    float *R = arena_alloc(&a, (size_t)out->n * sizeof(float));
+    if (!fixture_read(sf, fc->name, "R", out, R, msg, size)) goto done;
+    rounding_move_input(R, out->n);
+    stage = FX_OUT;
+    if (!fixture_compare(sf, fc->name, "out", out, out->data, msg, size)) goto done;
+    stage = FX_CHECK;
+    if (fc->check && !fc->check(fc->ctx, msg, size)) goto done;
+    stage = FX_PROBS;
+    if (fc->probs) {
+        grad_set(false);
+        Tensor *P = fc->probs(fc->ctx, leaf);
+        grad_set(true);
+        if (!fixture_compare(sf, fc->name, "probs", P, P->data, msg, size)) goto done;
+    }
+    stage = FX_GRADS;
+    backward_seeded(out, R);
+    for (int l = 0; l < n; l++) {
+        char what[16];
+        snprintf(what, sizeof what, "grad_%s", names[l]);
+        const float *g = leaf[l]->grad ? leaf[l]->grad : arena_calloc(&a, (size_t)leaf[l]->n * sizeof(float));
+        if (!fixture_compare(sf, fc->name, what, leaf[l], g, msg, size)) goto done;
+    }
+    stage = FX_OK;
+done:
+    tape_reset();
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return stage;
+}
+
+FxStage fixture_case_run(StFile *sf, const FixtureCase *fc, char *msg, int size) {
+    FxStage r = FX_READ;
+    ROUNDING_PASSES(fc->sum_length, KERNEL_ROUNDING_SLACK) r = fixture_case_once(sf, fc, msg, size);
+    return r;
+}
+
 void test_tmpdir(char *dir, size_t size, const char *tag) {
     const char *base = getenv("TMPDIR");
     if (!base || !base[0]) base = "/tmp";

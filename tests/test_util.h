@@ -113,6 +113,30 @@ typedef Tensor *(*ComposeRef)(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v
 bool kernel_against_composition(const AttnKernel *kern, const AttnCall *c, uint64_t seed, DrawLeaves draw,
                                 const void *ctx, ComposeRef compose, double slack, char *msg, int size);
 
+/* A case of a kernel's own fixture file, run as PyTorch ran it and compared
+ * stage by stage inside ROUNDING_PASSES: its leaves "<name>/<leaf>" (moved
+ * by their rounding, requires_grad), forward, "<name>/out", a check of the
+ * test's own, "<name>/probs" with gradients off, then backward from
+ * "<name>/R" and every "<name>/grad_<leaf>". fixture_case_run returns the
+ * first stage that differed, or FX_OK, with the difference in msg. */
+typedef enum { FX_READ, FX_OUT, FX_CHECK, FX_PROBS, FX_GRADS, FX_OK } FxStage;
+extern const char *const fx_stage_names[];
+typedef struct {
+    const char *name; /* the case: its tensors are "<name>/..." */
+    long sum_length;  /* its longest sum, the K of ROUNDING_PASSES */
+    void *ctx;        /* the test's own state, handed to the hooks */
+    /* Makes the leaves (shapes only, at most 5) in the current arena, names
+     * them in names[], and puts what forward needs (a call) in ctx. Returns
+     * how many. */
+    int (*leaves)(void *ctx, Tensor **leaf, const char **names);
+    /* Whether the fixture's metadata is this case's (NULL: not checked). */
+    bool (*matches)(StFile *sf, void *ctx, char *msg, int size);
+    Tensor *(*forward)(void *ctx, Tensor **leaf);
+    bool (*check)(void *ctx, char *msg, int size); /* after forward (NULL: none) */
+    Tensor *(*probs)(void *ctx, Tensor **leaf);    /* NULL: the case has none */
+} FixtureCase;
+FxStage fixture_case_run(StFile *sf, const FixtureCase *fc, char *msg, int size);
+
 /* Whether this CPU runs bf16 products (core/gemm.h); when it does not, prints
  * "<who>: bf16 tests skipped: <why>" and the caller's test passes. */
 bool bf16_runs_here(const char *who);

@@ -1,7 +1,8 @@
 /* room analysis/: grids, their statistics, reports and pages, spectra; includes the engine and any room below. */
 /* grid_report.h: an ablation grid's report, from its runs' results
  * (grid.h): the tables, with paired intervals where points share seeds
- * (stats.h), and the overlaid validation curves. */
+ * (stats.h), and the overlaid validation curves; the seed pairs behind
+ * them, and ./ablate --paired's, are in grid_pairs.c. */
 #ifndef ATTNLAB_GRID_REPORT_H
 #define ATTNLAB_GRID_REPORT_H
 

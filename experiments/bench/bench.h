@@ -22,6 +22,7 @@
 #include "attention/kernel.h"
 #include "model.h"
 #include "optim.h"
+#include "step.h"
 #include "options.h"
 
 #define BENCH_MAX_LENGTHS 32
@@ -72,15 +73,15 @@ double bench_product_seconds(int path, int M, int N, int K, bool ta, bool tb);
 /* Training throughput on cfg with the per-op breakdown, printed; returns the
  * tokens per second. */
 double bench_train(const BenchOptions *o, const Config *cfg);
-/* A training step to time, the same in bench_train and bench_mpi: cfg's
- * model with weights drawn from seed 1, one batch of B x T random byte ids
- * (masked under objective = mlm), an arena in use, gradients on, AdamW. */
+/* A training step to time, the same in bench_train and bench_mpi, and
+ * ./train's (experiments/training/step.h): cfg's model with weights drawn
+ * from seed 1, one batch of B x T random byte ids (masked under objective =
+ * mlm), the step's arena in use, gradients on, AdamW with cfg's options. */
 typedef struct {
     Model m;
     int B, T;
     int *ids, *targets;
-    Arena arena;
-    AdamWConfig opt;
+    TrainStep step;
     int precision; /* the step's Precision */
 } BenchStep;
 

@@ -39,6 +39,7 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
     uint64_t batch_seed = 2 + (uint64_t)dist_rank(); /* each rank its own tokens */
     bench_step_init(&b, cfg, &batch_seed);
     int B = b.B, T = b.T, N = dist_size();
+    b.step.ranks = N; /* ./train's data-parallel step: the ranks' gradients averaged */
     const int warm = 3;
     double *reduce_s = xmalloc((size_t)o->steps * sizeof(double)), *alone_s = xmalloc((size_t)o->steps * sizeof(double));
     double t_start = 0;
@@ -49,7 +50,7 @@ static int bench_mpi_ranks(const BenchOptions *o, const Config *cfg) {
         }
         bench_step_grad(&b);
         double t0 = now_seconds();
-        dist_allreduce_mean(b.m.params.grad, b.m.params.total);
+        step_average(&b.step);
         double t1 = now_seconds();
         bench_step_update(&b, s);
         if (s >= warm) reduce_s[s - warm] = t1 - t0;

@@ -20,6 +20,7 @@
 #include "profile.h"
 #include "rng.h"
 #include "run.h"
+#include "step.h"
 #include "util.h"
 
 /* A batch of B x T random byte ids and targets, masked under objective = mlm. */
@@ -46,32 +47,22 @@ void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed
     b->ids = xmalloc((size_t)b->B * b->T * sizeof(int));
     b->targets = xmalloc((size_t)b->B * b->T * sizeof(int));
     random_batch(mc, &rng, b->B, b->T, b->ids, b->targets);
-    arena_init(&b->arena, 0);
-    engine_set_arena(&b->arena);
-    b->opt = adamw_default();
-    grad_set(true);
-    params_zero_grad(&b->m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
+    step_init(&b->step, &b->m, &cfg->train, 1); /* ./train's step (step.h), on one rank */
 }
 
 void bench_step_grad(BenchStep *b) {
-    arena_reset(&b->arena);
-    tape_reset();
-    Tensor *loss = model_loss(&b->m, b->ids, b->targets, b->B, b->T);
-    backward(loss);
+    step_backward(&b->step, step_loss(&b->step, b->ids, b->targets, b->B, b->T));
 }
 
 void bench_step_update(BenchStep *b, int s) {
     /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
-    adamw_step(&b->m.params, &b->opt, 1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f));
-    gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
+    step_update(&b->step, 1e-4f, s, step_norm(&b->step));
 }
 
 void bench_step_free(BenchStep *b) {
     free(b->ids);
     free(b->targets);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&b->arena);
+    step_free(&b->step);
     precision_end();
     model_free(&b->m);
 }

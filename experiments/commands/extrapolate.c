@@ -18,50 +18,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "checkpoint.h"
 #include "corpus.h"
+#include "extrapolate.h"
 #include "interrupt.h"
 #include "memory.h"
 #include "mlm.h"
 #include "open.h"
 #include "output_check.h"
-#include "page.h"
-#include "plot.h"
 #include "progress.h"
 #include "run.h"
 #include "startup.h"
-#include "stats.h"
-
-#define MAX_LENGTHS 64
-#define MAX_OVERRIDES 3
-
-/* The model options that may change at evaluation: they change what a query
- * sees or how its logits are scaled, not the parameters. */
-static const char *const inference_keys[MAX_OVERRIDES] = {"window", "logn", "bca"};
-
-typedef struct {
-    char key[16], value[64];
-} Override;
-
-typedef struct {
-    const char *spec; /* as given on the command line */
-    char path[1100];  /* the checkpoint file */
-    char name[1100];  /* the run folder's name, or the file's stem */
-    Override ov[MAX_OVERRIDES];
-    int n_ov;
-    char label[1200];
-    int group;        /* its group: the variants whose label is the same up to a _seed-N */
-    Config cfg;
-    Corpus corpus;
-    Model model;
-    bool loaded;
-    char beyond[256]; /* the lengths beyond the learned positions, for the note */
-    double bpb[MAX_LENGTHS]; /* NAN: n/a */
-    long windows[MAX_LENGTHS], bytes[MAX_LENGTHS];
-} Variant;
 
 /* The default window cap: every length scores about this many bytes. */
 enum { DEFAULT_MAX_BYTES = 1 << 18 };
@@ -136,144 +105,6 @@ static void usage(FILE *f) {
             DEFAULT_MAX_BYTES, DEFAULT_MAX_BYTES / 1024);
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-static bool is_inference_key(const char *key) {
-    for (int i = 0; i < MAX_OVERRIDES; i++)
-        if (!strcmp(key, inference_keys[i])) return true;
-    return false;
-}
-
-/* Why key cannot be an override: the one-line reason. */
-static int refuse_key(const char *where, const char *key, Err *e) {
-    const OptDef *o = option_find(key);
-    if (o && o->group == GROUP_MODEL)
-        err_set(e, "%s%s%s is fixed by the checkpoint", where, where[0] ? ": " : "", key);
-    else if (o)
-        err_set(e, "%s%s%s is a %s option; ./extrapolate trains and samples nothing", where, where[0] ? ": " : "", key,
-                o->group == GROUP_TRAIN ? "training" : "sampling");
-    else
-        err_set(e, "%s%sunknown key '%s'", where, where[0] ? ": " : "", key);
-    return err_hint(e, "only window, logn and bca can change at evaluation");
-}
-
-static int add_override(Override *ov, int *n, const char *where, const char *key, const char *value, Err *e) {
-    if (!is_inference_key(key)) return refuse_key(where, key, e);
-    for (int i = 0; i < *n; i++)
-        if (!strcmp(ov[i].key, key))
-            return where[0] == '-' ? err_set(e, "--%s is given twice", key) : err_set(e, "%s: %s is given twice", where, key);
-    if (strlen(value) >= sizeof ov->value || !value[0]) return err_set(e, "%s: %s: needs a value", where, key);
-    /* the value's own check, on a scratch config */
-    Config scratch;
-    config_defaults(&scratch);
-    Err sub;
-    if (option_set(&scratch, key, value, &sub) != 0) /* sub.msg starts with --key */
-        return where[0] == '-' ? err_set(e, "%s", sub.msg) : err_set(e, "%s: %s", where, sub.msg);
-    snprintf(ov[*n].key, sizeof ov->key, "%s", key);
-    snprintf(ov[*n].value, sizeof ov->value, "%s", value);
-    (*n)++;
-    return 0;
-}
-
-/* "runs/rope@logn=on,window=128": the path, then the overrides. A path that
- * exists as written is taken whole (it may contain '@'). */
-static int parse_variant(Variant *v, const char *spec, Err *e) {
-    memset(v, 0, sizeof *v);
-    v->spec = spec;
-    char path[1100];
-    if (snprintf(path, sizeof path, "%s", spec) >= (int)sizeof path) return err_set(e, "%.60s...: path too long", spec);
-    const char *at = strrchr(spec, '@');
-    if (at && !file_exists(spec)) {
-        path[at - spec] = '\0';
-        char list[512];
-        if (snprintf(list, sizeof list, "%s", at + 1) >= (int)sizeof list) return err_set(e, "%.60s...: overrides too long", spec);
-        if (!list[0])
-            return err_set(e, "%s: nothing after '@'", spec), err_hint(e, "write e.g. %s@window=128", path);
-        char *save = NULL;
-        int items = 0;
-        for (char *p = list;; p = NULL) {
-            char *item = strtok_r(p, ",", &save);
-            if (!item) break;
-            items++;
-            char *eq = strchr(item, '=');
-            if (!eq)
-                return err_set(e, "%s: '%s' is not key=value", spec, item), err_hint(e, "write e.g. %s@window=128", path);
-            *eq = '\0';
-            if (add_override(v->ov, &v->n_ov, spec, item, eq + 1, e) != 0) return -1;
-        }
-        /* strtok_r skips empty items: count the commas to catch "a=1,,b=2" */
-        int commas = 0;
-        for (const char *c = at + 1; *c; c++) commas += *c == ',';
-        if (items != commas + 1) return err_set(e, "%s: empty item in the overrides", spec);
-    }
-    if (!path[0]) return err_set(e, "%s: no checkpoint before '@'", spec);
-    char trimmed[1100];
-    snprintf(trimmed, sizeof trimmed, "%s", path);
-    for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--) trimmed[n - 1] = '\0';
-    if (is_directory(trimmed)) {
-        if (path_join(v->path, sizeof v->path, trimmed, "model.safetensors", e) != 0) return -1;
-    } else {
-        snprintf(v->path, sizeof v->path, "%s", trimmed);
-    }
-    run_name_of(trimmed, v->name, sizeof v->name);
-    return 0;
-}
-
-/* A positional is a checkpoint when it names a folder, a .safetensors file
- * or carries @overrides. */
-static bool looks_like_checkpoint(const char *a) {
-    if (is_directory(a) || ends_with(a, ".safetensors")) return true;
-    const char *at = strrchr(a, '@');
-    if (!at || file_exists(a)) return false;
-    if (strchr(at, '=')) return true;
-    char base[1100];
-    snprintf(base, sizeof base, "%.*s", (int)(at - a), a);
-    return is_directory(base) || ends_with(base, ".safetensors");
-}
-
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* "256,512,1024": sorted, each in [2, 2^20], no repeats. */
-static int parse_lengths(const char *s, int *out, int *n, Err *e) {
-    *n = 0;
-    if (!s || !s[0]) return err_set(e, "--lengths: no lengths given"), err_hint(e, "e.g. --lengths 128,256,512");
-    const char *p = s;
-    for (;;) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || (*end && *end != ','))
-            return err_set(e, "--lengths: '%s' is not a comma-separated list of integers", s),
-                   err_hint(e, "e.g. --lengths 128,256,512");
-        if (x < 2 || x > (1 << 20)) return err_set(e, "--lengths: %ld is outside [2, %d]", x, 1 << 20);
-        if (*n == MAX_LENGTHS) return err_set(e, "--lengths: more than %d lengths", MAX_LENGTHS);
-        out[(*n)++] = (int)x;
-        if (!*end) break;
-        p = end + 1;
-    }
-    qsort(out, (size_t)*n, sizeof *out, cmp_int);
-    for (int i = 1; i < *n; i++)
-        if (out[i] == out[i - 1]) return err_set(e, "--lengths: %d is given twice", out[i]);
-    return 0;
-}
-
-/* Appends s to the CSV, quoted when it holds a comma, quote or newline. */
-static size_t csv_field(char *buf, size_t cap, size_t len, const char *s) {
-    if (!strpbrk(s, ",\"\n")) return len + (size_t)snprintf(buf + len, cap - len, "%s", s);
-    len += (size_t)snprintf(buf + len, cap - len, "\"");
-    for (const char *c = s; *c; c++) len += (size_t)snprintf(buf + len, cap - len, *c == '"' ? "\"\"" : "%c", *c);
-    return len + (size_t)snprintf(buf + len, cap - len, "\"");
-}
-
-static void format_ratio(char *buf, size_t size, int T, int context) {
-    snprintf(buf, size, "%.4g", (double)T / context);
-}
-
 /* The bytes a window of T scores: all T left to right, or under mlm the
  * mlm_count(T) masked ones. */
 static long scored_per_window(const Variant *v, int T) {
@@ -300,88 +131,6 @@ static long windows_at(int T, int max_windows, int max_bytes) {
     return max_windows;
 }
 
-/* The option table's --key value: inference-time overrides for every
- * variant; any other option is refused with the reason. */
-typedef struct {
-    Override ov[MAX_OVERRIDES];
-    int n;
-} GlobalOverrides;
-
-static int set_option(const OptDef *o, const char *value, void *ctx) {
-    GlobalOverrides *g = ctx;
-    Err e;
-    if (!is_inference_key(o->name)) {
-        refuse_key("", o->name, &e);
-        fprintf(stderr, "error: --%s\nhint: %s\n", e.msg, e.hint);
-        return -1;
-    }
-    char flag[40];
-    snprintf(flag, sizeof flag, "--%s", o->name);
-    if (add_override(g->ov, &g->n, flag, o->name, value, &e) != 0) {
-        err_print(&e);
-        return -1;
-    }
-    return 0;
-}
-
-/* A label's group key: the label with "_seed-<digits>" taken out of its run
- * name (ablate --seeds names its runs so), e.g. pos-rope_seed-1338@window=128
- * -> pos-rope@window=128. */
-static void group_key(const char *label, char *key, size_t size) {
-    const char *at = strchr(label, '@');
-    size_t name_len = at ? (size_t)(at - label) : strlen(label);
-    const char *cut = NULL;
-    for (const char *p = label; p + 6 <= label + name_len; p++)
-        if (!strncmp(p, "_seed-", 6)) {
-            const char *d = p + 6;
-            while (d < label + name_len && *d >= '0' && *d <= '9') d++;
-            if (d > p + 6 && (d == label + name_len || *d == '_')) cut = p;
-        }
-    if (!cut) {
-        snprintf(key, size, "%s", label);
-        return;
-    }
-    const char *rest = cut + 6;
-    while (*rest >= '0' && *rest <= '9') rest++;
-    snprintf(key, size, "%.*s%s", (int)(cut - label), label, rest);
-}
-
-/* Sets each variant's group; returns the number of groups, with runs[g]
- * the variants of group g and keys[g] its key. */
-static int make_groups(Variant *vs, int nv, int *runs, char (*keys)[1200]) {
-    int ng = 0;
-    for (int i = 0; i < nv; i++) {
-        char key[1200];
-        group_key(vs[i].label, key, sizeof key);
-        int g = 0;
-        while (g < ng && strcmp(keys[g], key)) g++;
-        if (g == ng) {
-            snprintf(keys[ng], sizeof keys[ng], "%s", key);
-            runs[ng++] = 0;
-        }
-        runs[g]++;
-        vs[i].group = g;
-    }
-    return ng;
-}
-
-/* The command: its arguments, then the variants and what is planned for
- * them, filled in by the steps of main in turn. */
-typedef struct {
-    int threads, max_windows, max_bytes;
-    const char *out_arg, *labels_arg, *lengths_arg, *corpus_arg;
-    GlobalOverrides overrides;
-    ArgPositional pos;
-    int n_pos; /* the positionals that are checkpoints */
-    Variant *vs;
-    int nv;
-    int lengths[MAX_LENGTHS], nl;
-    long total_bytes; /* what scoring every variant at every length reads */
-    int max_T;
-    char out_dir[1100], csv_path[1200], png_path[1200], sum_path[1200];
-    int lock; /* out_dir's lock (run.h), -1 until taken: at once when it exists, else when it is made */
-} Job;
-
 /* The command line. ARGS_OK, or the status to exit with (said). */
 static int parse_args(Job *j, int argc, char **argv) {
     /* -1: not given; when neither is, --max_bytes DEFAULT_MAX_BYTES */
@@ -395,7 +144,7 @@ static int parse_args(Job *j, int argc, char **argv) {
         {"--label", .text = &j->labels_arg},
     };
     const ArgSpec cli = {.command = "extrapolate", .usage = usage, .flags = flags,
-                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &j->overrides,
+                         .n_flags = (int)(sizeof flags / sizeof *flags), .option = xp_set_option, .ctx = &j->overrides,
                          .missing_hint = "./extrapolate --help"};
     int status = args_parse(&cli, argc, argv, &j->pos);
     if (status != ARGS_OK) return status;
@@ -411,7 +160,7 @@ static int parse_args(Job *j, int argc, char **argv) {
         fprintf(stderr, "error: no checkpoint given\nhint: ./extrapolate runs/NAME corpus.txt --lengths 128,256,512\n");
         return 2;
     }
-    if (!looks_like_checkpoint(j->pos.v[j->n_pos - 1])) {
+    if (!xp_looks_like_checkpoint(j->pos.v[j->n_pos - 1])) {
         j->corpus_arg = j->pos.v[--j->n_pos];
         if (j->n_pos == 0) {
             fprintf(stderr, "error: %s: not a run folder or checkpoint, and no checkpoint given\n"
@@ -453,7 +202,7 @@ static int make_variants(Job *j) {
     for (int i = 0; i < j->nv; i++) {
         Variant *v = &j->vs[i];
         Err e;
-        if (parse_variant(v, j->pos.v[i], &e) != 0) return err_print(&e), 2;
+        if (xp_parse_variant(v, j->pos.v[i], &e) != 0) return err_print(&e), 2;
         for (int g = 0; g < j->overrides.n; g++) {
             bool given = false;
             for (int k = 0; k < v->n_ov; k++) given |= !strcmp(v->ov[k].key, j->overrides.ov[g].key);
@@ -559,7 +308,7 @@ static int plan_variant(Job *j, Variant *v) {
  * windows, the output paths. 0, or the status to exit with (said). */
 static int plan(Job *j) {
     Err e;
-    if (j->lengths_arg && parse_lengths(j->lengths_arg, j->lengths, &j->nl, &e) != 0) return err_print(&e), 2;
+    if (j->lengths_arg && xp_parse_lengths(j->lengths_arg, j->lengths, &j->nl, &e) != 0) return err_print(&e), 2;
     for (int i = 0; i < j->nv; i++) {
         int status = load_variant(&j->vs[i], &j->vs[0], j);
         if (status != 0) return status;
@@ -649,244 +398,6 @@ static int score(Job *j) {
     return status;
 }
 
-/* Whether every variant has the same training context (then the ratio is
- * in the table's header and the plot's title). */
-static bool same_context(const Job *j) {
-    for (int i = 0; i < j->nv; i++)
-        if (j->vs[i].cfg.model.context != j->vs[0].cfg.model.context) return false;
-    return true;
-}
-
-/* The table: rows = variants, columns = lengths. */
-static void print_table(const Job *j) {
-    int ctx0 = j->vs[0].cfg.model.context, width = 7;
-    bool same_ctx = same_context(j);
-    for (int i = 0; i < j->nv; i++) {
-        int n = (int)strlen(j->vs[i].label);
-        if (n > width) width = n;
-    }
-    printf("\nbits per byte on the held-out split, by length%s\n", same_ctx ? " (x the training context)" : "");
-    printf("%-*s  %-12s %7s", width, "variant", "pos", "context");
-    for (int l = 0; l < j->nl; l++) {
-        char head[48], r[16];
-        format_ratio(r, sizeof r, j->lengths[l], ctx0);
-        if (same_ctx)
-            snprintf(head, sizeof head, "%d (%sx)", j->lengths[l], r);
-        else
-            snprintf(head, sizeof head, "%d", j->lengths[l]);
-        printf("  %12s", head);
-    }
-    printf("\n");
-    for (int i = 0; i < j->nv; i++) {
-        const Variant *v = &j->vs[i];
-        char posbuf[32];
-        printf("%-*s  %-12s %7d", width, v->label, option_format(&v->cfg, option_find("pos"), posbuf, sizeof posbuf),
-               v->cfg.model.context);
-        for (int l = 0; l < j->nl; l++) {
-            if (isfinite(v->bpb[l]))
-                printf("  %12.4f", v->bpb[l]);
-            else
-                printf("  %12s", "n/a");
-        }
-        printf("\n");
-    }
-}
-
-/* The groups of seeds: the variants of each (runs), its key and label, and
- * per length its mean and 95% interval (sum[g * nl + l]). */
-typedef struct {
-    int n;
-    int *runs;
-    char (*keys)[1200], (*labels)[1300];
-    Summary *sum;
-} Groups;
-
-static Groups make_summaries(Job *j) {
-    Groups gr;
-    gr.runs = xmalloc((size_t)j->nv * sizeof *gr.runs);
-    gr.keys = xmalloc((size_t)j->nv * sizeof *gr.keys);
-    gr.labels = xmalloc((size_t)j->nv * sizeof *gr.labels);
-    gr.n = make_groups(j->vs, j->nv, gr.runs, gr.keys);
-    gr.sum = xcalloc((size_t)gr.n * j->nl, sizeof *gr.sum);
-    for (int g = 0; g < gr.n; g++) {
-        snprintf(gr.labels[g], sizeof gr.labels[g], "%s (%d run%s)", gr.keys[g], gr.runs[g], gr.runs[g] == 1 ? "" : "s");
-        for (int l = 0; l < j->nl; l++) {
-            double xs[64];
-            int n = 0;
-            for (int i = 0; i < j->nv; i++)
-                if (j->vs[i].group == g && isfinite(j->vs[i].bpb[l]) && n < 64) xs[n++] = j->vs[i].bpb[l];
-            gr.sum[(long)g * j->nl + l] = n ? summarize(xs, n) : (Summary){0, NAN, NAN, NAN};
-        }
-    }
-    return gr;
-}
-
-static void groups_free(Groups *gr) { free(gr->runs), free(gr->keys), free(gr->labels), free(gr->sum); }
-
-/* The second table, for groups of more than one: mean +- the 95% interval. */
-static void print_groups(const Job *j, const Groups *gr) {
-    int gw = 7;
-    for (int g = 0; g < gr->n; g++) gw = (int)strlen(gr->keys[g]) + 10 > gw ? (int)strlen(gr->keys[g]) + 10 : gw;
-    printf("\nthe runs of each group (their names differ only in _seed-N): mean +- the 95%% interval (t)\n");
-    printf("%-*s", gw, "group");
-    for (int l = 0; l < j->nl; l++) printf("  %18d", j->lengths[l]);
-    printf("\n");
-    for (int g = 0; g < gr->n; g++) {
-        printf("%-*s", gw, gr->labels[g]);
-        for (int l = 0; l < j->nl; l++) {
-            const Summary *s = &gr->sum[(long)g * j->nl + l];
-            char cell[48];
-            if (!s->n)
-                snprintf(cell, sizeof cell, "n/a");
-            else if (isfinite(s->half))
-                snprintf(cell, sizeof cell, "%.4f +- %.4f", s->mean, s->half);
-            else
-                snprintf(cell, sizeof cell, "%.4f", s->mean);
-            printf("  %18s", cell);
-        }
-        printf("\n");
-    }
-}
-
-/* extrapolate.csv, one row per variant and length. */
-static char *variants_csv(const Job *j) {
-    size_t cap = 128, len = 0; /* a quoted label is at most twice its length plus 2 */
-    for (int i = 0; i < j->nv; i++) cap += (size_t)j->nl * (2 * strlen(j->vs[i].label) + 200);
-    char *csv = xmalloc(cap);
-    len += (size_t)snprintf(csv, cap, "label,pos,train_context,length,ratio,bpb,windows,bytes\n");
-    for (int i = 0; i < j->nv; i++) {
-        const Variant *v = &j->vs[i];
-        char posbuf[32], r[16], bpb[32];
-        option_format(&v->cfg, option_find("pos"), posbuf, sizeof posbuf);
-        for (int l = 0; l < j->nl; l++) {
-            format_ratio(r, sizeof r, j->lengths[l], v->cfg.model.context);
-            if (isfinite(v->bpb[l]))
-                snprintf(bpb, sizeof bpb, "%.9f", v->bpb[l]);
-            else
-                bpb[0] = '\0';
-            len = csv_field(csv, cap, len, v->label);
-            len += (size_t)snprintf(csv + len, cap - len, ",%s,%d,%d,%s,%s,%ld,%ld\n", posbuf, v->cfg.model.context,
-                                    j->lengths[l], r, bpb, v->windows[l], v->bytes[l]);
-        }
-    }
-    return csv;
-}
-
-/* extrapolate-summary.csv, one row per group and length. */
-static char *groups_csv(const Job *j, const Groups *gr) {
-    size_t cap = 128 + (size_t)gr->n * j->nl * (2 * 1200 + 160), len = 0;
-    char *sum = xmalloc(cap);
-    len += (size_t)snprintf(sum, cap, "group,length,runs,mean,sd,low,high\n");
-    for (int g = 0; g < gr->n; g++)
-        for (int l = 0; l < j->nl; l++) {
-            const Summary *s = &gr->sum[(long)g * j->nl + l];
-            len = csv_field(sum, cap, len, gr->keys[g]);
-            len += (size_t)snprintf(sum + len, cap - len, ",%d,%d", j->lengths[l], s->n);
-            if (s->n)
-                len += (size_t)snprintf(sum + len, cap - len, ",%.9f", s->mean);
-            else
-                len += (size_t)snprintf(sum + len, cap - len, ",");
-            if (isfinite(s->half))
-                len += (size_t)snprintf(sum + len, cap - len, ",%.9f,%.9f,%.9f\n", s->sd, s->mean - s->half,
-                                        s->mean + s->half);
-            else
-                len += (size_t)snprintf(sum + len, cap - len, ",,,\n");
-        }
-    return sum;
-}
-
-/* The plot's lines, into series (and their values into y, nv x nl or, when
- * grouped, 3 ng x nl): a line per variant, or each group's mean over faint
- * +- 1 sd lines. Returns the number of series. */
-static int plot_series(const Job *j, const Groups *gr, bool grouped, const double *x, double *y, PlotSeries *series) {
-    int nl = j->nl, n = 0;
-    if (!grouped) {
-        for (int i = 0; i < j->nv; i++) {
-            for (int l = 0; l < nl; l++) y[(long)i * nl + l] = j->vs[i].bpb[l];
-            series[n++] = (PlotSeries){j->vs[i].label, x, y + (long)i * nl, nl, 0};
-        }
-        return n;
-    }
-    for (int g = 0; g < gr->n; g++) {
-        double *m = y + (long)g * 3 * nl, *lo = m + nl, *hi = lo + nl;
-        for (int l = 0; l < nl; l++) {
-            const Summary *s = &gr->sum[(long)g * nl + l];
-            m[l] = s->n ? s->mean : NAN;
-            lo[l] = isfinite(s->sd) ? s->mean - s->sd : NAN;
-            hi[l] = isfinite(s->sd) ? s->mean + s->sd : NAN;
-        }
-        series[n++] = (PlotSeries){gr->labels[g], x, m, nl, 0};
-        series[n++] = (PlotSeries){NULL, x, lo, nl, 1};
-        series[n++] = (PlotSeries){NULL, x, hi, nl, 1};
-    }
-    return n;
-}
-
-/* extrapolate.png: titled with the run, or the grid of runs that --out names. */
-static int write_plot(const Job *j, const Groups *gr, bool grouped, Err *e) {
-    int nv = j->nv, nl = j->nl, rows = grouped ? 3 * gr->n : nv;
-    double *x = xmalloc((size_t)nl * sizeof(double)), *y = xmalloc((size_t)rows * nl * sizeof(double));
-    PlotSeries *series = xmalloc((size_t)rows * sizeof *series);
-    for (int l = 0; l < nl; l++) x[l] = j->lengths[l];
-    int n_series = plot_series(j, gr, grouped, x, y, series);
-    char title[400], what[160], name[256];
-    if (same_context(j))
-        snprintf(what, sizeof what, "length extrapolation (trained at %d bytes)", j->vs[0].cfg.model.context);
-    else
-        snprintf(what, sizeof what, "length extrapolation");
-    bool one_run = true;
-    for (int i = 1; i < nv; i++) one_run = one_run && !strcmp(j->vs[i].name, j->vs[0].name);
-    if (one_run)
-        snprintf(name, sizeof name, "%.255s", j->vs[0].name);
-    else if (j->out_arg)
-        run_name_of(j->out_arg, name, sizeof name);
-    else
-        snprintf(name, sizeof name, "%d checkpoints", nv);
-    plot_title(title, sizeof title, name, what);
-    int shown = grouped ? gr->n : nv;
-    PlotSpec spec = {title, "length in bytes (log scale)", "bits per byte (held-out)", 1, 0, shown > 4 ? 1200 : 0, 0,
-                     shown > 4};
-    int rc = plot_lines(j->png_path, &spec, series, n_series, e);
-    free(x), free(y), free(series);
-    return rc;
-}
-
-/* The tables, then the CSV(s) and the plot, each written to a temporary
- * file and renamed. The exit status. */
-static int report(Job *j) {
-    print_table(j);
-    Groups gr = make_summaries(j);
-    bool grouped = gr.n < j->nv;
-    if (grouped) print_groups(j, &gr);
-    char *csv = variants_csv(j), *sum = grouped ? groups_csv(j, &gr) : NULL;
-    Err e;
-    int status = 0;
-    if (path_join(j->sum_path, sizeof j->sum_path, j->out_dir, "extrapolate-summary.csv", &e) != 0) {
-        status = 2;
-    } else if (make_dirs(j->out_dir, &e) != 0 || (j->lock < 0 && (j->lock = run_lock(j->out_dir, &e)) < 0) ||
-               write_plot(j, &gr, grouped, &e) != 0 ||
-               write_file_atomic(j->csv_path, csv, &e) != 0 || (grouped && write_file_atomic(j->sum_path, sum, &e) != 0)) {
-        status = 1;
-    } else {
-        if (!grouped) unlink(j->sum_path); /* a summary from an earlier, grouped table would not match */
-        if (grouped)
-            printf("\nwrote %s, %s, %s\n", j->csv_path, j->sum_path, j->png_path);
-        else
-            printf("\nwrote %s, %s\n", j->csv_path, j->png_path);
-        char why[200]; /* a run folder's page gets the extrapolation's chart */
-        if (page_kind(j->out_dir, why, sizeof why) == PAGE_RUN) {
-            if (page_write_run(j->out_dir, NULL, &e) != 0)
-                status = 1;
-            else
-                printf("page: %s/index.html\n", j->out_dir);
-        }
-    }
-    if (status != 0) err_print(&e);
-    free(csv), free(sum);
-    groups_free(&gr);
-    return status;
-}
-
 static void job_free(Job *j) {
     for (int i = 0; i < j->nv; i++) {
         if (j->vs[i].loaded) model_free(&j->vs[i].model);
@@ -905,7 +416,7 @@ int main(int argc, char **argv) {
     Err e;
     if (command_threads(j.threads, stdout, &e) < 0) return err_print(&e), 1; /* before the models, which count them */
     if ((status = make_variants(&j)) == 0 && (status = plan(&j)) == 0 && (status = score(&j)) == 0)
-        status = report(&j);
+        status = xp_report(&j);
     job_free(&j);
     return status;
 }

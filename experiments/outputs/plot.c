@@ -1,4 +1,4 @@
-/* plot.c: line plots and heatmaps as PNG files, drawn with PLplot's "pngcairo" driver.
+/* plot.c: PNG figures (heatmaps here, line plots in plot_lines.c), drawn with PLplot's "pngcairo" driver.
  *
  * PLplot details that shape this file:
  *  - plexit() calls exit(), and the driver would call it (after prompting on stdin) when it
@@ -12,6 +12,7 @@
  *    for the life of the process anyway (see tests/lsan.supp).
  *  - Text goes through PLplot's escape character '#', so user text has it doubled. */
 #include "plot.h"
+#include "plot_parts.h"
 
 #include <errno.h>
 #include <float.h>
@@ -30,19 +31,6 @@
 #define DEFAULT_WIDTH 900
 #define DEFAULT_HEIGHT 600
 #define MAX_SIDE 16384
-
-/* cmap0 slots. */
-enum {
-    COL_BG = 0,
-    COL_FG = 1,
-    COL_GRID = 2,
-    COL_FRAME = 3,
-    COL_SERIES = 4,              /* 8 palette colours */
-    N_PALETTE = 8,
-    COL_TINT = COL_SERIES + N_PALETTE, /* 8 light tints of them, for faint lines */
-    COL_FAINT = COL_TINT + N_PALETTE,  /* faint lines with no series to follow */
-    N_COL0 = COL_FAINT + 1
-};
 
 /* Okabe & Ito (2008), "Color universal design", ordered for contrast on white;
  * yellow last since it is the hardest to see. */
@@ -68,13 +56,6 @@ static const int viridis[9][3] = {
 static PLINT pl_errcode;
 static char pl_errmsg[1024];
 
-typedef struct {
-    const char *path;
-    char *tmp;
-    FILE *f;
-    int width, height;
-} Figure;
-
 static int device_available(void) {
     static int known = -1;
     if (known < 0) {
@@ -89,7 +70,7 @@ static int device_available(void) {
     return known;
 }
 
-static int figure_size(const char *path, const PlotSpec *spec, int *w, int *h, Err *e) {
+int plot_figure_size(const char *path, const PlotSpec *spec, int *w, int *h, Err *e) {
     *w = spec && spec->width ? spec->width : DEFAULT_WIDTH;
     *h = spec && spec->height ? spec->height : DEFAULT_HEIGHT;
     if (*w < 64 || *h < 64 || *w > MAX_SIDE || *h > MAX_SIDE)
@@ -100,16 +81,16 @@ static int figure_size(const char *path, const PlotSpec *spec, int *w, int *h, E
 
 /* sqrt(mean side / mean side of the default figure): how much bigger lines and text are
  * drawn than on a default figure. */
-static double figure_scale(const Figure *fig) {
+double plot_figure_scale(const Figure *fig) {
     return sqrt(0.5 * (fig->width + fig->height) / (0.5 * (DEFAULT_WIDTH + DEFAULT_HEIGHT)));
 }
 
 /* PLplot sizes text in proportion to the page; make it grow only as the square root of the
  * page instead, so small figures stay readable and large ones are not shouty. */
-static double text_scale(const Figure *fig) { return 1.15 / figure_scale(fig); }
+double plot_text_scale(const Figure *fig) { return 1.15 / plot_figure_scale(fig); }
 
 /* Opens "<path>.tmp" and starts a fresh PLplot stream drawing into it. */
-static int figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
+int plot_figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
     memset(fig, 0, sizeof *fig);
     fig->path = path;
     fig->width = w;
@@ -159,13 +140,13 @@ static int figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
     }
     plscol0(COL_FAINT, 200, 200, 200);
     plcol0(COL_FG);
-    plschr(0.0, text_scale(fig));
+    plschr(0.0, plot_text_scale(fig));
     return 0;
 }
 
 /* Ends the stream (the driver writes the PNG and closes the file), checks the result and
  * renames it into place. On failure nothing is left at path or at path.tmp. */
-static int figure_end(Figure *fig, Err *e) {
+int plot_figure_end(Figure *fig, Err *e) {
     plend1();
     fig->f = NULL;
     int rc = 0;
@@ -213,7 +194,7 @@ static int figure_end(Figure *fig, Err *e) {
  * not part of valid UTF-8 (PLplot refuses a malformed string: a run's name made of other
  * bytes must not fail the plot after the work); cuts it short (never inside a UTF-8
  * sequence) if out is too small. */
-static const char *pl_text(const char *in, char *out, size_t size) {
+const char *plot_text(const char *in, char *out, size_t size) {
     size_t i = 0, j = 0, n;
     if (!in) in = "";
     n = strlen(in);
@@ -234,7 +215,7 @@ static const char *pl_text(const char *in, char *out, size_t size) {
     return out;
 }
 
-static size_t utf8_chars(const char *s) {
+size_t plot_utf8_chars(const char *s) {
     size_t n = 0;
     for (; s && *s; s++)
         if (((unsigned char)*s & 0xC0) != 0x80) n++;
@@ -242,7 +223,7 @@ static size_t utf8_chars(const char *s) {
 }
 
 /* Pads a degenerate or tiny range so PLplot can draw axes for it. */
-static void widen(double *lo, double *hi, int log_axis) {
+void plot_widen(double *lo, double *hi, int log_axis) {
     double mag = fabs(*lo) > fabs(*hi) ? fabs(*lo) : fabs(*hi);
     if (*hi - *lo > 1e-9 * mag && *hi - *lo > 1e-300) return;
     double mid = 0.5 * (*lo + *hi);
@@ -353,7 +334,7 @@ static int log_ticks(double lo, double hi, Tick *out) {
 }
 
 /* Grid lines (grid != 0) or the frame, ticks and numbers of both axes. */
-static void draw_axes(const PlotSpec *spec, double x0, double x1, double y0, double y1, int grid) {
+void plot_draw_axes(const PlotSpec *spec, double x0, double x1, double y0, double y1, int grid) {
     Tick xt[MAX_TICKS], yt[MAX_TICKS];
     int nx = spec->logx ? log_ticks(x0, x1, xt) : 0;
     int ny = spec->logy ? log_ticks(y0, y1, yt) : 0;
@@ -386,293 +367,6 @@ static void draw_axes(const PlotSpec *spec, double x0, double x1, double y0, dou
         pljoin(x1, p, x1 - ty, p);
         plmtex("lv", 0.5, (p - y0) / (y1 - y0), 1.0, yt[i].text);
     }
-}
-
-/* ---- line plots ---------------------------------------------------------------------- */
-
-static int in_corner(int c, double u, double v, double w, double h) {
-    int right = c == PLOT_CORNER_TR || c == PLOT_CORNER_BR;
-    int top = c == PLOT_CORNER_TR || c == PLOT_CORNER_TL;
-    int in_x = right ? u >= 1 - w : u <= w;
-    int in_y = top ? v >= 1 - h : v <= h;
-    return in_x && in_y;
-}
-
-/* How many of the curves' points (each segment sampled 8 times) a w x h box in each corner
- * hides, with the axes spanning [xmin, xmax] x [ymin, ymax]. */
-static void corner_hits(const double *x, const double *y, const int *n, int n_series, double xmin, double xmax,
-                        double ymin, double ymax, double w, double h, long hits[PLOT_N_CORNERS]) {
-    for (int c = 0; c < PLOT_N_CORNERS; c++) hits[c] = 0;
-    size_t off = 0;
-    for (int i = 0; i < n_series; i++) {
-        int m = n[i] > 0 ? n[i] : 0;
-        const double *xs = x + off, *ys = y + off;
-        off += (size_t)m;
-        for (int j = 0; j < m; j++) {
-            if (isnan(xs[j])) continue;
-            int seg = j + 1 < m && !isnan(xs[j + 1]);
-            for (int t = 0; t < (seg ? 8 : 1); t++) {
-                double f = t / 8.0;
-                double xx = seg ? xs[j] + f * (xs[j + 1] - xs[j]) : xs[j];
-                double yy = seg ? ys[j] + f * (ys[j + 1] - ys[j]) : ys[j];
-                double u = (xx - xmin) / (xmax - xmin), v = (yy - ymin) / (ymax - ymin);
-                for (int c = 0; c < PLOT_N_CORNERS; c++) hits[c] += in_corner(c, u, v, w, h);
-            }
-        }
-    }
-}
-
-int plot_legend_place(const double *x, const double *y, const int *n, int n_series, double xmin, double xmax,
-                      double ymin, double ymax, double w, double h, double *ymax_out) {
-    long hits[PLOT_N_CORNERS];
-    corner_hits(x, y, n, n_series, xmin, xmax, ymin, ymax, w, h, hits);
-    int best = 0;
-    for (int c = 1; c < PLOT_N_CORNERS; c++)
-        if (hits[c] < hits[best]) best = c;
-    *ymax_out = ymax;
-    if (hits[best] == 0 || !(h > 0 && h < 0.6)) return best;
-    /* every corner hides data: raise the top so the curves end below the box */
-    *ymax_out = ymin + (ymax - ymin) / (1.0 - h - 0.03);
-    return PLOT_CORNER_TR;
-}
-
-/* The points of a line plot, transformed (log10 where asked; NaN where a point is skipped),
- * laid end to end, and the range of the finite ones. */
-typedef struct {
-    PLFLT *x, *y;
-    double xmin, xmax, ymin, ymax;
-} Points;
-
-static void points_free(Points *p) {
-    free(p->x);
-    free(p->y);
-}
-
-static int points_make(Points *p, const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
-    size_t total = 0;
-    for (int i = 0; i < n_series; i++) {
-        if (s[i].n > 0 && (!s[i].x || !s[i].y))
-            return err_set(e, "%s: series %d (%s) has %d points but no data", path, i,
-                           s[i].label ? s[i].label : "unnamed", s[i].n);
-        if (s[i].n > 0) total += (size_t)s[i].n;
-    }
-    p->x = xmalloc((total ? total : 1) * sizeof *p->x);
-    p->y = xmalloc((total ? total : 1) * sizeof *p->y);
-    p->xmin = p->ymin = INFINITY;
-    p->xmax = p->ymax = -INFINITY;
-    size_t n_finite = 0, off = 0;
-    for (int i = 0; i < n_series; i++) {
-        for (int j = 0; j < s[i].n; j++, off++) {
-            double x = s[i].x[j], y = s[i].y[j];
-            if (spec->logx) x = x > 0 ? log10(x) : NAN;
-            if (spec->logy) y = y > 0 ? log10(y) : NAN;
-            if (!isfinite(x) || !isfinite(y)) x = y = NAN;
-            p->x[off] = x;
-            p->y[off] = y;
-            if (isnan(x)) continue;
-            n_finite++;
-            if (x < p->xmin) p->xmin = x;
-            if (x > p->xmax) p->xmax = x;
-            if (y < p->ymin) p->ymin = y;
-            if (y > p->ymax) p->ymax = y;
-        }
-    }
-    if (n_finite == 0) {
-        points_free(p);
-        return err_set(e, "%s: nothing to plot: no series has a finite point%s", path,
-                       spec->logx || spec->logy ? " (points <= 0 are skipped on a log axis)" : "");
-    }
-    if (!isfinite(p->xmax - p->xmin) || !isfinite(p->ymax - p->ymin)) {
-        points_free(p);
-        return err_set(e, "%s: values too large to plot", path);
-    }
-    widen(&p->xmin, &p->xmax, spec->logx);
-    widen(&p->ymin, &p->ymax, spec->logy);
-    double ypad = 0.04 * (p->ymax - p->ymin);
-    p->ymin -= ypad;
-    p->ymax += ypad;
-    return 0;
-}
-
-/* The legend: one entry per labelled, non-faint series, in a grid of rows x cols. */
-typedef struct {
-    int n, rows, cols;
-    int corner; /* PLOT_CORNER_*, unless the legend is right of the plot */
-    double line_len;
-} Legend;
-
-static bool in_legend(const PlotSeries *s) { return !s->faint && s->label && s->label[0]; }
-
-/* The viewport, with room on the right for the legend when spec->legend_right; otherwise
- * the legend goes in the corner where it hides the least data (its size estimated from the
- * text), which may raise p->ymax. */
-static Legend legend_layout(const PlotSpec *spec, const PlotSeries *s, int n_series, int width, Points *p) {
-    if (spec->legend_right) {
-        /* room on the right for the longest label: about 14 px a character at this font,
-         * plus the line sample and margins */
-        size_t longest = 0;
-        for (int i = 0; i < n_series; i++)
-            if (!s[i].faint && s[i].label && strlen(s[i].label) > longest) longest = strlen(s[i].label);
-        double right = 1.0 - (130.0 + 14.0 * (double)longest) / (double)width;
-        plvpor(0.09, right < 0.45 ? 0.45 : right > 0.75 ? 0.75 : right, 0.15, 0.90);
-    } else {
-        plvsta();
-    }
-    Legend g = {.corner = PLOT_CORNER_TR, .line_len = 0.06};
-    size_t maxlen = 0;
-    for (int i = 0; i < n_series; i++)
-        if (in_legend(&s[i])) {
-            g.n++;
-            size_t l = utf8_chars(s[i].label);
-            if (l > maxlen) maxlen = l;
-        }
-    g.cols = g.n > 12 && !spec->legend_right ? 2 : 1;
-    g.rows = (g.n + g.cols - 1) / g.cols;
-    if (g.n > 0 && !spec->legend_right) {
-        PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
-        plgchr(&def_ht, &ch_ht);
-        plgspa(&sx0, &sx1, &sy0, &sy1);
-        plgvpd(&vx0, &vx1, &vy0, &vy1);
-        double vw_mm = (vx1 - vx0) * (sx1 - sx0), vh_mm = (vy1 - vy0) * (sy1 - sy0);
-        double lw = 0.04 + g.cols * (g.line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
-        double lh = 0.05 + (2.0 * g.rows + 1.0) * ch_ht / vh_mm;
-        int *counts = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *counts);
-        for (int i = 0; i < n_series; i++) counts[i] = s[i].n;
-        g.corner = plot_legend_place(p->x, p->y, counts, n_series, p->xmin, p->xmax, p->ymin, p->ymax, lw, lh,
-                                     &p->ymax);
-        free(counts);
-    }
-    return g;
-}
-
-/* Series colours and line styles: non-faint series take the palette in order (dashed after
- * N_PALETTE); faint ones the tint of the last non-faint series before them. */
-static void series_styles(const PlotSeries *s, int n_series, int *colour, int *style) {
-    int n_main = 0, last = -1;
-    for (int i = 0; i < n_series; i++) {
-        if (s[i].faint) {
-            colour[i] = last < 0 ? COL_FAINT : COL_TINT + last % N_PALETTE;
-            style[i] = 1;
-        } else {
-            last = n_main++;
-            colour[i] = COL_SERIES + last % N_PALETTE;
-            style[i] = 1 + (last / N_PALETTE) % 8;
-        }
-    }
-}
-
-/* One series' n points: lines through the runs of finite points, a dot for an isolated
- * one, and a mark on every point when there are few. */
-static void draw_series(const PLFLT *x, const PLFLT *y, int n, bool faint, int style) {
-    int sparse = 0; /* few points: mark each one */
-    for (int j = 0; j < n; j++) sparse += !isnan(x[j]);
-    sparse = sparse <= 30;
-    for (int a = 0; a < n;) {
-        if (isnan(x[a])) {
-            a++;
-            continue;
-        }
-        int b = a;
-        while (b < n && !isnan(x[b])) b++;
-        if (b - a >= 2) plline(b - a, x + a, y + a);
-        if (b - a == 1 || sparse) {
-            pllsty(1);
-            plssym(0.0, (faint ? 0.6 : 1.0) * (b - a == 1 ? 2.5 : 1.6));
-            plpoin(b - a, x + a, y + a, 17);
-            pllsty(style);
-        }
-        a = b;
-    }
-}
-
-static void draw_legend(const Figure *fig, const PlotSpec *spec, const Legend *g, const PlotSeries *s, int n_series,
-                        const int *colour, const int *style, double main_width) {
-    int n = g->n;
-    PLINT *opts = xmalloc((size_t)n * sizeof *opts);
-    PLINT *tcol = xmalloc((size_t)n * sizeof *tcol);
-    PLINT *lcol = xmalloc((size_t)n * sizeof *lcol);
-    PLINT *lsty = xmalloc((size_t)n * sizeof *lsty);
-    PLFLT *lwid = xmalloc((size_t)n * sizeof *lwid);
-    char **text = xmalloc((size_t)n * sizeof *text);
-    int k = 0;
-    for (int i = 0; i < n_series; i++) {
-        if (!in_legend(&s[i])) continue;
-        opts[k] = PL_LEGEND_LINE;
-        tcol[k] = COL_FG;
-        lcol[k] = colour[i];
-        lsty[k] = style[i];
-        lwid[k] = main_width;
-        size_t l = 2 * strlen(s[i].label) + 1;
-        text[k] = xmalloc(l);
-        pl_text(s[i].label, text[k], l);
-        k++;
-    }
-    static const PLINT where[PLOT_N_CORNERS] = {
-        PL_POSITION_TOP | PL_POSITION_RIGHT, PL_POSITION_TOP | PL_POSITION_LEFT,
-        PL_POSITION_BOTTOM | PL_POSITION_RIGHT, PL_POSITION_BOTTOM | PL_POSITION_LEFT};
-    PLFLT got_w, got_h;
-    PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
-                                        : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[g->corner];
-    pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, g->line_len,
-             COL_BG, COL_FRAME, 1, g->rows, g->cols, n, opts, 1.0, text_scale(fig), 2.0, 0.0, tcol,
-             (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL, NULL);
-    for (k = 0; k < n; k++) free(text[k]);
-    free(text);
-    free(lwid);
-    free(lsty);
-    free(lcol);
-    free(tcol);
-    free(opts);
-}
-
-int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
-    if (!path || !path[0]) return err_set(e, "plot: no output path");
-    if (n_series < 0 || (n_series > 0 && !s)) return err_set(e, "%s: no series to plot", path);
-    static const PlotSpec no_spec;
-    if (!spec) spec = &no_spec;
-    int w, h;
-    if (figure_size(path, spec, &w, &h, e)) return -1;
-    Points p;
-    if (points_make(&p, path, spec, s, n_series, e) != 0) return -1;
-    Figure fig;
-    if (figure_begin(&fig, path, w, h, e)) {
-        points_free(&p);
-        return -1;
-    }
-    Legend legend = legend_layout(spec, s, n_series, w, &p);
-    plwind(p.xmin, p.xmax, p.ymin, p.ymax);
-    plwidth(1.0);
-    draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 1);
-
-    int *colour = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *colour);
-    int *style = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *style);
-    series_styles(s, n_series, colour, style);
-    double main_width = 2.2 * figure_scale(&fig);
-    for (int pass = 0; pass < 2; pass++) { /* faint lines first, underneath */
-        size_t off = 0;
-        for (int i = 0; i < n_series; i++) {
-            int n = s[i].n > 0 ? s[i].n : 0;
-            const PLFLT *x = p.x + off, *y = p.y + off;
-            off += (size_t)n;
-            if ((pass == 0) != (s[i].faint != 0)) continue;
-            plcol0(colour[i]);
-            pllsty(style[i]);
-            plwidth(s[i].faint ? 0.5 * main_width : main_width);
-            draw_series(x, y, n, s[i].faint, style[i]);
-        }
-    }
-    pllsty(1);
-    plwidth(1.0);
-
-    char buf[3][1024];
-    draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 0);
-    pllab(pl_text(spec->xlabel, buf[0], sizeof buf[0]), pl_text(spec->ylabel, buf[1], sizeof buf[1]),
-          pl_text(spec->title, buf[2], sizeof buf[2]));
-    if (legend.n > 0) draw_legend(&fig, spec, &legend, s, n_series, colour, style, main_width);
-    free(style);
-    free(colour);
-    points_free(&p);
-    return figure_end(&fig, e);
 }
 
 /* ---- heatmaps ------------------------------------------------------------------------ */
@@ -726,7 +420,7 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     if ((long)rows * cols > 4096L * 4096L)
         return err_set(e, "%s: heatmap of %d x %d cells is too large", path, rows, cols);
     int w, h;
-    if (figure_size(path, spec, &w, &h, e)) return -1;
+    if (plot_figure_size(path, spec, &w, &h, e)) return -1;
 
     double lo = INFINITY, hi = -INFINITY;
     long n = (long)rows * cols, n_finite = 0;
@@ -741,11 +435,11 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
         vmin = lo;
         vmax = hi;
     }
-    widen(&vmin, &vmax, 0);
+    plot_widen(&vmin, &vmax, 0);
     if (!isfinite(vmax - vmin)) return err_set(e, "%s: values too large to plot", path);
 
     Figure fig;
-    if (figure_begin(&fig, path, w, h, e)) return -1;
+    if (plot_figure_begin(&fig, path, w, h, e)) return -1;
     char buf[3][1024];
 
     PLFLT r[9], g[9], b[9], pos[9];
@@ -784,11 +478,11 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     plwidth(1.0);
     plbox("bnti", int_step(cols), 1, "bntiv", int_step(rows), 1); /* ticks outside, at cells */
     plbox("c", 0.0, 0, "c", 0.0, 0);
-    pllab(pl_text(spec->xlabel, buf[0], sizeof buf[0]), pl_text(spec->ylabel, buf[1], sizeof buf[1]),
-          pl_text(spec->title, buf[2], sizeof buf[2]));
+    pllab(plot_text(spec->xlabel, buf[0], sizeof buf[0]), plot_text(spec->ylabel, buf[1], sizeof buf[1]),
+          plot_text(spec->title, buf[2], sizeof buf[2]));
 
     heatmap_colour_bar(vmin, vmax);
-    return figure_end(&fig, e);
+    return plot_figure_end(&fig, e);
 }
 
 const char *plot_title(char *buf, size_t size, const char *name, const char *what) {

@@ -47,6 +47,7 @@
 #include "progress.h"
 #include "provenance.h"
 #include "run.h"
+#include "step.h"
 #include "train_folder.h"
 
 /* The test hook (trainer.h): the next run stops after this many steps. */
@@ -244,12 +245,12 @@ static int check_ranks_agree(Run *run, long done, Err *e) {
            err_hint(e, "every rank must run the same build and corpus; the last checkpoint is from before it");
 }
 
-/* What the steps share: the batch buffers, the arena, the optimizer, the
- * progress display, and the throughput of each logged interval. */
+/* What the steps share: the batch buffers, the step (its arena and the
+ * optimizer), the progress display, and the throughput of each logged
+ * interval. */
 typedef struct {
     int *ids, *targets, *scratch; /* scratch: mlm's rows of the other ranks */
-    Arena arena;
-    AdamWConfig opt;
+    TrainStep step;
     Progress prog;
     double *rates, t_log;
     int n_rates;
@@ -273,10 +274,7 @@ static void loop_init(Loop *lp, Run *run) {
     lp->ids = xmalloc((size_t)B * T * sizeof(int));
     lp->targets = xmalloc((size_t)B * T * sizeof(int));
     lp->scratch = run->ranks > 1 ? xmalloc((size_t)2 * T * sizeof(int)) : NULL;
-    arena_init(&lp->arena, 0);
-    engine_set_arena(&lp->arena);
-    lp->opt = adamw_default();
-    lp->opt.weight_decay = tc->weight_decay;
+    step_init(&lp->step, &run->m, tc, run->ranks); /* gradients on, and zeroed once */
     progress_init(&lp->prog, run->job->label ? run->job->label : "train", tc->steps, stdout);
     if (run->job->plain_progress) lp->prog.tty = 0; /* redraws of two ranks would overwrite each other */
     /* a metrics line every log_every steps, at every evaluation and at the end */
@@ -290,9 +288,7 @@ static void loop_free(Loop *lp) {
     free(lp->ids);
     free(lp->targets);
     free(lp->scratch);
-    tape_reset();
-    engine_set_arena(NULL);
-    arena_free(&lp->arena);
+    step_free(&lp->step);
 }
 
 /* The batch of step `step`: this rank's rows of it, drawn with the data RNG. */
@@ -309,19 +305,16 @@ static void draw_batch(Run *run, Loop *lp) {
         corpus_train_batch(&run->corpus, &run->data_rng, B, T, lp->ids, lp->targets);
 }
 
-/* One step: forward, backward, the gradients averaged over the ranks, then
- * clipping and AdamW. Fills l (loss, lr, grad_norm, den_clamped); false
- * when the loss or the gradient norm is not finite, and no update is made. */
+/* One step (step.h): forward, backward, the gradients averaged over the
+ * ranks, then clipping and AdamW. Fills l (loss, lr, grad_norm,
+ * den_clamped); false when the loss or the gradient norm is not finite, and
+ * no update is made. */
 static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     const TrainConfig *tc = &run->cfg.train;
     int B = tc->batch, T = run->cfg.model.context, N = run->ranks;
-    Model *m = &run->m;
-    arena_reset(&lp->arena);
-    tape_reset();
     draw_batch(run, lp);
     l->lr = lr_at(tc->schedule, step, tc->warmup, tc->steps, tc->lr, tc->min_lr);
-    attn_stats_reset();
-    Tensor *loss = model_loss(m, lp->ids, lp->targets, B, T);
+    Tensor *loss = step_loss(&lp->step, lp->ids, lp->targets, B, T);
     /* this step's forward only: read before backward and evaluation; under
      * data parallel, the mean loss over the N B rows and every rank's counts */
     double sums[3] = {loss->data[0], (double)attn_stats.den_clamped, (double)attn_stats.den_rows};
@@ -330,16 +323,14 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     l->den_clamped = sums[2] > 0 ? sums[1] / sums[2] : NAN;
     double norm = NAN; /* in double for clip_scale; logged and checked as a float */
     if (isfinite(l->loss)) {
-        backward(loss);
+        step_backward(&lp->step, loss);
         /* the mean of the ranks' mean-loss gradients: the gradient of the mean over N B rows */
-        if (N > 1) dist_allreduce_mean(m->params.grad, m->params.total);
-        norm = grad_norm(&m->params);
+        step_average(&lp->step);
+        norm = step_norm(&lp->step);
     }
     l->grad_norm = (float)norm;
     if (!isfinite(l->loss) || !isfinite(l->grad_norm)) return false;
-    /* clipping, the update and the zeroing of the gradients, in one pass */
-    adamw_step(&m->params, &lp->opt, l->lr, step + 1, clip_scale(norm, tc->clip));
-    gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
+    step_update(&lp->step, l->lr, step, norm);
     lp->tokens_since += (long)B * T * N;
     return true;
 }
@@ -366,7 +357,7 @@ static int after_step(Run *run, Loop *lp, StepLog *l, TrainResult *r, Err *e) {
     l->val = NAN;
     if (eval && run->ranks > 1 && check_ranks_agree(run, done, e) != 0) return -1;
     if (eval) {
-        l->val = evaluate(&run->m, &run->corpus, &run->cfg, lp->ids, lp->targets, &lp->arena, run->rank, run->ranks);
+        l->val = evaluate(&run->m, &run->corpus, &run->cfg, lp->ids, lp->targets, &lp->step.arena, run->rank, run->ranks);
         if (isfinite(l->val)) {
             r->val_bpb = l->val / M_LN2;
             if (!(r->best_val_bpb <= r->val_bpb)) r->best_val_bpb = r->val_bpb;
@@ -401,11 +392,8 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     long step = run->start;
     bool interrupted = false;
     r->status = TRAIN_DONE;
-    grad_set(true);
-    /* once: from here on each step's adamw_step leaves the gradients at 0 */
-    params_zero_grad(&run->m.params);
     if (step >= tc->steps) { /* a finished run opened again: its final validation, as its last step made it */
-        double v = evaluate(&run->m, &run->corpus, &run->cfg, lp.ids, lp.targets, &lp.arena, run->rank, run->ranks);
+        double v = evaluate(&run->m, &run->corpus, &run->cfg, lp.ids, lp.targets, &lp.step.arena, run->rank, run->ranks);
         if (isfinite(v)) r->val_bpb = v / M_LN2;
     }
     for (; step < tc->steps; step++) {

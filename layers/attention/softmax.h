@@ -1,5 +1,5 @@
 /* attention/softmax.h: the softmax kernel (attn=softmax): its options, for
- * its files (softmax.c, plain.c, talking.c) and the tests. */
+ * its files (softmax.c, softmax_op.c, talking.c) and the tests. */
 #ifndef ATTNLAB_ATTENTION_SOFTMAX_H
 #define ATTNLAB_ATTENTION_SOFTMAX_H
 
@@ -14,7 +14,7 @@ typedef enum { TALKING_NONE, TALKING_PRE, TALKING_POST, TALKING_BOTH } TalkingHe
 /* Its options struct (option_rows' offsets are into it). */
 typedef struct ATTN_OPTS {
     int talking_heads; /* TalkingHeads */
-    /* Query rows per block of the plain op (plain.c); 0: SOFTMAX_QUERY_BLOCK.
+    /* Query rows per block of the plain op (softmax_op.c); 0: SOFTMAX_QUERY_BLOCK.
      * No option row sets it: the tests lower it so that a short sequence
      * spans several blocks. */
     int query_block;
