@@ -148,8 +148,8 @@ static void build_table(void) {
             row->def = attn_choice(0)->name;
             for (int k = 0; k < table_kernels; k++) append_rows(attn_kernel_rows(k));
         } else if (!strcmp(row->name, "pos")) {
-            row->def = pos_name(pos_default);
-            for (int k = 0; k < n_pos_schemes; k++) append_rows(pos_schemes[k].option_rows);
+            row->def = pos_default_name;
+            for (int k = 0; k < n_pos_schemes; k++) append_rows(pos_schemes[k]->option_rows);
         }
     }
 }
@@ -407,8 +407,8 @@ static const char *owners_of(const char *name, char *buf, size_t size) {
     size_t k = (size_t)snprintf(buf, size, "pos=");
     int n = 0;
     for (int i = 0; i < n_pos_schemes && k < size; i++)
-        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++)
-            if (!strcmp(r->name, name)) k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", pos_schemes[i].name);
+        for (const OptDef *r = pos_schemes[i]->option_rows; r && r->name; r++)
+            if (!strcmp(r->name, name)) k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", pos_schemes[i]->name);
     return buf;
 }
 
@@ -426,7 +426,7 @@ static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
                err_hint(e, "kernels without a score matrix take --pos rope, sinusoidal or learned");
     /* an option another scheme owns */
     for (int i = 0; i < n_pos_schemes; i++)
-        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++) {
+        for (const OptDef *r = pos_schemes[i]->option_rows; r && r->name; r++) {
             bool mine = false;
             for (const OptDef *o = scheme->option_rows; o && o->name; o++) mine |= !strcmp(o->name, r->name);
             if (!mine && changed(c, r->name))
