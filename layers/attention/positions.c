@@ -28,6 +28,7 @@ static const PosScheme pos_scheme_learned = {
     X(pos_scheme_kerple_log)   \
     X(pos_scheme_sandwich)     \
     X(pos_scheme_xpos)         \
+    X(pos_scheme_alibi_log)    \
     /* the end of the list */
 
 #define POS_DECLARE(s) extern const PosScheme s;
