@@ -189,6 +189,7 @@ $(FUZZERS:%=$(BUILD)/fuzz_%): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ)
 fixtures:
 	/usr/bin/python3 tests/reference/ops.py tests/fixtures/ops.safetensors
 	/usr/bin/python3 tests/reference/adamw.py tests/fixtures/adamw.safetensors
+	/usr/bin/python3 tests/reference/optimizers.py tests/fixtures/optimizers.safetensors
 	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
 	/usr/bin/python3 tests/reference/attention_linformer.py tests/fixtures/attn_linformer.safetensors
 	/usr/bin/python3 tests/reference/attention_talking.py tests/fixtures/attn_talking.safetensors

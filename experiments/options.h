@@ -23,6 +23,10 @@ typedef struct {
     int warmup;
     int schedule; /* Schedule */
     float weight_decay;
+    int optimizer; /* index into optimizers (optim/optim.h) */
+    /* The optimizers' own options (Optimizer.option_rows), each in a struct
+     * of its own at the place optim_options_at gives it. */
+    _Alignas(8) unsigned char optim_options[OPTIM_OPTION_BYTES];
     float clip;
     int64_t seed;
     int eval_every, eval_batches;

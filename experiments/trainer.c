@@ -195,8 +195,7 @@ static void run_share(Run *run, double *best) {
     size_t slab = (size_t)p->total * sizeof(float);
     dist_bcast(p->value, slab, 0);
     if (run->job->resume) {
-        dist_bcast(p->m, slab, 0);
-        dist_bcast(p->v, slab, 0);
+        for (int k = 0; k < PARAMS_STATE_SLABS; k++) dist_bcast(p->state[k], slab, 0);
     }
     dist_bcast(&run->start, sizeof run->start, 0);
     dist_bcast(&run->data_rng, sizeof run->data_rng, 0);
@@ -248,7 +247,8 @@ static int check_ranks_agree(Run *run, long done, Err *e) {
 typedef struct {
     int *ids, *targets, *scratch; /* scratch: mlm's rows of the other ranks */
     Arena arena;
-    AdamWConfig opt;
+    const Optimizer *opt; /* the config's, with its options */
+    const void *opt_options;
     Progress prog;
     double *rates, t_log;
     int n_rates;
@@ -274,8 +274,8 @@ static void loop_init(Loop *lp, Run *run) {
     lp->scratch = run->ranks > 1 ? xmalloc((size_t)2 * T * sizeof(int)) : NULL;
     arena_init(&lp->arena, 0);
     engine_set_arena(&lp->arena);
-    lp->opt = adamw_default();
-    lp->opt.weight_decay = tc->weight_decay;
+    lp->opt = optimizer_at(tc->optimizer);
+    lp->opt_options = optim_options(run->cfg.train.optim_options, tc->optimizer);
     progress_init(&lp->prog, run->job->label ? run->job->label : "train", tc->steps, stdout);
     if (run->job->plain_progress) lp->prog.tty = 0; /* redraws of two ranks would overwrite each other */
     /* a metrics line every log_every steps, at every evaluation and at the end */
@@ -309,7 +309,7 @@ static void draw_batch(Run *run, Loop *lp) {
 }
 
 /* One step: forward, backward, the gradients averaged over the ranks, then
- * clipping and AdamW. Fills l (loss, lr, grad_norm, den_clamped); false
+ * clipping and the optimizer's step. Fills l (loss, lr, grad_norm, den_clamped); false
  * when the loss or the gradient norm is not finite, and no update is made. */
 static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     const TrainConfig *tc = &run->cfg.train;
@@ -337,7 +337,7 @@ static bool train_step(Run *run, Loop *lp, long step, StepLog *l) {
     l->grad_norm = (float)norm;
     if (!isfinite(l->loss) || !isfinite(l->grad_norm)) return false;
     /* clipping, the update and the zeroing of the gradients, in one pass */
-    adamw_step(&m->params, &lp->opt, l->lr, step + 1, clip_scale(norm, tc->clip));
+    lp->opt->step(&m->params, &(OptimStep){l->lr, step + 1, clip_scale(norm, tc->clip), tc->weight_decay, lp->opt_options});
     gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
     lp->tokens_since += (long)B * T * N;
     return true;

@@ -272,6 +272,45 @@ START_TEST(test_position_grid) {
 }
 END_TEST
 
+/* Each optimizer's options go with it only, and its validate hook refuses
+ * what cannot work, with the reason; every optimizer is a value of the
+ * optimizer option, its rows in the table. */
+START_TEST(test_optimizer_options) {
+    static const struct {
+        const char *args[6];
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {{"momentum", "0.5"}, "--momentum applies to optimizer=sgd, not optimizer=adamw"},
+        {{"optimizer", "lion", "beta1", "0.5"}, "--beta1 applies to optimizer=adamw, not optimizer=lion"},
+        {{"optimizer", "sgd", "lion_beta2", "0.9"}, "--lion_beta2 applies to optimizer=lion"},
+        {{"optimizer", "sgd", "momentum", "0", "nesterov", "true"}, "--nesterov needs a momentum"},
+        {{"optimizer", "sgd", "momentum", "0.5", "nesterov", "true"}, NULL},
+        {{"optimizer", "lion", "lion_beta1", "0.8"}, NULL},
+        {{"beta2", "0.999", "eps", "1e-6"}, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Config c;
+        config_defaults(&c);
+        Err e;
+        memset(&e, 0, sizeof e);
+        for (int k = 0; k < 6 && cases[i].args[k]; k += 2)
+            ck_assert_msg(option_give(&c, cases[i].args[k], cases[i].args[k + 1], &e) == 0, "%s", e.msg);
+        int rc = config_validate(&c, &e);
+        if (!cases[i].want)
+            ck_assert_msg(rc == 0, "case %zu refused: %s", i, e.msg);
+        else
+            ck_assert_msg(rc != 0 && strstr(e.msg, cases[i].want), "case %zu: got '%s', want '%s'", i,
+                          rc ? e.msg : "accepted", cases[i].want);
+    }
+    for (int i = 0; i < n_optimizers; i++) {
+        ck_assert_int_eq(optim_find(optimizers[i]->name), i);
+        for (const OptDef *r = optimizers[i]->option_rows; r && r->name; r++)
+            ck_assert_msg(option_find(r->name) != NULL, "optimizer %s's option %s is not in the table",
+                          optimizers[i]->name, r->name);
+    }
+}
+END_TEST
+
 /* Accepted as given: the combinations the integration test trains. */
 START_TEST(test_valid_combinations) {
     static const char *const valid[][16] = {
@@ -527,6 +566,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_linformer_grid);
     tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
+    tcase_add_test(tc, test_optimizer_options);
     tcase_add_test(tc, test_floats_as_typed);
     tcase_add_test(tc, test_int64_seed);
     tcase_add_test(tc, test_help_groups);
