@@ -45,7 +45,13 @@ all: deps
 	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts (make uplot)"
 	@$(MAKE) --no-print-directory build-all
 
-build-all: $(COMMANDS)
+build-all: $(COMMANDS) python/attnlab_tables.json
+
+# The C side's tables (options, kernels, position schemes, optimizers) for
+# python/attnlab_torch.py, which holds no copy of its own: written from
+# ./train --describe at every build (tests/cli_describe.sh checks it).
+python/attnlab_tables.json: train
+	$(Q)./train --describe >$@.tmp && mv $@.tmp $@
 
 deps:
 	@sh scripts/deps.sh
@@ -81,6 +87,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_position.sh
+	sh tests/cli_describe.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
 

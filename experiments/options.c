@@ -119,6 +119,9 @@ static const OptDef table_rows[] = {
      .max = 100000, .help = "bytes to sample"},
 };
 
+const char *const options_clm_sampling[] = {"prompt", "temperature", "top_k", NULL};
+const char *const options_inference[] = {"window", "logn", "bca", NULL};
+
 /* The whole table: table_rows with the position schemes' rows after pos and
  * the kernels' after attn, made when first asked for (and again after a
  * kernel is registered). */
@@ -494,8 +497,8 @@ int config_validate(Config *c, Err *e) {
     if (m->objective == OBJECTIVE_MLM) {
         /* samples.txt of an mlm run is a fill-in demo (experiments/generate.h):
          * nothing is sampled left to right, so there is no prompt or temperature */
-        static const char *const clm_sampling[] = {"prompt", "temperature", "top_k"};
-        for (int i = 0; i < 3; i++)
+        const char *const *clm_sampling = options_clm_sampling;
+        for (int i = 0; clm_sampling[i]; i++)
             if (changed(c, clm_sampling[i]))
                 return err_set(e, "--%s: objective=mlm is not sampled left to right (its samples are a fill-in demo)",
                                clm_sampling[i]),

@@ -9,7 +9,7 @@
 #   its test case        tests/reference/positions_model.py (its line in SCHEMES),
 #                        its formula in tests/reference/gpt.py, and the fixture
 #                        tests/fixtures/positions_model.safetensors made from them
-#   its PyTorch form     python/attnlab_torch.py (one @pos_bias function)
+#   its PyTorch form     python/attnlab_model.py (one @pos_bias function)
 #
 # 1. Nothing else names it: every tracked file that does is on that list (or
 #    is documentation, or this script).
@@ -32,7 +32,7 @@ cli_begin cli_position ./train ./ablate build/test_all
 NAME=alibi_log
 FILE=layers/attention/$NAME.c
 OWN="$FILE layers/attention/positions.c tests/reference/positions_model.py tests/reference/gpt.py
-tests/fixtures/positions_model.safetensors python/attnlab_torch.py tests/cli_position.sh"
+tests/fixtures/positions_model.safetensors python/attnlab_model.py tests/cli_position.sh"
 small_corpus "$T/small.txt"
 PY=${PYTHON:-/usr/bin/python3}
 
