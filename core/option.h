@@ -1,8 +1,8 @@
-/* option.h: a row of the one option table (experiments/options.c), in core
+/* option.h: a row of the one option table (experiments/run/options.c), in core
  * so that every folder that owns options (layers/ for kernels and position
  * schemes, optim/ for optimizers) can declare its rows.
  *
- * The table is the rows experiments/options.c declares, with the rows each
+ * The table is the rows experiments/run/options.c declares, with the rows each
  * attention kernel declares for the options only it reads
  * (AttnKernel.option_rows), in its own file. A kernel's row stores into the
  * ModelConfig (offset from offsetof(ModelConfig, field)); the table's own rows

@@ -1,5 +1,5 @@
 """attnlab_safetensors.py: safetensors files and attnlab checkpoints read and checked as the C
-loader checks them (core/safetensors.c, experiments/checkpoint.c): the file, its header, its
+loader checks them (core/safetensors.c, experiments/run/checkpoint.c): the file, its header, its
 tensors, the checkpoint's metadata and that it holds exactly its model's tensors. Needs numpy.
 """
 
@@ -265,7 +265,7 @@ def read_safetensors(path):
 
 
 # ---------------------------------------------------------------- the checkpoint
-# experiments/checkpoint.c's checkpoint_open, in its order: format, format_version, config,
+# experiments/run/checkpoint.c's checkpoint_open, in its order: format, format_version, config,
 # step, data_rng (four words of 16 lowercase hex digits, not all zero), best_val_bpb, ranks.
 
 CHECKPOINT_FORMAT = "attnlab"

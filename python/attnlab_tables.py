@@ -197,7 +197,7 @@ def _changed(cfg, name):
 
 
 def check_config(obj):
-    """The config of a checkpoint (a JSON object) as experiments/options.c's config_from_json and
+    """The config of a checkpoint (a JSON object) as experiments/run/options.c's config_from_json and
     config_validate check it: every key an option, every value of its kind and range, missing
     ones at their defaults; then what validate refuses of the options together. Returns the
     config with every option, normalised; raises CheckpointError (without a path)."""

@@ -34,7 +34,7 @@ refuses) is refused with a CheckpointError (a ValueError) naming the option, nev
 the wrong math.
 
 load() checks a file at least as strictly as the C loader (core/safetensors.c,
-experiments/checkpoint.c, experiments/options.c), in its order, before it builds anything or
+experiments/run/checkpoint.c, experiments/run/options.c), in its order, before it builds anything or
 allocates more than twice the file's size: a regular file; the header; F32 tensors whose
 offsets tile the data section; the format and version; the config's kinds and ranges (the
 option table OPTIONS); step and data_rng; exactly the config's tensors with its shapes; finite
