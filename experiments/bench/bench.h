@@ -74,13 +74,17 @@ double bench_product_seconds(int path, int M, int N, int K, bool ta, bool tb);
 double bench_train(const BenchOptions *o, const Config *cfg);
 /* A training step to time, the same in bench_train and bench_mpi: cfg's
  * model with weights drawn from seed 1, one batch of B x T random byte ids
- * (masked under objective = mlm), an arena in use, gradients on, AdamW. */
+ * (masked under objective = mlm), an arena in use, gradients on, cfg's
+ * optimizer (AdamW by default) with its options. */
 typedef struct {
     Model m;
     int B, T;
     int *ids, *targets;
     Arena arena;
-    AdamWConfig opt;
+    const Optimizer *opt;
+    const void *opt_options; /* inside opt_config */
+    unsigned char opt_config[OPTIM_OPTION_BYTES];
+    float weight_decay;
     int precision; /* the step's Precision */
 } BenchStep;
 
@@ -89,7 +93,7 @@ typedef struct {
 void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed);
 /* Forward and backward: the gradients of the batch's loss. */
 void bench_step_grad(BenchStep *b);
-/* Step s's update: the clip's norm, then AdamW, which zeroes the gradients. */
+/* Step s's update: the clip's norm, then the optimizer's step, which zeroes the gradients. */
 void bench_step_update(BenchStep *b, int s);
 void bench_step_free(BenchStep *b);
 

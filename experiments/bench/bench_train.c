@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <sys/resource.h>
 
@@ -48,9 +49,12 @@ void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed
     random_batch(mc, &rng, b->B, b->T, b->ids, b->targets);
     arena_init(&b->arena, 0);
     engine_set_arena(&b->arena);
-    b->opt = adamw_default();
+    b->opt = optimizer_at(cfg->train.optimizer);
+    memcpy(b->opt_config, cfg->train.optim_options, sizeof b->opt_config);
+    b->opt_options = optim_options(b->opt_config, cfg->train.optimizer);
+    b->weight_decay = cfg->train.weight_decay;
     grad_set(true);
-    params_zero_grad(&b->m.params); /* once: each step's adamw_step zeroes them, as in trainer.c */
+    params_zero_grad(&b->m.params); /* once: each step's update zeroes them, as in trainer.c */
 }
 
 void bench_step_grad(BenchStep *b) {
@@ -62,7 +66,8 @@ void bench_step_grad(BenchStep *b) {
 
 void bench_step_update(BenchStep *b, int s) {
     /* the clip's norm, then one pass that clips, updates and zeroes the gradients */
-    adamw_step(&b->m.params, &b->opt, 1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f));
+    const OptimStep st = {1e-4f, s + 1, clip_scale(grad_norm(&b->m.params), 1.0f), b->weight_decay, b->opt_options};
+    b->opt->step(&b->m.params, &st);
     gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
 }
 
@@ -134,8 +139,9 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char attn[32];
-    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
-           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
+    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, %s\n",
+           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied",
+           b.opt == optimizer_at(0) ? "AdamW" : b.opt->name);
     printf("  attention: attn=%s, objective=%s; precision %s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
            mc->objective == OBJECTIVE_MLM ? "mlm" : "clm", precision_choices[b.precision]);
     printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);

@@ -401,7 +401,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     bool interrupted = false;
     r->status = TRAIN_DONE;
     grad_set(true);
-    /* once: from here on each step's adamw_step leaves the gradients at 0 */
+    /* once: from here on each step's update leaves the gradients at 0 */
     params_zero_grad(&run->m.params);
     if (step >= tc->steps) { /* a finished run opened again: its final validation, as its last step made it */
         double v = evaluate(&run->m, &run->corpus, &run->cfg, lp.ids, lp.targets, &lp.arena, run->rank, run->ranks);
