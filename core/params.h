@@ -1,20 +1,26 @@
 /* params.h: parameters in slabs.
  *
  * A model declares its parameters by name and shape, then params_alloc() makes
- * four slabs of the total size: values, gradients, and AdamW's two moments.
- * Each parameter's Tensor points into the value and gradient slabs at the same
- * offset, so the optimizer is one flat loop and a checkpoint is a few writes. */
+ * slabs of the total size: values, gradients, and PARAMS_STATE_SLABS for the
+ * optimizer's state (optim/optim.h: each optimizer says how many it uses and
+ * names them). Each parameter's Tensor points into the value and gradient
+ * slabs at the same offset, and its state lies at that offset too, so the
+ * optimizer is one flat loop and a checkpoint is a few writes. */
 #ifndef ATTNLAB_PARAMS_H
 #define ATTNLAB_PARAMS_H
 
 #include "tensor.h"
+
+/* The most state slabs an optimizer keeps (AdamW: its two moments). */
+#define PARAMS_STATE_SLABS 2
 
 typedef struct {
     Tensor **list; /* stb_ds array, in declaration order */
     long *offset;  /* stb_ds array: where each parameter starts in the slabs (set by params_alloc) */
     int *after;    /* stb_ds array: the parameter whose storage this one follows, or -1 */
     long total;    /* elements per slab */
-    float *value, *grad, *m, *v;
+    float *value, *grad;
+    float *state[PARAMS_STATE_SLABS]; /* the optimizer's, zeroed by params_alloc */
 } ParamSet;
 
 void params_init(ParamSet *p);

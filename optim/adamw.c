@@ -24,10 +24,12 @@
 #include "optim.h"
 #include "util.h"
 
+#include <stddef.h>
+
 /* Below this many elements the step runs on one thread: starting the team
  * costs more than the loop. Each element is independent, so the result is
  * bitwise the same for any thread count. */
-#define ADAMW_PARALLEL_MIN (1L << 15)
+#define ADAMW_PARALLEL_MIN OPTIM_PARALLEL_MIN
 
 AdamWUpdate adamw_update = adamw_elements;
 
@@ -36,11 +38,11 @@ AdamWConfig adamw_default(void) {
 }
 
 /* Matrices (linear weights, embeddings) are decayed; vectors (biases, norm gains) are not. */
-static bool adamw_decays(const Tensor *t) { return t->ndim >= 2; }
+static bool adamw_decays(const Tensor *t) { return optim_decays(t); }
 
 /* Elements [lo, hi) of the slabs, all of parameter k: one decay factor. */
 void adamw_elements(ParamSet *p, int k, long lo, long hi, const AdamWScalars *s) {
-    float *restrict w = p->value, *restrict g = p->grad, *restrict m = p->m, *restrict v = p->v;
+    float *restrict w = p->value, *restrict g = p->grad, *restrict m = p->state[0], *restrict v = p->state[1];
     const float b1 = s->b1, b2 = s->b2, one_minus_b1 = s->one_minus_b1, one_minus_b2 = s->one_minus_b2;
     const float eps = s->eps, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt, scale = s->grad_scale;
     const float decay = adamw_decays(p->list[k]) ? s->decay : 1.0f;
@@ -87,3 +89,40 @@ void adamw_step(ParamSet *p, const AdamWConfig *c, float lr, long t, float grad_
         }
     }
 }
+
+/* ---- the optimizer ------------------------------------------------------------ */
+
+static void adamw_optim_step(ParamSet *p, const OptimStep *s) {
+    const AdamWOpts *o = s->opts;
+    const AdamWConfig c = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = s->weight_decay};
+    adamw_step(p, &c, s->lr, s->t, s->grad_scale);
+}
+
+static int adamw_validate(const void *opts, Err *e) {
+    const AdamWOpts *o = opts;
+    if (o->beta1 >= 1.0f || o->beta2 >= 1.0f)
+        return err_set(e, "--beta1 %g, --beta2 %g: moment decays must be below 1", (double)o->beta1, (double)o->beta2);
+    return 0;
+}
+
+static const OptDef adamw_options[] = {
+    {.name = "beta1", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = offsetof(AdamWOpts, beta1), .def = "0.9",
+     .min = 0, .max = 1, .help = "optimizer=adamw: decay of the first moment m"},
+    {.name = "beta2", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = offsetof(AdamWOpts, beta2), .def = "0.95",
+     .min = 0, .max = 1, .help = "optimizer=adamw: decay of the second moment v"},
+    {.name = "eps", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = offsetof(AdamWOpts, eps), .def = "1e-8",
+     .min = 0, .max = 1, .help = "optimizer=adamw: added to sqrt(v)"},
+    {.name = NULL},
+};
+
+const Optimizer optimizer_adamw = {
+    .name = "adamw",
+    .help = "Adam with decoupled weight decay",
+    .n_state = 2,
+    .state_names = {"optim.m.", "optim.v."},
+    .state_nonneg = {false, true},
+    .step = adamw_optim_step,
+    .option_rows = adamw_options,
+    .options_size = sizeof(AdamWOpts),
+    .validate = adamw_validate,
+};

@@ -4,8 +4,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops.h"
+#include "test_util.h"
 #include "util.h"
 
 int positions_query_block;
@@ -44,25 +46,24 @@ static void slopes(int n, double *m) {
 }
 
 static double bias_at(const AttnCall *c, const float *p0, const float *p1, int h, int delta) {
-    switch (c->cfg->pos) {
-        case POS_ALIBI: {
-            double m[c->H];
-            slopes(c->H, m);
-            return -m[h] * delta;
-        }
-        case POS_KERPLE_POWER: {
-            double a = fmax(p0[h], 0.01), p = fmin(fmax(p1[h], 0.01), 2.0);
-            return delta == 0 ? 0.0 : -a * pow(delta, p);
-        }
-        case POS_KERPLE_LOG: return -fmax(p0[h], 0.01) * log(1.0 + fmax(p1[h], 0.01) * delta);
-        case POS_SANDWICH: {
-            int d = c->H * c->key_size;
-            double dot = 0.0;
-            for (int k = 0; k < d / 2; k++) dot += cos(delta * pow(10000.0, -2.0 * k / d));
-            return c->cfg->sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
-        }
-        default: return 0.0;
+    const char *pos = pos_name(c->cfg->pos);
+    if (!strcmp(pos, "alibi")) {
+        double m[c->H];
+        slopes(c->H, m);
+        return -m[h] * delta;
     }
+    if (!strcmp(pos, "kerple_power")) {
+        double a = fmax(p0[h], 0.01), p = fmin(fmax(p1[h], 0.01), 2.0);
+        return delta == 0 ? 0.0 : -a * pow(delta, p);
+    }
+    if (!strcmp(pos, "kerple_log")) return -fmax(p0[h], 0.01) * log(1.0 + fmax(p1[h], 0.01) * delta);
+    if (!strcmp(pos, "sandwich")) {
+        int d = c->H * c->key_size;
+        double dot = 0.0;
+        for (int k = 0; k < d / 2; k++) dot += cos(delta * pow(10000.0, -2.0 * k / d));
+        return c->cfg->sandwich_lambda * dot / (8.0 * (h + 1) / c->H);
+    }
+    return 0.0;
 }
 
 void positions_reference(const AttnCall *c, const float *p0, const float *p1, float *mask, float *lambda, float *bias) {
@@ -95,14 +96,14 @@ Tensor *positions_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Te
     cc.key_size = q->shape[3];
     Tensor *mask = tensor_2d(T, T), *L = tensor_2d(T, T), *bias = tensor_new(3, (int[]){H, T, T});
     float lambda[T];
-    bool has_p = pos_bias_n_params(c->cfg->pos) > 0;
+    bool has_p = pos_param_count(c->cfg->pos) > 0;
     positions_reference(&cc, has_p ? c->params[0]->data : NULL, has_p ? c->params[1]->data : NULL, mask->data, lambda,
                         bias->data);
     for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) L->data[i * T + j] = lambda[i];
     Tensor *s = op_scale(op_matmul(q, k, false, true), c->scale);
     if (c->cfg->logn) s = op_mul(s, L);
-    if (pos_has_bias(c->cfg->pos)) s = op_add(s, bias);
+    if (pos_scheme(c->cfg->pos)->bias) s = op_add(s, bias);
     Tensor *p = op_softmax(s, mask);
     *probs = p;
     return op_matmul(p, v, false, false);
@@ -113,7 +114,7 @@ Tensor *positions_compose(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v, Te
 static Tensor *run(Tensor **in, bool causal, int pos, int window, bool bca, bool logn) {
     ModelConfig m;
     AttnCall c = positions_call(&m, causal, pos, window, bca, logn);
-    if (pos_bias_n_params(pos)) {
+    if (pos_param_count(pos)) {
         c.params[0] = in[3];
         c.params[1] = in[4];
     }
@@ -128,36 +129,36 @@ static Tensor *times(Tensor *x, float f0, float f1) {
     return op_mul(x, f);
 }
 
-Tensor *pos_alibi_causal(Tensor **in) { return run(in, true, POS_ALIBI, 0, false, false); }
-Tensor *pos_alibi_bidirectional(Tensor **in) { return run(in, false, POS_ALIBI, 0, false, false); }
-Tensor *pos_kerple_power_causal(Tensor **in) { return run(in, true, POS_KERPLE_POWER, 0, false, false); }
-Tensor *pos_kerple_power_bidirectional(Tensor **in) { return run(in, false, POS_KERPLE_POWER, 0, false, false); }
+Tensor *pos_alibi_causal(Tensor **in) { return run(in, true, pos_of("alibi"), 0, false, false); }
+Tensor *pos_alibi_bidirectional(Tensor **in) { return run(in, false, pos_of("alibi"), 0, false, false); }
+Tensor *pos_kerple_power_causal(Tensor **in) { return run(in, true, pos_of("kerple_power"), 0, false, false); }
+Tensor *pos_kerple_power_bidirectional(Tensor **in) { return run(in, false, pos_of("kerple_power"), 0, false, false); }
 /* head 1: a < 0 (clamped to 0.01), p in [2.5, 7.5] > 2 (clamped to 2) */
 Tensor *pos_kerple_power_clamp(Tensor **in) {
     Tensor *x[5] = {in[0], in[1], in[2], times(in[3], 1.0f, -1.0f), times(in[4], 1.0f, 5.0f)};
-    return run(x, true, POS_KERPLE_POWER, 0, false, false);
+    return run(x, true, pos_of("kerple_power"), 0, false, false);
 }
-Tensor *pos_kerple_log_causal(Tensor **in) { return run(in, true, POS_KERPLE_LOG, 0, false, false); }
-Tensor *pos_kerple_log_bidirectional(Tensor **in) { return run(in, false, POS_KERPLE_LOG, 0, false, false); }
+Tensor *pos_kerple_log_causal(Tensor **in) { return run(in, true, pos_of("kerple_log"), 0, false, false); }
+Tensor *pos_kerple_log_bidirectional(Tensor **in) { return run(in, false, pos_of("kerple_log"), 0, false, false); }
 /* head 1: r1 < 0 and r2 < 0, both clamped to 0.01 */
 Tensor *pos_kerple_log_clamp(Tensor **in) {
     Tensor *x[5] = {in[0], in[1], in[2], times(in[3], 1.0f, -1.0f), times(in[4], 1.0f, -1.0f)};
-    return run(x, false, POS_KERPLE_LOG, 0, false, false);
+    return run(x, false, pos_of("kerple_log"), 0, false, false);
 }
-Tensor *pos_sandwich_causal(Tensor **in) { return run(in, true, POS_SANDWICH, 0, false, false); }
-Tensor *pos_sandwich_bidirectional(Tensor **in) { return run(in, false, POS_SANDWICH, 0, false, false); }
-Tensor *pos_window1(Tensor **in) { return run(in, true, POS_NONE, 1, false, false); }
-Tensor *pos_window2(Tensor **in) { return run(in, true, POS_NONE, 2, false, false); }
-Tensor *pos_window3(Tensor **in) { return run(in, true, POS_NONE, 3, false, false); }
-Tensor *pos_window8(Tensor **in) { return run(in, true, POS_NONE, 8, false, false); }
-Tensor *pos_window1_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 1, false, false); }
-Tensor *pos_window2_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 2, false, false); }
-Tensor *pos_alibi_window_logn_bidirectional(Tensor **in) { return run(in, false, POS_ALIBI, 2, false, true); }
-Tensor *pos_bca(Tensor **in) { return run(in, true, POS_NONE, 0, true, false); }
-Tensor *pos_logn_causal(Tensor **in) { return run(in, true, POS_NONE, 0, false, true); }
-Tensor *pos_logn_bidirectional(Tensor **in) { return run(in, false, POS_NONE, 0, false, true); }
-Tensor *pos_alibi_window_logn(Tensor **in) { return run(in, true, POS_ALIBI, 2, false, true); }
-Tensor *pos_kerple_bca(Tensor **in) { return run(in, true, POS_KERPLE_POWER, 0, true, false); }
+Tensor *pos_sandwich_causal(Tensor **in) { return run(in, true, pos_of("sandwich"), 0, false, false); }
+Tensor *pos_sandwich_bidirectional(Tensor **in) { return run(in, false, pos_of("sandwich"), 0, false, false); }
+Tensor *pos_window1(Tensor **in) { return run(in, true, pos_of("none"), 1, false, false); }
+Tensor *pos_window2(Tensor **in) { return run(in, true, pos_of("none"), 2, false, false); }
+Tensor *pos_window3(Tensor **in) { return run(in, true, pos_of("none"), 3, false, false); }
+Tensor *pos_window8(Tensor **in) { return run(in, true, pos_of("none"), 8, false, false); }
+Tensor *pos_window1_bidirectional(Tensor **in) { return run(in, false, pos_of("none"), 1, false, false); }
+Tensor *pos_window2_bidirectional(Tensor **in) { return run(in, false, pos_of("none"), 2, false, false); }
+Tensor *pos_alibi_window_logn_bidirectional(Tensor **in) { return run(in, false, pos_of("alibi"), 2, false, true); }
+Tensor *pos_bca(Tensor **in) { return run(in, true, pos_of("none"), 0, true, false); }
+Tensor *pos_logn_causal(Tensor **in) { return run(in, true, pos_of("none"), 0, false, true); }
+Tensor *pos_logn_bidirectional(Tensor **in) { return run(in, false, pos_of("none"), 0, false, true); }
+Tensor *pos_alibi_window_logn(Tensor **in) { return run(in, true, pos_of("alibi"), 2, false, true); }
+Tensor *pos_kerple_bca(Tensor **in) { return run(in, true, pos_of("kerple_power"), 0, true, false); }
 
 /* ---- reference setups --------------------------------------------------------- */
 
@@ -173,37 +174,37 @@ static void kerple_params(AttnCall *c, float a0, float a1, float b0, float b1) {
 
 void pos_setup_alibi(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_ALIBI, 0, false, false);
+    set(m, pos_of("alibi"), 0, false, false);
 }
 void pos_setup_kerple_power(AttnCall *c, ModelConfig *m) {
-    set(m, POS_KERPLE_POWER, 0, false, false);
+    set(m, pos_of("kerple_power"), 0, false, false);
     kerple_params(c, 0.6f, -0.3f, 0.8f, 2.7f);
 }
 void pos_setup_kerple_log(AttnCall *c, ModelConfig *m) {
-    set(m, POS_KERPLE_LOG, 0, false, false);
+    set(m, pos_of("kerple_log"), 0, false, false);
     kerple_params(c, 1.3f, 0.002f, 0.4f, -0.5f);
 }
 void pos_setup_sandwich(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_SANDWICH, 0, false, false);
+    set(m, pos_of("sandwich"), 0, false, false);
 }
 void pos_setup_window2(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_NONE, 2, false, false);
+    set(m, pos_of("none"), 2, false, false);
 }
 void pos_setup_bca(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_NONE, 0, true, false);
+    set(m, pos_of("none"), 0, true, false);
 }
 void pos_setup_logn(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_NONE, 0, false, true);
+    set(m, pos_of("none"), 0, false, true);
 }
 void pos_setup_alibi_window_logn(AttnCall *c, ModelConfig *m) {
     (void)c;
-    set(m, POS_ALIBI, 2, false, true);
+    set(m, pos_of("alibi"), 2, false, true);
 }
 void pos_setup_kerple_bca(AttnCall *c, ModelConfig *m) {
-    set(m, POS_KERPLE_POWER, 0, true, false);
+    set(m, pos_of("kerple_power"), 0, true, false);
     kerple_params(c, 0.6f, 1.1f, 0.5f, 1.6f);
 }

@@ -1,5 +1,5 @@
 /* cases_positions.h: positions inside the plain softmax kernel (windows, bca,
- * log-n scaling and the score biases of layers/attention/bias.c) for the
+ * log-n scaling and the score biases of the position schemes' bias hooks) for the
  * kernel tables of tests/layer_cases.c (the functions are in
  * tests/cases_positions.c).
  *

@@ -7,7 +7,7 @@
 # at the training context and past it (with inference-time window, logn and
 # bca overrides too; evenly spaced windows, and all of them for a clm and an mlm
 # model), and checks that attnlab_torch.score gives the same bits per byte
-# within 1e-5.
+# within 1e-5. Every attn and pos value ./train --help lists is among them.
 # The masked LMs (objective=mlm: softmax with a bidirectional @window, and
 # attn=linformer with every linformer_proj and linformer_share, per-layer
 # linformer_k on two layers) go through the same comparison, each in its own
@@ -79,6 +79,15 @@ kernel-$attn|--attn $attn||8,16"
     ./train --attn "$attn" --pos alibi --window 5 --out "$T/probe" "$T/none" >/dev/null 2>&1
     [ $? -eq 2 ] || MODELS="$MODELS
 kernel-$attn-alibi|--attn $attn --pos alibi --window 5 --layers 2|@logn=on"
+done
+# and every pos value --help lists (a scheme added to the registry, which
+# attnlab_torch must know too), each under attn=softmax with its defaults
+HELP_POS=$(./train --help 2>&1 | sed -n 's/^  --pos .*(default: [^;]*; \(.*\))$/\1/p' | tr -d ',')
+[ -n "$HELP_POS" ] || fail "--help lists the pos values" "no --pos line with its values"
+for pos in $HELP_POS; do
+    case "$MODELS" in *"--pos $pos "* | *"--pos $pos|"*) continue ;; esac
+    MODELS="$MODELS
+pos-$pos|--pos $pos --layers 2|"
 done
 : >"$T/csvs"
 while IFS='|' read -r name opts variants lengths; do

@@ -8,7 +8,7 @@
 #   its test cases       tests/layer_cases.c (its group, and its lines in the tables)
 # and, for the PyTorch checks, its reference tests/reference/kernel_sigmoid.py,
 # the fixture that writes and its line in the Makefile's fixtures target, and
-# its function in python/attnlab_torch.py.
+# its function in python/attnlab_model.py.
 #
 # 1. Nothing else names it: every tracked file that does is on that list (or
 #    is documentation, or this script).
@@ -29,7 +29,7 @@ cli_begin cli_variant ./train ./ablate ./bench build/test_all
 NAME=sigmoid
 FILE=layers/attention/$NAME.c
 OWN="$FILE layers/attention/kernels.c tests/layer_cases.c tests/reference/kernel_$NAME.py
-tests/fixtures/kernel_$NAME.safetensors Makefile python/attnlab_torch.py tests/cli_variant.sh"
+tests/fixtures/kernel_$NAME.safetensors Makefile python/attnlab_torch.py python/attnlab_model.py tests/cli_variant.sh"
 small_corpus "$T/small.txt"
 
 # ---------------------------------------------------------- 1. the footprint

@@ -10,6 +10,7 @@
 #include "attention/positions.h"
 #include "ops.h"
 #include "options.h"
+#include "test_util.h"
 #include "util.h"
 
 const AttnKernel *kernel_by_name(const char *name) {
@@ -74,7 +75,7 @@ static Tensor *sigmoid_masked(Tensor **in, bool causal, int window, bool bca) {
     ModelConfig m;
     AttnCall c = kernel_case_call(&m, kern, causal);
     m.window = window, m.bca = bca ? ON : OFF, m.logn = window ? ON : OFF;
-    m.pos = POS_ALIBI, m.context = 2;
+    m.pos = pos_of("alibi"), m.context = 2;
     c.query_block = 2;
     return kern->forward(&c, in[0], in[1], in[2]);
 }

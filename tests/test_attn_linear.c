@@ -431,15 +431,15 @@ START_TEST(test_linear_flops_match_sgemm_calls) {
     struct {
         bool causal;
         int reweight, pos, T, chunk;
-    } cs[] = {{true, REWEIGHT_COS, POS_NONE, 11, 4}, {true, REWEIGHT_NONE, POS_NONE, 11, 4},
-              {true, REWEIGHT_NONE, POS_ROPE, 9, 4},  {true, REWEIGHT_COS, POS_NONE, 4, 4},
-              {false, REWEIGHT_COS, POS_NONE, 10, 4}, {false, REWEIGHT_NONE, POS_ROPE, 10, 4}};
+    } cs[] = {{true, REWEIGHT_COS, pos_of("none"), 11, 4}, {true, REWEIGHT_NONE, pos_of("none"), 11, 4},
+              {true, REWEIGHT_NONE, pos_of("rope"), 9, 4},  {true, REWEIGHT_COS, pos_of("none"), 4, 4},
+              {false, REWEIGHT_COS, pos_of("none"), 10, 4}, {false, REWEIGHT_NONE, pos_of("rope"), 10, 4}};
     const int H = 2, dk = 4, dv = 6;
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         ModelConfig m;
         AttnCall c = call_for(&m, 1, H, cs[i].T, dk, dv, cs[i].causal, PHI_RELU, cs[i].reweight, cs[i].chunk);
         m.pos = cs[i].pos;
-        m.rope_dims = cs[i].pos == POS_ROPE ? dk : 0;
+        m.rope_dims = cs[i].pos == pos_of("rope") ? dk : 0;
         m.heads = H, m.d_model = H * dk, m.key_size = dk, m.head_size = dv;
         m.objective = cs[i].causal ? OBJECTIVE_CLM : OBJECTIVE_MLM;
         Arena a;
@@ -729,7 +729,7 @@ START_TEST(test_linear_packed_matches_split) {
         for (int kind = 0; kind < 3; kind++)
             for (int causal = 0; causal < 2; causal++) {
                 ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 12, .heads = 3, .mlp_ratio = 2,
-                                   .context = 37, .attn = ATTN_LINEAR, .pos = kind == 2 ? POS_ROPE : POS_NONE,
+                                   .context = 37, .attn = ATTN_LINEAR, .pos = kind == 2 ? pos_of("rope") : pos_of("none"),
                                    .objective = causal ? OBJECTIVE_CLM : OBJECTIVE_MLM};
                 *linear_opts(&cfg) = (LinearOpts){.phi = phi, .leaky_slope = 0.1f,
                                                   .reweight = kind == 1 ? REWEIGHT_COS : REWEIGHT_NONE, .chunk = 8};
@@ -855,7 +855,7 @@ START_TEST(test_linear_adds_to_a_set_gradient) {
         bool causal = variant % 2;
         ModelConfig m;
         AttnCall c = call_for(&m, B, H, T, dk, dv, causal, PHI_ELU, variant / 2 == 1 ? REWEIGHT_COS : REWEIGHT_NONE, 8);
-        if (variant / 2 == 2) m.pos = POS_ROPE, m.rope_dims = dk;
+        if (variant / 2 == 2) m.pos = pos_of("rope"), m.rope_dims = dk;
         Arena a;
         arena_init(&a, 1 << 16);
         engine_set_arena(&a);

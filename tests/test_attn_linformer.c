@@ -414,7 +414,7 @@ END_TEST
 static ModelConfig lf_model_config(int proj, int share) {
     ModelConfig m = {.vocab = VOCAB_BYTES + 1, .layers = M_LAYERS, .d_model = 16, .heads = M_HEADS,
                      .mlp_ratio = 2, .context = M_N, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                     .attn = ATTN_LINFORMER, .pos = POS_LEARNED, .objective = OBJECTIVE_MLM};
+                     .attn = ATTN_LINFORMER, .pos = pos_of("learned"), .objective = OBJECTIVE_MLM};
     *linformer_opts(&m) = (LinformerOpts){.linformer_k = {M_K}, .linformer_share = share, .linformer_proj = proj};
     return m;
 }

@@ -1,5 +1,5 @@
 /* test_attn_positions.c: positions inside the plain softmax kernel
- * (layers/attention/softmax_op.c, layers/attention/bias.c): windows, bca, log-n
+ * (layers/attention/softmax_op.c, the schemes' bias hooks, alibi.c, kerple.c, sandwich.c): windows, bca, log-n
  * scaling and the ALiBi, KERPLE and Sandwich score biases.
  *
  * fixture: tests/fixtures/attn_positions.safetensors (tests/reference/
@@ -174,7 +174,7 @@ static AttnCall fixture_call(ModelConfig *m, const Fixture *f, const Variant *v,
 }
 
 static const char *kerple_name(int pos, int i) {
-    if (pos == POS_KERPLE_POWER) return i ? "kerple_p" : "kerple_a";
+    if (pos == pos_of("kerple_power")) return i ? "kerple_p" : "kerple_a";
     return i ? "kerple_r2" : "kerple_r1";
 }
 
@@ -185,7 +185,7 @@ static Stage run_variant(StFile *sf, const Fixture *f, const Variant *v, int que
     tape_reset();
     bool was = grad_set(true);
     const int qs[4] = {f->B, f->H, f->T, f->dk}, vs[4] = {f->B, f->H, f->T, f->dv}, hs[1] = {f->H};
-    int np = pos_bias_n_params(v->pos);
+    int np = pos_param_count(v->pos);
     const char *names[5] = {"q", "k", "v", np ? kerple_name(v->pos, 0) : NULL, np ? kerple_name(v->pos, 1) : NULL};
     Tensor *leaf[5] = {fixture_tensor(sf, v->name, "q", 4, qs), fixture_tensor(sf, v->name, "k", 4, qs),
                        fixture_tensor(sf, v->name, "v", 4, vs), np ? fixture_tensor(sf, v->name, names[3], 1, hs) : NULL,
@@ -235,7 +235,7 @@ START_TEST(test_positions_fixture_catches_broken_backward) {
         for (int i = 0; i < f.n; i++) {
             const Variant *v = &f.v[i];
             bool affected = br == BREAK_SCALE || br == BREAK_DROP ||
-                            (br == BREAK_BIAS_GRAD && pos_bias_n_params(v->pos)) ||
+                            (br == BREAK_BIAS_GRAD && pos_param_count(v->pos)) ||
                             (br == BREAK_WINDOW && v->window > 0 && v->window < f.T);
             char msg[300] = "";
             break_install(br);
@@ -379,7 +379,7 @@ static size_t op_bytes(int T, int window, bool grads) {
         x[i]->requires_grad = grads;
     }
     size_t start = arena_in_use(&a);
-    ModelConfig m = {.context = 64, .pos = POS_ALIBI, .window = window};
+    ModelConfig m = {.context = 64, .pos = pos_of("alibi"), .window = window};
     AttnCall c = {.B = B, .H = H, .T = T, .key_size = d, .head_size = d, .causal = true,
                   .scale = 1.0f / sqrtf((float)d), .cfg = &m, .opts = softmax_opts(&m)};
     Tensor *out = attn_kernel_for(ATTN_SOFTMAX)->forward(&c, x[0], x[1], x[2]);
@@ -460,10 +460,10 @@ START_TEST(test_positions_probs_consistent) {
         struct {
             int pos, window;
             bool causal, bca, logn;
-        } vs[] = {{POS_NONE, 5, true, false, false},   {POS_NONE, 0, true, true, false},
-                  {POS_ALIBI, 0, true, false, false},  {POS_KERPLE_POWER, 0, false, false, false},
-                  {POS_KERPLE_LOG, 9, true, false, true}, {POS_SANDWICH, 0, false, false, true},
-                  {POS_ALIBI, 0, true, true, true}};
+        } vs[] = {{pos_of("none"), 5, true, false, false},   {pos_of("none"), 0, true, true, false},
+                  {pos_of("alibi"), 0, true, false, false},  {pos_of("kerple_power"), 0, false, false, false},
+                  {pos_of("kerple_log"), 9, true, false, true}, {pos_of("sandwich"), 0, false, false, true},
+                  {pos_of("alibi"), 0, true, true, true}};
         Arena a;
         arena_init(&a, 1 << 20);
         engine_set_arena(&a);
@@ -528,7 +528,7 @@ START_TEST(test_positions_no_grad_same_output) {
         rng_fill_normal(&rng, x[i]->data, x[i]->n, 0.0f, 1.0f);
         x[i]->requires_grad = true;
     }
-    ModelConfig m = {.context = 16, .pos = POS_SANDWICH, .sandwich_lambda = 1.0f, .window = 11, .logn = true};
+    ModelConfig m = {.context = 16, .pos = pos_of("sandwich"), .sandwich_lambda = 1.0f, .window = 11, .logn = true};
     softmax_opts(&m)->query_block = 16;
     AttnCall c = {.B = PB, .H = PH, .T = PT, .key_size = PD, .head_size = PD, .causal = true,
                   .scale = 1.0f / sqrtf((float)PD), .cfg = &m, .opts = softmax_opts(&m)};
@@ -569,7 +569,7 @@ static ModelConfig small_config(int pos) {
 }
 
 START_TEST(test_positions_model_params) {
-    const int pos[] = {POS_ALIBI, POS_KERPLE_POWER, POS_KERPLE_LOG, POS_SANDWICH};
+    const int pos[] = {pos_of("alibi"), pos_of("kerple_power"), pos_of("kerple_log"), pos_of("sandwich")};
     for (int t = 0; t < 4; t++) {
         ModelConfig cfg = small_config(pos[t]);
         Model m;
@@ -584,7 +584,7 @@ START_TEST(test_positions_model_params) {
                 char name[64];
                 snprintf(name, sizeof name, "blocks.%d.attn.%s", l, names[i]);
                 Tensor *w = params_find(&m.params, name);
-                bool want = (pos[t] == POS_KERPLE_POWER && i < 2) || (pos[t] == POS_KERPLE_LOG && i >= 2);
+                bool want = (pos[t] == pos_of("kerple_power") && i < 2) || (pos[t] == pos_of("kerple_log") && i >= 2);
                 ck_assert_msg((w != NULL) == want, "pos %d: %s is %s", pos[t], name, w ? "declared" : "missing");
                 if (!w) continue;
                 found++;
@@ -595,7 +595,7 @@ START_TEST(test_positions_model_params) {
                     ck_assert_msg(w->data[h] >= 0.01f && w->data[h] <= hi, "%s[%d] = %g", name, h,
                                   (double)w->data[h]);
             }
-        ck_assert_int_eq(found, pos_bias_n_params(pos[t]) * cfg.layers);
+        ck_assert_int_eq(found, pos_param_count(pos[t]) * cfg.layers);
         /* one step: finite loss; kerple parameters get finite, non-zero gradients */
         int ids[2 * 8], targets[2 * 8];
         for (int i = 0; i < 16; i++) ids[i] = (i * 37 + 11) % 256, targets[i] = (i * 53 + 5) % 256;

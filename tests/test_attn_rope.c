@@ -44,20 +44,20 @@ static const char *const phi_names[] = {"identity", "relu", "leakyrelu", "elu"};
 
 typedef struct {
     const char *name;
-    int pos;
+    const char *pos;
     bool key;
     int T, d, rope_dims;
 } RopeCase;
 
 static const RopeCase rope_cases[] = {
-    {"rope", POS_ROPE, false, 7, 6, 6},
-    {"rope_partial", POS_ROPE, false, 7, 6, 4},
-    {"rope_long", POS_ROPE, true, 40, 8, 8},
-    {"xpos_q", POS_XPOS, false, 7, 6, 6},
-    {"xpos_k", POS_XPOS, true, 8, 6, 6},
-    {"xpos_partial_k", POS_XPOS, true, 7, 6, 2},
-    {"xpos_long_q", POS_XPOS, false, 301, 4, 4},
-    {"xpos_long_k", POS_XPOS, true, 301, 4, 4},
+    {"rope", "rope", false, 7, 6, 6},
+    {"rope_partial", "rope", false, 7, 6, 4},
+    {"rope_long", "rope", true, 40, 8, 8},
+    {"xpos_q", "xpos", false, 7, 6, 6},
+    {"xpos_k", "xpos", true, 8, 6, 6},
+    {"xpos_partial_k", "xpos", true, 7, 6, 2},
+    {"xpos_long_q", "xpos", false, 301, 4, 4},
+    {"xpos_long_k", "xpos", true, 301, 4, 4},
 };
 #define N_ROPE ((int)(sizeof rope_cases / sizeof rope_cases[0]))
 
@@ -87,7 +87,7 @@ static AttnCall rope_call(ModelConfig *m, const RopeCase *rc) {
     AttnCall c = kernel_case_call(m, &attn_kernel_softmax, true);
     c.T = rc->T;
     c.key_size = rc->d;
-    m->pos = rc->pos;
+    m->pos = pos_of(rc->pos);
     m->rope_dims = rc->rope_dims;
     return c;
 }
@@ -98,7 +98,7 @@ static AttnCall lin_call(ModelConfig *m, const LinCase *lc, int B, int H) {
     c.key_size = lc->dk, c.head_size = lc->dv;
     c.scale = 1.0f / sqrtf((float)lc->dk);
     linear_opts(m)->chunk = lc->chunk;
-    m->pos = POS_ROPE;
+    m->pos = pos_of("rope");
     m->rope_dims = lc->rope_dims;
     return c;
 }
@@ -226,7 +226,7 @@ START_TEST(test_rope_score_depends_on_offset_only) {
     for (int di = 0; di < 2; di++) {
         ModelConfig m;
         AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, true);
-        m.pos = POS_ROPE;
+        m.pos = pos_of("rope");
         m.rope_dims = dims[di];
         Tensor *q = attn_rope(&c, repeated(qrow, T, d), false), *k = attn_rope(&c, repeated(krow, T, d), true);
         double spread = 0;
@@ -270,9 +270,9 @@ START_TEST(test_xpos_is_rope_times_decay) {
         ModelConfig m;
         AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, true);
         m.rope_dims = D;
-        m.pos = POS_ROPE;
+        m.pos = pos_of("rope");
         Tensor *rq = attn_rope(&c, qx, false), *rk = attn_rope(&c, kx, true);
-        m.pos = POS_XPOS;
+        m.pos = pos_of("xpos");
         Tensor *xq = attn_rope(&c, qx, false), *xk = attn_rope(&c, kx, true);
         double widest = 0;
         for (int i = 0; i < T; i += 7)
@@ -560,14 +560,14 @@ static int rope_nodes(int attn, int pos, float *out, long *n) {
 START_TEST(test_module_rotates_q_and_k) {
     float base[96], out[96];
     long n;
-    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, POS_NONE, base, &n), 0);
-    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, POS_ROPE, out, &n), 2);
+    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, pos_of("none"), base, &n), 0);
+    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, pos_of("rope"), out, &n), 2);
     ck_assert(memcmp(base, out, (size_t)n * sizeof(float)) != 0);
-    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, POS_XPOS, out, &n), 2);
+    ck_assert_int_eq(rope_nodes(ATTN_SOFTMAX, pos_of("xpos"), out, &n), 2);
     /* the linear kernel rotates its features itself */
     ck_assert(linear_kernel()->rope_inside);
-    ck_assert_int_eq(rope_nodes(ATTN_LINEAR, POS_NONE, base, &n), 0);
-    ck_assert_int_eq(rope_nodes(ATTN_LINEAR, POS_ROPE, out, &n), 0);
+    ck_assert_int_eq(rope_nodes(ATTN_LINEAR, pos_of("none"), base, &n), 0);
+    ck_assert_int_eq(rope_nodes(ATTN_LINEAR, pos_of("rope"), out, &n), 0);
     ck_assert_msg(memcmp(base, out, (size_t)n * sizeof(float)) != 0, "pos=rope changes nothing in the linear kernel");
 }
 END_TEST

@@ -340,7 +340,7 @@ END_TEST
 static ModelConfig small_config(int talking) {
     ModelConfig m = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 4, .key_size = 6, .head_size = 3,
                      .mlp_ratio = 2, .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                     .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+                     .attn = ATTN_SOFTMAX, .pos = pos_of("learned"), .objective = OBJECTIVE_CLM};
     softmax_opts(&m)->talking_heads = talking;
     return m;
 }

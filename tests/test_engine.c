@@ -250,7 +250,7 @@ START_TEST(test_model_step_makes_no_mallocs) {
     for (int k = 0; k < 4; k++) {
         ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8,
                            .mlp_ratio = 2, .context = T, .norm = k & 1 ? NORM_RMSNORM : NORM_LAYERNORM,
-                           .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
+                           .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = pos_of("learned"),
                            .objective = OBJECTIVE_CLM};
         Model m;
         model_init(&m, &cfg);
@@ -303,7 +303,7 @@ START_TEST(test_bf16_step_makes_no_mallocs) {
     enum { B = 8, T = 64 };
     ModelConfig cfg = {.vocab = 256, .layers = 2, .d_model = 128, .heads = 2, .key_size = 64, .head_size = 64,
                        .mlp_ratio = 4, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                       .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+                       .attn = ATTN_SOFTMAX, .pos = pos_of("learned"), .objective = OBJECTIVE_CLM};
     Model m;
     model_init(&m, &cfg);
     Rng rng;

@@ -319,7 +319,7 @@ START_TEST(test_lm_cross_entropy_model_step) {
     enum { B = 6, T = 256 };
     ModelConfig cfg = {.vocab = 256, .layers = 1, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8,
                        .mlp_ratio = 2, .context = T, .norm = NORM_LAYERNORM, .tie_embeddings = true,
-                       .attn = ATTN_SOFTMAX, .pos = POS_LEARNED, .objective = OBJECTIVE_CLM};
+                       .attn = ATTN_SOFTMAX, .pos = pos_of("learned"), .objective = OBJECTIVE_CLM};
     Model m;
     model_init(&m, &cfg);
     Rng rng;

@@ -23,6 +23,7 @@
 #include "layer_cases.h"
 #include "model.h"
 #include "optim/optim.h"
+#include "options.h"
 #include "safetensors.h"
 #include "test_util.h"
 
@@ -52,56 +53,47 @@ typedef struct {
     int B, T;
     int ignored; /* targets of -1 in the batch */
     int talking; /* TalkingHeads (a kernel option: set by golden_model) */
+    const char *pos; /* the pos value (set by golden_model) */
 } GoldenConfig;
 
 /* The configs of tests/reference/gpt.py, in order; test_golden_fixture_configs
  * checks them against the fixture's JSON. */
 static const GoldenConfig golden_configs[] = {
     {{.vocab = 256, .layers = 2, .d_model = 32, .heads = 4, .key_size = 8, .head_size = 8, .mlp_ratio = 4,
-      .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
-      .objective = OBJECTIVE_CLM},
-     3, 16, 0, TALKING_NONE},
+      .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .objective = OBJECTIVE_CLM},
+     3, 16, 0, TALKING_NONE, "learned"},
     {{.vocab = 97, .layers = 2, .d_model = 24, .heads = 4, .key_size = 12, .head_size = 6, .mlp_ratio = 2,
-      .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_LEARNED,
-      .objective = OBJECTIVE_CLM},
-     2, 11, 3, TALKING_NONE},
+      .context = 16, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .objective = OBJECTIVE_CLM},
+     2, 11, 3, TALKING_NONE, "learned"},
     {{.vocab = 64, .layers = 1, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 4,
-      .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_NONE,
-      .objective = OBJECTIVE_CLM},
-     2, 8, 0, TALKING_NONE},
+      .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .objective = OBJECTIVE_CLM},
+     2, 8, 0, TALKING_NONE, "none"},
     {{.vocab = 80, .layers = 2, .d_model = 24, .heads = 3, .key_size = 10, .head_size = 6, .mlp_ratio = 2,
       .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX,
-      .pos = POS_LEARNED, .objective = OBJECTIVE_CLM},
-     2, 12, 2, TALKING_BOTH},
+      .objective = OBJECTIVE_CLM},
+     2, 12, 2, TALKING_BOTH, "learned"},
     /* positions */
     {{.vocab = 64, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
-      .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_SINUSOIDAL,
-      .objective = OBJECTIVE_CLM},
-     2, 10, 0, TALKING_NONE},
+      .context = 8, .norm = NORM_RMSNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .objective = OBJECTIVE_CLM},
+     2, 10, 0, TALKING_NONE, "sinusoidal"},
     {{.vocab = 50, .layers = 2, .d_model = 24, .heads = 3, .key_size = 10, .head_size = 6, .mlp_ratio = 2,
-      .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_ROPE,
-      .rope_dims = 6, .objective = OBJECTIVE_CLM},
-     2, 12, 1, TALKING_NONE},
+      .context = 12, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .rope_dims = 6, .objective = OBJECTIVE_CLM},
+     2, 12, 1, TALKING_NONE, "rope"},
     {{.vocab = 40, .layers = 2, .d_model = 24, .heads = 3, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
-      .context = 6, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_ALIBI,
-      .window = 9, .logn = ON, .objective = OBJECTIVE_CLM},
-     2, 14, 0, TALKING_NONE},
+      .context = 6, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .window = 9, .logn = ON, .objective = OBJECTIVE_CLM},
+     2, 14, 0, TALKING_NONE, "alibi"},
     {{.vocab = 40, .layers = 2, .d_model = 16, .heads = 4, .key_size = 4, .head_size = 4, .mlp_ratio = 2,
-      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_KERPLE_POWER,
-      .objective = OBJECTIVE_CLM},
-     2, 8, 0, TALKING_NONE},
+      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .objective = OBJECTIVE_CLM},
+     2, 8, 0, TALKING_NONE, "kerple_power"},
     {{.vocab = 40, .layers = 1, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
-      .context = 5, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_KERPLE_LOG,
-      .logn = ON, .objective = OBJECTIVE_CLM},
-     2, 9, 0, TALKING_NONE},
+      .context = 5, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .logn = ON, .objective = OBJECTIVE_CLM},
+     2, 9, 0, TALKING_NONE, "kerple_log"},
     {{.vocab = 40, .layers = 2, .d_model = 24, .heads = 3, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
-      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .pos = POS_SANDWICH,
-      .sandwich_lambda = 0.7f, .objective = OBJECTIVE_CLM},
-     2, 10, 0, TALKING_NONE},
+      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = true, .attn = ATTN_SOFTMAX, .sandwich_lambda = 0.7f, .objective = OBJECTIVE_CLM},
+     2, 10, 0, TALKING_NONE, "sandwich"},
     {{.vocab = 40, .layers = 2, .d_model = 16, .heads = 2, .key_size = 8, .head_size = 8, .mlp_ratio = 2,
-      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .pos = POS_XPOS,
-      .rope_dims = 6, .objective = OBJECTIVE_CLM},
-     2, 13, 0, TALKING_NONE},
+      .context = 8, .norm = NORM_LAYERNORM, .tie_embeddings = false, .attn = ATTN_SOFTMAX, .rope_dims = 6, .objective = OBJECTIVE_CLM},
+     2, 13, 0, TALKING_NONE, "xpos"},
 };
 #define N_GOLDEN ((int)(sizeof golden_configs / sizeof golden_configs[0]))
 
@@ -109,6 +101,7 @@ static const GoldenConfig golden_configs[] = {
 static ModelConfig golden_model(int k) {
     ModelConfig m = golden_configs[k].m;
     softmax_opts(&m)->talking_heads = golden_configs[k].talking;
+    m.pos = pos_of(golden_configs[k].pos);
     return m;
 }
 
@@ -135,11 +128,11 @@ static bool fx_read(StFile *sf, const char *name, int ndim, const int *shape, fl
     return true;
 }
 
-/* Reads "cfg<k>/<what>" [B, T] and converts to ints in [lo, hi). */
-static bool fx_read_ids(StFile *sf, int k, const char *what, int B, int T, int lo, int hi, int *dst, char *msg,
+/* Reads "<pre><what>" [B, T] and converts to ints in [lo, hi). */
+static bool fx_read_ids(StFile *sf, const char *pre, const char *what, int B, int T, int lo, int hi, int *dst, char *msg,
                         int size) {
     char name[128];
-    snprintf(name, sizeof name, "cfg%d/%s", k, what);
+    snprintf(name, sizeof name, "%s%s", pre, what);
     float *f = xmalloc((size_t)B * T * sizeof(float));
     bool ok = fx_read(sf, name, 2, (int[]){B, T}, f, msg, size);
     for (int i = 0; ok && i < B * T; i++) {
@@ -153,10 +146,10 @@ static bool fx_read_ids(StFile *sf, int k, const char *what, int B, int T, int l
     return ok;
 }
 
-/* Every "cfg<k>/<section>/<name>" in the fixture names a parameter of the model. */
-static bool fx_names_known(StFile *sf, int k, const char *section, const ParamSet *p, char *msg, int size) {
+/* Every "<pre><section>/<name>" in the fixture names a parameter of the model. */
+static bool fx_names_known(StFile *sf, const char *pre, const char *section, const ParamSet *p, char *msg, int size) {
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "cfg%d/%s/", k, section);
+    snprintf(prefix, sizeof prefix, "%s%s/", pre, section);
     size_t len = strlen(prefix);
     for (int i = 0; i < sf->n_entries; i++) {
         const char *name = sf->entries[i].name;
@@ -168,13 +161,13 @@ static bool fx_names_known(StFile *sf, int k, const char *section, const ParamSe
     return true;
 }
 
-/* Compares every parameter's values (or gradients) with "cfg<k>/<section>/<name>". */
-static bool compare_params(StFile *sf, int k, const char *section, const ParamSet *p, bool grads, float *want,
+/* Compares every parameter's values (or gradients) with "<pre><section>/<name>". */
+static bool compare_params(StFile *sf, const char *pre, const char *section, const ParamSet *p, bool grads, float *want,
                            char *msg, int size) {
     for (int i = 0; i < params_count(p); i++) {
         const Tensor *t = p->list[i];
         char name[160], detail[256];
-        snprintf(name, sizeof name, "cfg%d/%s/%s", k, section, t->name);
+        snprintf(name, sizeof name, "%s%s/%s", pre, section, t->name);
         if (!fx_read(sf, name, t->ndim, t->shape, want, msg, size)) return false;
         const float *got = grads ? p->grad + p->offset[i] : p->value + p->offset[i];
         if (!rounded_close(name, got, want, t->n, detail, sizeof detail)) {
@@ -189,13 +182,13 @@ static bool compare_params(StFile *sf, int k, const char *section, const ParamSe
  * `our_grad` ours before the step (which zeroes it) and `clip` the clipping
  * factor, to find the elements whose step float32
  * noise decides (see GOLDEN_NOISE_GRAD). */
-static bool compare_step(StFile *sf, int k, const ParamSet *p, const float *ref_grad, const float *our_grad, float clip,
+static bool compare_step(StFile *sf, const char *pre, const ParamSet *p, const float *ref_grad, const float *our_grad, float clip,
                          float *want, char *msg, int size) {
     long noisy = 0;
     for (int i = 0; i < params_count(p); i++) {
         const Tensor *t = p->list[i];
         char name[160];
-        snprintf(name, sizeof name, "cfg%d/step/%s", k, t->name);
+        snprintf(name, sizeof name, "%sstep/%s", pre, t->name);
         if (!fx_read(sf, name, t->ndim, t->shape, want, msg, size)) return false;
         const float *got = p->value + p->offset[i], *g = ref_grad + p->offset[i], *our_g = our_grad + p->offset[i];
         for (long j = 0; j < t->n; j++) {
@@ -212,20 +205,21 @@ static bool compare_step(StFile *sf, int k, const ParamSet *p, const float *ref_
     }
     /* The loose tolerance must stay an exception, or the check says little. */
     if (noisy * 100 > p->total) {
-        snprintf(msg, (size_t)size, "cfg%d: %ld of %ld gradients are below %g: the fixture pins the step down poorly", k,
+        snprintf(msg, (size_t)size, "%s: %ld of %ld gradients are below %g: the fixture pins the step down poorly", pre,
                  noisy, p->total, (double)GOLDEN_NOISE_GRAD);
         return false;
     }
     return true;
 }
 
-/* Runs golden config k; returns the first stage that differed (with a message) or GOLDEN_OK. */
-static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *perturb, char *msg, int size) {
-    const GoldenConfig *gc = &golden_configs[k];
-    const int B = gc->B, T = gc->T, V = gc->m.vocab;
+/* Runs golden case gc with model config mc, its tensors under `pre` in the
+ * fixture ("cfg0/"); returns the first stage that differed (with a message)
+ * or GOLDEN_OK. */
+static GoldenStage golden_run_once(StFile *sf, const GoldenConfig *gc, const ModelConfig *mc, const char *pre,
+                                   const Perturbation *perturb, char *msg, int size) {
+    const int B = gc->B, T = gc->T, V = mc->vocab;
     Model m;
-    ModelConfig mc = golden_model(k);
-    model_init(&m, &mc);
+    model_init(&m, mc);
     ParamSet *p = &m.params;
     Arena a;
     arena_init(&a, 1 << 20);
@@ -241,15 +235,15 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     /* Every parameter by its name and shape: proves the names match PyTorch's state_dict. */
     for (int i = 0; i < params_count(p); i++) {
         Tensor *t = p->list[i];
-        snprintf(name, sizeof name, "cfg%d/param/%s", k, t->name);
+        snprintf(name, sizeof name, "%sparam/%s", pre, t->name);
         if (!fx_read(sf, name, t->ndim, t->shape, t->data, msg, size)) goto done;
         rounding_move_input(t->data, t->n);
     }
-    if (!fx_names_known(sf, k, "param", p, msg, size) || !fx_names_known(sf, k, "grad", p, msg, size) ||
-        !fx_names_known(sf, k, "step", p, msg, size))
+    if (!fx_names_known(sf, pre, "param", p, msg, size) || !fx_names_known(sf, pre, "grad", p, msg, size) ||
+        !fx_names_known(sf, pre, "step", p, msg, size))
         goto done;
-    if (!fx_read_ids(sf, k, "ids", B, T, 0, V, ids, msg, size) ||
-        !fx_read_ids(sf, k, "targets", B, T, -1, V, targets, msg, size))
+    if (!fx_read_ids(sf, pre, "ids", B, T, 0, V, ids, msg, size) ||
+        !fx_read_ids(sf, pre, "targets", B, T, -1, V, targets, msg, size))
         goto done;
     if (perturb) {
         Tensor *t = params_find(p, perturb->param);
@@ -260,7 +254,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     /* Logits, with gradients off. */
     stage = GOLDEN_LOGITS;
     Tensor *logits = model_forward(&m, ids, B, T);
-    snprintf(name, sizeof name, "cfg%d/logits", k);
+    snprintf(name, sizeof name, "%slogits", pre);
     if (!fx_read(sf, name, 3, (int[]){B, T, V}, want, msg, size)) goto done;
     if (!rounded_close(name, logits->data, want, logits->n, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
@@ -274,7 +268,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     grad_set(true);
     params_zero_grad(p);
     Tensor *loss = model_loss(&m, ids, targets, B, T);
-    snprintf(name, sizeof name, "cfg%d/loss", k);
+    snprintf(name, sizeof name, "%sloss", pre);
     if (!fx_read(sf, name, 1, (int[]){1}, want, msg, size)) goto done;
     if (loss->n != 1 || !rounded_close(name, loss->data, want, 1, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
@@ -284,9 +278,9 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     /* Every parameter gradient. */
     stage = GOLDEN_GRADS;
     backward(loss);
-    if (!compare_params(sf, k, "grad", p, true, want, msg, size)) goto done;
+    if (!compare_params(sf, pre, "grad", p, true, want, msg, size)) goto done;
     for (int i = 0; i < params_count(p); i++) {
-        snprintf(name, sizeof name, "cfg%d/grad/%s", k, p->list[i]->name);
+        snprintf(name, sizeof name, "%sgrad/%s", pre, p->list[i]->name);
         if (!fx_read(sf, name, p->list[i]->ndim, p->list[i]->shape, ref_grad + p->offset[i], msg, size)) goto done;
     }
 
@@ -294,7 +288,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     stage = GOLDEN_NORM;
     const double norm_sum = grad_norm(p);
     float norm = (float)norm_sum;
-    snprintf(name, sizeof name, "cfg%d/grad_norm", k);
+    snprintf(name, sizeof name, "%sgrad_norm", pre);
     if (!fx_read(sf, name, 1, (int[]){1}, want, msg, size)) goto done;
     if (!rounded_close("gradient norm", &norm, want, 1, detail, sizeof detail)) {
         snprintf(msg, (size_t)size, "%s", detail);
@@ -306,7 +300,7 @@ static GoldenStage golden_run_once(StFile *sf, int k, const Perturbation *pertur
     memcpy(our_grad, p->grad, (size_t)p->total * sizeof(float));
     adamw_step(p, &opt, GOLDEN_LR, 1, clip);
     /* the step has its own analysis (GOLDEN_NOISE_GRAD), on the unmoved pass */
-    if (!rounding_moving() && !compare_step(sf, k, p, ref_grad, our_grad, clip, want, msg, size)) goto done;
+    if (!rounding_moving() && !compare_step(sf, pre, p, ref_grad, our_grad, clip, want, msg, size)) goto done;
     stage = GOLDEN_OK;
 done:
     tape_reset();
@@ -322,10 +316,9 @@ done:
     return stage;
 }
 
-/* The longest sum of golden config k: over the B T positions (weight
+/* The longest sum of golden case gc: over the B T positions (weight
  * gradients), the MLP's hidden width, or the vocabulary. */
-static long golden_sum_length(int k) {
-    const GoldenConfig *gc = &golden_configs[k];
+static long golden_sum_length(const GoldenConfig *gc) {
     long K = (long)gc->B * gc->T, hidden = (long)gc->m.mlp_ratio * gc->m.d_model;
     if (hidden > K) K = hidden;
     return gc->m.vocab > K ? gc->m.vocab : K;
@@ -334,10 +327,20 @@ static long golden_sum_length(int k) {
 /* golden_run_once in ROUNDING_PASSES (test_util.h): logits, loss, gradients
  * and their norm within the rounding carried from the weights, moved by
  * gamma_K. */
-static GoldenStage golden_run(StFile *sf, int k, const Perturbation *perturb, char *msg, int size) {
+static GoldenStage golden_run_case(StFile *sf, const GoldenConfig *gc, const ModelConfig *mc, const char *pre,
+                                   const Perturbation *perturb, char *msg, int size) {
     GoldenStage r = GOLDEN_LOAD;
-    ROUNDING_PASSES(golden_sum_length(k), KERNEL_ROUNDING_SLACK) r = golden_run_once(sf, k, perturb, msg, size);
+    ROUNDING_PASSES(golden_sum_length(gc), KERNEL_ROUNDING_SLACK)
+    r = golden_run_once(sf, gc, mc, pre, perturb, msg, size);
     return r;
+}
+
+/* Golden config k of gpt.safetensors. */
+static GoldenStage golden_run(StFile *sf, int k, const Perturbation *perturb, char *msg, int size) {
+    char pre[16];
+    snprintf(pre, sizeof pre, "cfg%d/", k);
+    ModelConfig mc = golden_model(k);
+    return golden_run_case(sf, &golden_configs[k], &mc, pre, perturb, msg, size);
 }
 
 START_TEST(test_golden_config) {
@@ -389,16 +392,15 @@ START_TEST(test_golden_fixture_configs) {
         ck_assert_int_eq(json_int(o, "length"), g->T);
         ck_assert_int_eq(json_int(o, "ignored"), g->ignored);
         ck_assert_str_eq(json_str(o, "norm"), c->norm == NORM_LAYERNORM ? "layernorm" : "rmsnorm");
-        static const char *const pos[] = {"none",       "learned",  "sinusoidal", "rope", "alibi",
-                                          "kerple_power", "kerple_log", "sandwich", "xpos"};
-        ck_assert_str_eq(json_str(o, "pos"), pos[c->pos]);
+        ck_assert_str_eq(json_str(o, "pos"), g->pos);
         const cJSON *rd = cJSON_GetObjectItemCaseSensitive(o, "rope_dims"), *w = cJSON_GetObjectItemCaseSensitive(o, "window");
         const cJSON *logn = cJSON_GetObjectItemCaseSensitive(o, "logn"); /* absent: all dims, 0, off */
         ck_assert_int_eq(cJSON_IsNumber(rd) ? rd->valueint : 0, c->rope_dims);
         ck_assert_int_eq(cJSON_IsNumber(w) ? w->valueint : 0, c->window);
         ck_assert_str_eq(cJSON_IsString(logn) ? logn->valuestring : "off", c->logn == ON ? "on" : "off");
         const cJSON *lambda = cJSON_GetObjectItemCaseSensitive(o, "sandwich_lambda");
-        if (c->pos == POS_SANDWICH) ck_assert(cJSON_IsNumber(lambda) && fabs(lambda->valuedouble - c->sandwich_lambda) < 1e-6);
+        if (!strcmp(g->pos, "sandwich"))
+            ck_assert(cJSON_IsNumber(lambda) && fabs(lambda->valuedouble - c->sandwich_lambda) < 1e-6);
         static const char *const talking[] = {"none", "pre", "post", "both"};
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "talking_heads"); /* absent: none */
         ck_assert_str_eq(cJSON_IsString(th) ? th->valuestring : "none", talking[softmax_opts(c)->talking_heads]);
@@ -724,6 +726,116 @@ START_TEST(test_kernel_gradcheck_catches_broken_backward) {
 }
 END_TEST
 
+/* ---- positions: every scheme of the registry ------------------------------------
+ *
+ * A scheme is a few hooks (layers/attention/positions.h); one that is listed
+ * but whose hook is missing trains the model of pos=none. So every scheme
+ * must change the model's output against pos=none on the same weights, and
+ * must match its case in tests/fixtures/positions_model.safetensors, the
+ * same small model run by PyTorch (tests/reference/positions_model.py,
+ * through gpt.py's model) to the logits, loss, every gradient and one AdamW
+ * step. */
+
+/* tests/reference/positions_model.py's TEMPLATE; keep the two in step. */
+static const GoldenConfig pos_case = {{.vocab = 40, .layers = 2, .d_model = 16, .heads = 3, .key_size = 8,
+                                       .head_size = 6, .mlp_ratio = 2, .context = 8, .norm = NORM_LAYERNORM,
+                                       .tie_embeddings = true, .objective = OBJECTIVE_CLM},
+                                      2, 8, 1, TALKING_NONE, NULL};
+
+/* The case's model with scheme `pos`: the option table's defaults (the
+ * scheme's own options among them), the template's sizes, attn=softmax. */
+static ModelConfig pos_case_model(int pos) {
+    Config c;
+    config_defaults(&c);
+    ModelConfig m = c.model;
+    const ModelConfig *t = &pos_case.m;
+    m.vocab = t->vocab, m.layers = t->layers, m.d_model = t->d_model, m.heads = t->heads;
+    m.key_size = t->key_size, m.head_size = t->head_size, m.mlp_ratio = t->mlp_ratio, m.context = t->context;
+    m.norm = t->norm, m.tie_embeddings = t->tie_embeddings, m.objective = t->objective;
+    m.attn = attn_find("softmax"), m.pos = pos;
+    c.model = m;
+    Err e;
+    ck_assert_msg(config_validate(&c, &e) == 0, "pos=%s refuses the case's model: %s", pos_name(pos), e.msg);
+    return m;
+}
+
+/* The logits [B, T, V] of model m on the case's ids, gradients off; freed by the caller. */
+static float *pos_case_logits(Model *m) {
+    int B = pos_case.B, T = pos_case.T, V = m->cfg.vocab, ids[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = (i * 7 + 3) % V;
+    Arena a;
+    arena_init(&a, 1 << 20);
+    engine_set_arena(&a);
+    bool was = grad_set(false);
+    Tensor *y = model_forward(m, ids, B, T);
+    float *out = xmalloc((size_t)B * T * V * sizeof(float));
+    memcpy(out, y->data, (size_t)B * T * V * sizeof(float));
+    grad_set(was);
+    engine_set_arena(NULL);
+    arena_free(&a);
+    return out;
+}
+
+/* Each scheme, weights drawn, against pos=none with those same weights (the
+ * ones both have, by name): the logits must differ. */
+START_TEST(test_positions_change_the_model) {
+    int none = pos_of("none");
+    for (int pos = 0; pos < n_pos_schemes; pos++) {
+        if (pos == none) continue;
+        ModelConfig cx = pos_case_model(pos), cn = pos_case_model(none);
+        Model x, n;
+        model_init(&x, &cx);
+        model_init(&n, &cn);
+        Rng rng;
+        rng_seed(&rng, 35);
+        model_init_weights(&x, &rng);
+        for (int i = 0; i < params_count(&n.params); i++) {
+            Tensor *t = n.params.list[i], *from = params_find(&x.params, t->name);
+            ck_assert_msg(from && from->n == t->n, "pos=%s: no %s like pos=none's", pos_name(pos), t->name);
+            memcpy(t->data, from->data, (size_t)t->n * sizeof(float));
+        }
+        float *lx = pos_case_logits(&x), *ln = pos_case_logits(&n);
+        double most = 0;
+        for (long i = 0; i < (long)pos_case.B * pos_case.T * cx.vocab; i++)
+            if (fabs(lx[i] - ln[i]) > most) most = fabs(lx[i] - ln[i]);
+        ck_assert_msg(most > 1e-5, "pos=%s gives the logits of pos=none (largest difference %g): a hook of its PosScheme "
+                      "is missing, or does nothing", pos_name(pos), most);
+        free(lx);
+        free(ln);
+        model_free(&x);
+        model_free(&n);
+    }
+}
+END_TEST
+
+/* Each scheme against its PyTorch case, and a wrong weight noticed. */
+START_TEST(test_positions_match_pytorch) {
+    StFile sf = fixture_open("positions_model.safetensors");
+    for (int pos = 0; pos < n_pos_schemes; pos++) {
+        char pre[64], key[80], msg[512] = "";
+        snprintf(pre, sizeof pre, "%s/", pos_name(pos));
+        snprintf(key, sizeof key, "%sconfig", pre);
+        const char *cfg = st_meta(&sf, key);
+        ck_assert_msg(cfg != NULL, "pos=%s has no PyTorch case: add it to tests/reference/positions_model.py and run "
+                      "make fixtures", pos_name(pos));
+        cJSON *o = cJSON_Parse(cfg);
+        ck_assert(o != NULL);
+        ck_assert_str_eq(json_str(o, "pos"), pos_name(pos));
+        ck_assert_int_eq(json_int(o, "heads"), pos_case.m.heads);
+        ck_assert_int_eq(json_int(o, "length"), pos_case.T);
+        cJSON_Delete(o);
+        ModelConfig m = pos_case_model(pos);
+        GoldenStage st = golden_run_case(&sf, &pos_case, &m, pre, NULL, msg, sizeof msg);
+        ck_assert_msg(st == GOLDEN_OK, "pos=%s differs from PyTorch at the %s: %s", pos_name(pos), stage_names[st], msg);
+        Perturbation wrong = {"blocks.0.attn.q.weight", 5, 0.01f};
+        st = golden_run_case(&sf, &pos_case, &m, pre, &wrong, msg, sizeof msg);
+        ck_assert_msg(st == GOLDEN_LOGITS, "pos=%s: a weight off by 0.01 stopped at the %s", pos_name(pos),
+                      stage_names[st]);
+    }
+    st_close(&sf);
+}
+END_TEST
+
 Suite *model_suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("golden");
@@ -732,6 +844,12 @@ Suite *model_suite(void) {
     tcase_add_loop_test(tc, test_golden_config, 0, N_GOLDEN);
     tcase_add_test(tc, test_golden_catches_broken_kernel_backward);
     tcase_add_test(tc, test_golden_catches_perturbed_weight);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("positions");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_positions_change_the_model);
+    tcase_add_test(tc, test_positions_match_pytorch);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("kernels");

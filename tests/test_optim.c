@@ -13,6 +13,7 @@
  * gradients) on any thread count, which a plain copy of those passes here
  * checks on a slab large enough to be threaded. */
 #include <assert.h>
+#include <cJSON.h>
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -201,9 +202,9 @@ static bool replay_once(StFile *sf, Variant var, char *msg, int size) {
             snprintf(prefix, sizeof prefix, "step%d/", step);
             if (!compare_param(sf, prefix, k, p.value + off, n, scratch, step, msg, size)) goto done;
             snprintf(prefix, sizeof prefix, "step%d/exp_avg/", step);
-            if (!compare_param(sf, prefix, k, p.m + off, n, scratch, step, msg, size)) goto done;
+            if (!compare_param(sf, prefix, k, p.state[0] + off, n, scratch, step, msg, size)) goto done;
             snprintf(prefix, sizeof prefix, "step%d/exp_avg_sq/", step);
-            if (!compare_param(sf, prefix, k, p.v + off, n, scratch, step, msg, size)) goto done;
+            if (!compare_param(sf, prefix, k, p.state[1] + off, n, scratch, step, msg, size)) goto done;
         }
     }
     ok = true;
@@ -244,6 +245,188 @@ START_TEST(test_adamw_fixture_catches_wrong_update) {
         bool ok = replay(&sf, (Variant)var, msg, sizeof msg);
         ck_assert_msg(!ok, "an AdamW step with %s matched PyTorch", variant_names[var]);
     }
+    st_close(&sf);
+}
+END_TEST
+
+/* ---- every optimizer of the registry against PyTorch -------------------------------
+ *
+ * tests/fixtures/optimizers.safetensors (tests/reference/optimizers.py) holds
+ * cases of three steps each, run in float64 by torch.optim.AdamW, torch.optim.SGD
+ * (with momentum, with Nesterov's, without) and Lion written from its paper, on
+ * adamw.safetensors' parameters, micro-batches, clipping and schedule. Every
+ * optimizer must have a case; each is replayed through its registry step and
+ * compared, parameters and every state slab after every step. Then each
+ * option off, no clipping, no decay and decay on vectors too must each fail. */
+
+enum { OPT_RIGHT = -1, OPT_NO_CLIP = -2, OPT_NO_DECAY = -3, OPT_DECAY_ALL = -4 };
+
+/* The case's optimizer and its options struct, from the fixture's metadata;
+ * `wrong` >= 0 moves that option off its value. -1 and a message when the
+ * metadata is wrong, 1 when the moved option is refused (no variant). */
+static int case_options(StFile *sf, const char *cs, int *oi, unsigned char *bytes, int wrong, char *msg, int size) {
+    char key[640];
+    snprintf(key, sizeof key, "%s/optimizer", cs);
+    const char *name = st_meta(sf, key);
+    if (!name || (*oi = optim_find(name)) < 0)
+        return snprintf(msg, (size_t)size, "case %s: optimizer %s is not registered", cs, name ? name : "(none)"), -1;
+    snprintf(key, sizeof key, "%s/options", cs);
+    cJSON *o = st_meta(sf, key) ? cJSON_Parse(st_meta(sf, key)) : NULL;
+    if (!o) return snprintf(msg, (size_t)size, "case %s: no options", cs), -1;
+    memset(bytes, 0, OPTIM_OPTION_BYTES);
+    int r = 0, rc = 0;
+    for (const OptDef *row = optim_rows(*oi); row->name; row++, r++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, row->name);
+        if (!v) {
+            rc = -1;
+            snprintf(msg, (size_t)size, "case %s: option %s is not given", cs, row->name);
+            break;
+        }
+        if (row->type == OPT_BOOL) {
+            bool b = cJSON_IsTrue(v) != (r == wrong);
+            memcpy(bytes + row->offset, &b, sizeof b);
+        } else {
+            float f = (float)v->valuedouble;
+            if (r == wrong) f = f * 0.9f + 0.05f;
+            memcpy(bytes + row->offset, &f, sizeof f);
+        }
+    }
+    cJSON_Delete(o);
+    Err e;
+    if (rc == 0 && wrong >= 0 && optimizer_at(*oi)->validate &&
+        optimizer_at(*oi)->validate(bytes + optim_options_at(*oi), &e) != 0)
+        rc = 1;
+    return rc;
+}
+
+/* Replays case cs with variant var (an option index, or OPT_*); false and a
+ * message on the first difference. */
+static bool replay_case_once(StFile *sf, const char *cs, int var, char *msg, int size) {
+    int oi;
+    unsigned char bytes[OPTIM_OPTION_BYTES];
+    if (case_options(sf, cs, &oi, bytes, var, msg, size) != 0) return false;
+    const Optimizer *opt = optimizer_at(oi);
+    ParamSet p;
+    params_init(&p);
+    for (int k = 0; k < FX_NPARAMS; k++) {
+        const FixtureParam *fp = &fx_params[k];
+        bool as_matrix = var == OPT_DECAY_ALL && fp->ndim == 1;
+        params_add(&p, fp->name, as_matrix ? 2 : fp->ndim, as_matrix ? (int[]){1, fp->shape[0]} : fp->shape);
+    }
+    params_alloc(&p);
+    float *scratch = xmalloc((size_t)p.total * sizeof(float)), *part = xmalloc((size_t)p.total * sizeof(float));
+    float lrs[FX_STEPS], norms[FX_STEPS];
+    char prefix[96];
+    Err e;
+    bool ok = false;
+    snprintf(prefix, sizeof prefix, "%s/lr", cs);
+    if (st_read_expect(sf, prefix, 1, (int[]){FX_STEPS}, lrs, &e) != 0) goto bad;
+    snprintf(prefix, sizeof prefix, "%s/norm", cs);
+    if (st_read_expect(sf, prefix, 1, (int[]){FX_STEPS}, norms, &e) != 0) goto bad;
+    snprintf(prefix, sizeof prefix, "%s/init/", cs);
+    for (int k = 0; k < FX_NPARAMS; k++)
+        if (!read_param(sf, prefix, k, p.value + p.offset[k], msg, size)) goto done;
+    rounding_move_input(p.value, p.total);
+    for (int step = 0; step < FX_STEPS; step++) {
+        for (int j = 0; j < FX_MICRO; j++) {
+            snprintf(prefix, sizeof prefix, "%s/step%d/grad%d/", cs, step, j);
+            for (int k = 0; k < FX_NPARAMS; k++)
+                if (!read_param(sf, prefix, k, part + p.offset[k], msg, size)) goto done;
+            rounding_move_input(part, p.total);
+            for (long i = 0; i < p.total; i++) p.grad[i] += part[i];
+        }
+        const double norm = grad_norm(&p);
+        const float scale = var == OPT_NO_CLIP ? 1.0f : clip_scale(norm, FX_MAX_NORM);
+        const OptimStep st = {lrs[step], step + 1, scale, var == OPT_NO_DECAY ? 0.0f : 0.1f,
+                              bytes + optim_options_at(oi)};
+        opt->step(&p, &st);
+        for (int k = 0; k < FX_NPARAMS; k++) {
+            const long off = p.offset[k], n = p.list[k]->n;
+            snprintf(prefix, sizeof prefix, "%s/step%d/", cs, step);
+            if (!compare_param(sf, prefix, k, p.value + off, n, scratch, step, msg, size)) goto done;
+            for (int s = 0; s < opt->n_state; s++) {
+                snprintf(prefix, sizeof prefix, "%s/step%d/state%d/", cs, step, s);
+                char name[128];
+                snprintf(name, sizeof name, "%s%s", prefix, fx_params[k].name);
+                if (st_find(sf, name) == NULL) continue; /* a slab the case does not use (sgd without momentum) */
+                if (!compare_param(sf, prefix, k, p.state[s] + off, n, scratch, step, msg, size)) goto done;
+            }
+        }
+    }
+    ok = true;
+    goto done;
+bad:
+    snprintf(msg, (size_t)size, "%s", e.msg);
+done:
+    free(scratch);
+    free(part);
+    params_free(&p);
+    return ok;
+}
+
+static bool replay_case(StFile *sf, const char *cs, int var, char *msg, int size) {
+    long K = 0;
+    for (int k = 0; k < FX_NPARAMS; k++) K += fx_params[k].ndim == 1 ? fx_params[k].shape[0] : (long)fx_params[k].shape[0] * fx_params[k].shape[1];
+    bool ok = false;
+    ROUNDING_PASSES(K, KERNEL_ROUNDING_SLACK) ok = replay_case_once(sf, cs, var, msg, size);
+    return ok;
+}
+
+/* The fixture's cases, comma-separated in its metadata, into names (at most 16). */
+static int fixture_cases(StFile *sf, char names[16][32]) {
+    const char *list = st_meta(sf, "cases");
+    ck_assert_msg(list != NULL, "optimizers.safetensors has no 'cases'");
+    int n = 0;
+    for (const char *c = list; *c && n < 16;) {
+        size_t len = strcspn(c, ",");
+        snprintf(names[n++], 32, "%.*s", (int)len, c);
+        c += len + (c[len] == ',');
+    }
+    return n;
+}
+
+START_TEST(test_optimizers_match_pytorch) {
+    StFile sf = fixture_open("optimizers.safetensors");
+    char cases[16][32];
+    int n = fixture_cases(&sf, cases);
+    for (int i = 0; i < n_optimizers; i++) {
+        bool found = false;
+        for (int c = 0; c < n && !found; c++) {
+            char key[640];
+            snprintf(key, sizeof key, "%s/optimizer", cases[c]);
+            found = st_meta(&sf, key) && !strcmp(st_meta(&sf, key), optimizers[i]->name);
+        }
+        ck_assert_msg(found, "optimizer=%s has no PyTorch case: add one to tests/reference/optimizers.py and run "
+                      "make fixtures", optimizers[i]->name);
+    }
+    for (int c = 0; c < n; c++) {
+        char msg[512] = "";
+        ck_assert_msg(replay_case(&sf, cases[c], OPT_RIGHT, msg, sizeof msg), "case %s: %s", cases[c], msg);
+    }
+    st_close(&sf);
+}
+END_TEST
+
+START_TEST(test_optimizers_fixture_catches_wrong_steps) {
+    StFile sf = fixture_open("optimizers.safetensors");
+    char cases[16][32];
+    int n = fixture_cases(&sf, cases), tried = 0;
+    for (int c = 0; c < n; c++) {
+        char msg[512] = "", key[640];
+        snprintf(key, sizeof key, "%s/optimizer", cases[c]);
+        int oi = optim_find(st_meta(&sf, key)), rows = 0;
+        while (optim_rows(oi)[rows].name) rows++;
+        static const char *const what[] = {"", "without clipping", "without weight decay", "decaying vectors too"};
+        for (int var = OPT_DECAY_ALL; var < rows; var++) {
+            if (var == OPT_RIGHT) continue;
+            unsigned char bytes[OPTIM_OPTION_BYTES];
+            if (var >= 0 && case_options(&sf, cases[c], &oi, bytes, var, msg, sizeof msg) == 1) continue;
+            tried++;
+            ck_assert_msg(!replay_case(&sf, cases[c], var, msg, sizeof msg), "case %s %s%s matched PyTorch", cases[c],
+                          var >= 0 ? "with a wrong " : what[-var - 1], var >= 0 ? optim_rows(oi)[var].name : "");
+        }
+    }
+    ck_assert_int_ge(tried, 15);
     st_close(&sf);
 }
 END_TEST
@@ -292,8 +475,8 @@ START_TEST(test_adamw_first_step_moves_by_lr) {
         const float before = i < 4 ? 1.0f + (float)i : -1.0f - (float)(i - 4);
         const float want = before - lr * (g[i] > 0 ? 1.0f : -1.0f);
         ck_assert_msg(fabsf(p.value[i] - want) <= 1e-6f, "element %d: got %.8g, want %.8g", i, p.value[i], want);
-        ck_assert_float_eq_tol(p.m[i], 0.1f * g[i], 1e-6f * fabsf(g[i]));
-        ck_assert_float_eq_tol(p.v[i], 0.05f * g[i] * g[i], 1e-6f * g[i] * g[i]);
+        ck_assert_float_eq_tol(p.state[0][i], 0.1f * g[i], 1e-6f * fabsf(g[i]));
+        ck_assert_float_eq_tol(p.state[1][i], 0.05f * g[i] * g[i], 1e-6f * g[i] * g[i]);
     }
     params_free(&p);
 }
@@ -331,7 +514,7 @@ static void separate_passes(ParamSet *p, const AdamWConfig *c, float lr, long t,
         const Tensor *tn = p->list[k];
         const float decay = tn->ndim >= 2 ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
         float *w = p->value + p->offset[k], *g = p->grad + p->offset[k];
-        float *m = p->m + p->offset[k], *v = p->v + p->offset[k];
+        float *m = p->state[0] + p->offset[k], *v = p->state[1] + p->offset[k];
         for (long i = 0; i < tn->n; i++) {
             const float gi = g[i];
             m[i] = b1 * m[i] + one_minus_b1 * gi;
@@ -360,9 +543,9 @@ static void big_run(int threads, bool one_pass, float *out, double norms[BIG_STE
     Rng rng;
     rng_seed(&rng, 7);
     rng_fill_normal(&rng, p.value, p.total, 0.0f, 1.0f);
-    rng_fill_normal(&rng, p.m, p.total, 0.0f, 0.01f);
-    rng_fill_normal(&rng, p.v, p.total, 0.0f, 0.01f);
-    for (long i = 0; i < p.total; i++) p.v[i] *= p.v[i];
+    rng_fill_normal(&rng, p.state[0], p.total, 0.0f, 0.01f);
+    rng_fill_normal(&rng, p.state[1], p.total, 0.0f, 0.01f);
+    for (long i = 0; i < p.total; i++) p.state[1][i] *= p.state[1][i];
     AdamWConfig c = adamw_default();
     const float sizes[BIG_STEPS] = {0.05f, 0.001f};
     for (int s = 0; s < BIG_STEPS; s++) {
@@ -374,7 +557,7 @@ static void big_run(int threads, bool one_pass, float *out, double norms[BIG_STE
         else
             separate_passes(&p, &c, lr, s + 1, scale);
     }
-    const float *slab[BIG_SLABS] = {p.value, p.m, p.v, p.grad};
+    const float *slab[BIG_SLABS] = {p.value, p.state[0], p.state[1], p.grad};
     for (int j = 0; j < BIG_SLABS; j++) memcpy(out + j * p.total, slab[j], (size_t)p.total * sizeof(float));
     params_free(&p);
     engine_set_threads(old);
@@ -574,6 +757,8 @@ Suite *optim_suite(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_adamw_matches_pytorch);
     tcase_add_test(tc, test_adamw_fixture_catches_wrong_update);
+    tcase_add_test(tc, test_optimizers_match_pytorch);
+    tcase_add_test(tc, test_optimizers_fixture_catches_wrong_steps);
     tcase_add_test(tc, test_adamw_decays_matrices_only);
     tcase_add_test(tc, test_adamw_first_step_moves_by_lr);
     tcase_add_test(tc, test_adamw_one_pass_same_bits);

@@ -20,6 +20,7 @@
 #include "attention/kernels.h"
 #include "attention/positions.h"
 #include "options.h"
+#include "test_util.h"
 
 /* A config at the defaults with up to 8 key=value settings applied. */
 static Config config_with(const char *const *kv, int n) {
@@ -217,15 +218,15 @@ END_TEST
 
 /* The position rules, restated: which pos x attn x objective x talking
  * points are valid, and which inference options go with them. */
-static bool valid_positions(int pos, int attn, int objective, int talking, bool masks) {
+static bool valid_positions(const char *name, int attn, int objective, int talking, bool masks) {
     /* softmax: the built-in kernel with a score matrix, or any added kernel that has one */
     bool softmax = attn == ATTN_SOFTMAX || (attn > ATTN_LINFORMER && attn_kernel_for(attn)->scores);
     bool linear = attn == ATTN_LINEAR || attn == ATTN_COSFORMER;
-    bool bias = pos == POS_ALIBI || pos == POS_KERPLE_POWER || pos == POS_KERPLE_LOG || pos == POS_SANDWICH;
+    bool bias = !strcmp(name, "alibi") || !strncmp(name, "kerple_", 7) || !strcmp(name, "sandwich");
     if (!valid_attention(attn, PHI_RELU, attn == ATTN_COSFORMER, talking, objective)) return false;
     if (bias && (!softmax || talking != TALKING_NONE)) return false; /* a score matrix of the plain kernel */
-    if (pos == POS_XPOS && (!softmax || objective != OBJECTIVE_CLM)) return false;
-    if (pos == POS_ROPE && attn == ATTN_COSFORMER) return false; /* cos re-weighting is its own scheme */
+    if (!strcmp(name, "xpos") && (!softmax || objective != OBJECTIVE_CLM)) return false;
+    if (!strcmp(name, "rope") && attn == ATTN_COSFORMER) return false; /* cos re-weighting is its own scheme */
     (void)linear;
     /* window (a mask on the plain softmax kernel's scores, causal or bidirectional) */
     if (masks && (!softmax || talking != TALKING_NONE)) return false;
@@ -242,21 +243,25 @@ static bool own_rule_accepts(const ModelConfig *m) {
 }
 
 START_TEST(test_position_grid) {
+    /* the built-in schemes (an added one is held to its hooks by tests/test_model.c's walk) */
+    static const char *const builtin[] = {"none", "learned", "sinusoidal", "rope", "alibi",
+                                          "kerple_power", "kerple_log", "sandwich", "xpos"};
     int accepted = 0;
-    for (int pos = 0; pos <= POS_XPOS; pos++)
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         for (int attn = 0; attn < attn_choice_count(); attn++)
             for (int obj = 0; obj < 2; obj++)
                 for (int th = 0; th < 4; th += 3)
                     for (int masks = 0; masks < 2; masks++) {
                         Config c;
                         config_defaults(&c);
+                        int pos = pos_of(builtin[i]);
                         c.model.pos = pos, c.model.attn = attn, c.model.objective = obj, softmax_opts(&c.model)->talking_heads = th;
                         if (attn_option_owner("linformer_k") == attn_kernel_for(attn)) linformer_opts(&c.model)->linformer_k[0] = 32;
                         if (attn == ATTN_COSFORMER) linear_opts(&c.model)->reweight = REWEIGHT_COS;
                         if (masks) c.model.window = 16;
                         Err e;
                         memset(&e, 0, sizeof e);
-                        bool want = valid_positions(pos, attn, obj, th, masks) && own_rule_accepts(&c.model);
+                        bool want = valid_positions(builtin[i], attn, obj, th, masks) && own_rule_accepts(&c.model);
                         bool got = config_validate(&c, &e) == 0;
                         ck_assert_msg(got == want, "pos %d attn %d objective %d talking %d window %d: %s%s", pos, attn, obj,
                                       th, masks ? 16 : 0, got ? "accepted, want refused" : "refused, want accepted: ",
@@ -264,6 +269,45 @@ START_TEST(test_position_grid) {
                         accepted += got;
                     }
     ck_assert_int_gt(accepted, 40);
+}
+END_TEST
+
+/* Each optimizer's options go with it only, and its validate hook refuses
+ * what cannot work, with the reason; every optimizer is a value of the
+ * optimizer option, its rows in the table. */
+START_TEST(test_optimizer_options) {
+    static const struct {
+        const char *args[6];
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {{"momentum", "0.5"}, "--momentum applies to optimizer=sgd, not optimizer=adamw"},
+        {{"optimizer", "lion", "beta1", "0.5"}, "--beta1 applies to optimizer=adamw, not optimizer=lion"},
+        {{"optimizer", "sgd", "lion_beta2", "0.9"}, "--lion_beta2 applies to optimizer=lion"},
+        {{"optimizer", "sgd", "momentum", "0", "nesterov", "true"}, "--nesterov needs a momentum"},
+        {{"optimizer", "sgd", "momentum", "0.5", "nesterov", "true"}, NULL},
+        {{"optimizer", "lion", "lion_beta1", "0.8"}, NULL},
+        {{"beta2", "0.999", "eps", "1e-6"}, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Config c;
+        config_defaults(&c);
+        Err e;
+        memset(&e, 0, sizeof e);
+        for (int k = 0; k < 6 && cases[i].args[k]; k += 2)
+            ck_assert_msg(option_give(&c, cases[i].args[k], cases[i].args[k + 1], &e) == 0, "%s", e.msg);
+        int rc = config_validate(&c, &e);
+        if (!cases[i].want)
+            ck_assert_msg(rc == 0, "case %zu refused: %s", i, e.msg);
+        else
+            ck_assert_msg(rc != 0 && strstr(e.msg, cases[i].want), "case %zu: got '%s', want '%s'", i,
+                          rc ? e.msg : "accepted", cases[i].want);
+    }
+    for (int i = 0; i < n_optimizers; i++) {
+        ck_assert_int_eq(optim_find(optimizers[i]->name), i);
+        for (const OptDef *r = optimizers[i]->option_rows; r && r->name; r++)
+            ck_assert_msg(option_find(r->name) != NULL, "optimizer %s's option %s is not in the table",
+                          optimizers[i]->name, r->name);
+    }
 }
 END_TEST
 
@@ -522,6 +566,7 @@ Suite *options_suite(void) {
     tcase_add_test(tc, test_linformer_grid);
     tcase_add_test(tc, test_position_grid);
     tcase_add_test(tc, test_valid_combinations);
+    tcase_add_test(tc, test_optimizer_options);
     tcase_add_test(tc, test_floats_as_typed);
     tcase_add_test(tc, test_int64_seed);
     tcase_add_test(tc, test_help_groups);

@@ -350,6 +350,41 @@ START_TEST(test_resume_exact) {
 }
 END_TEST
 
+/* The same under every optimizer of the registry (optim/optimizers.c) but
+ * the default: its state slabs saved under its names and loaded back continue
+ * the run exactly. SGD with Nesterov's momentum, so that both its options
+ * matter; the checkpoint holds exactly the parameters and its slabs. */
+START_TEST(test_resume_exact_every_optimizer) {
+    for (int i = 1; i < n_optimizers; i++) {
+        Config cfg = tiny_config();
+        const Optimizer *opt = optimizer_at(i);
+        set(&cfg, "optimizer", opt->name);
+        if (!strcmp(opt->name, "sgd")) set(&cfg, "nesterov", "true");
+        Err e;
+        ck_assert_msg(config_validate(&cfg, &e) == 0, "%s", e.msg);
+        char tag[32], path[1024];
+        snprintf(tag, sizeof tag, "opt_%s", opt->name);
+        check_resume_exact(&cfg, tag);
+        char full[64];
+        snprintf(full, sizeof full, "%s_full", tag);
+        StFile st;
+        ck_assert_msg(st_open(&st, tpath(path, sizeof path, full, "model.safetensors"), &e) == 0, "%s", e.msg);
+        int params = 0, states[PARAMS_STATE_SLABS] = {0};
+        for (int k = 0; k < st.n_entries; k++) {
+            const char *name = st.entries[k].name;
+            bool slab = false;
+            for (int j = 0; j < opt->n_state; j++)
+                if (!strncmp(name, opt->state_names[j], strlen(opt->state_names[j]))) states[j]++, slab = true;
+            params += !slab;
+        }
+        int entries = st.n_entries;
+        st_close(&st);
+        for (int j = 0; j < opt->n_state; j++) ck_assert_int_eq(states[j], params);
+        ck_assert_int_eq(entries, params * (1 + opt->n_state));
+    }
+}
+END_TEST
+
 /* The same under objective = mlm: the masks come from the data RNG, so the
  * checkpoint's RNG state is enough to continue exactly. */
 START_TEST(test_resume_exact_mlm) {
@@ -911,7 +946,7 @@ START_TEST(test_memory_refused) {
         model_declare(&d, &c.model);
         ck_assert_int_eq(params_count(&d.params), params_count(&m.params));
         ck_assert_int_eq(d.params.total, m.params.total);
-        ck_assert(!d.params.value && !d.params.grad && !d.params.m && !d.params.v && !d.params.list[0]->data);
+        ck_assert(!d.params.value && !d.params.grad && !d.params.state[0] && !d.params.state[1] && !d.params.list[0]->data);
         model_free(&d);
         model_free(&m);
         ck_assert(memory_need(&c.model, 4, 32, MEMORY_TRAIN, 1) > 16.0 * (double)model_param_count(&c.model));
@@ -1104,6 +1139,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_resume_exact);
     tcase_add_test(tc, test_recompute_same_bits);
     tcase_add_test(tc, test_resume_exact_mlm);
+    tcase_add_test(tc, test_resume_exact_every_optimizer);
     tcase_add_test(tc, test_resume_exact_bf16);
     tcase_add_test(tc, test_finished_run_reports_its_val);
     tcase_add_test(tc, test_lr_zero_keeps_init);

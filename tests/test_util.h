@@ -147,4 +147,12 @@ void test_tmpdir(char *dir, size_t size, const char *tag);
 /* Removes a folder and everything in it. */
 void test_rmtree(const char *dir);
 
+/* The index of position scheme `name` (layers/attention/positions.h); a
+ * name the registry does not hold is a mistake of the test. */
+static inline int pos_of(const char *name) {
+    int i = pos_find(name);
+    if (i < 0) DIE("no position scheme %s", name);
+    return i;
+}
+
 #endif

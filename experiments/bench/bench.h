@@ -90,7 +90,7 @@ typedef struct {
 void bench_step_init(BenchStep *b, const Config *cfg, const uint64_t *batch_seed);
 /* Forward and backward: the gradients of the batch's loss. */
 void bench_step_grad(BenchStep *b);
-/* Step s's update: the clip's norm, then AdamW, which zeroes the gradients. */
+/* Step s's update: the clip's norm, then the optimizer's step, which zeroes the gradients. */
 void bench_step_update(BenchStep *b, int s);
 void bench_step_free(BenchStep *b);
 

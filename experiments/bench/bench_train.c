@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <sys/resource.h>
 
@@ -125,8 +126,9 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char attn[32];
-    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, AdamW\n",
-           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied");
+    printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, %s\n",
+           mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied",
+           b.step.opt == optimizer_at(0) ? "AdamW" : b.step.opt->name);
     printf("  attention: attn=%s, objective=%s; precision %s\n", option_format(cfg, option_find("attn"), attn, sizeof attn),
            mc->objective == OBJECTIVE_MLM ? "mlm" : "clm", precision_choices[b.precision]);
     printf("  %d timed steps after %d warm-up: median %.1f ms/step\n", o->steps, warm, med * 1e3);

@@ -10,7 +10,7 @@
 
 /* The model options that may change at evaluation: they change what a query
  * sees or how its logits are scaled, not the parameters. */
-static const char *const inference_keys[MAX_OVERRIDES] = {"window", "logn", "bca"};
+static const char *const *const inference_keys = options_inference; /* MAX_OVERRIDES of them */
 
 bool xp_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);

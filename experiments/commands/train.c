@@ -39,7 +39,10 @@ static void usage(FILE *f) {
             "up to float rounding (effective batch N x batch; the learning rate is not\n"
             "scaled). Gradients are averaged with MPI_Allreduce; rank 0 writes the run\n"
             "folder; --threads 0 gives each rank its share of the host's cores. A run resumes\n"
-            "on as many ranks as trained it.\n");
+            "on as many ranks as trained it.\n"
+            "\n"
+            "./train --describe prints the option table, the attention kernels, the position\n"
+            "schemes and the optimizers as JSON (python/attnlab_tables.json is made from it).\n");
     options_print_help(f, HELP_ALL);
 }
 
@@ -216,12 +219,16 @@ static int report(const TrainResult *r, const Config *cfg, const char *run_dir) 
 /* The command line: the options into args->cfg, --resume and the corpus.
  * ARGS_OK, or the status to exit with (0 after --help). */
 static int parse(int argc, char **argv, TrainArgs *args, const char **resume, bool *repair, const char **corpus) {
-    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}, {"--repair", .on = repair}};
+    bool describe = false;
+    const ArgFlag flags[] = {{"--resume", .text = resume, .needs = "a run folder"}, {"--repair", .on = repair},
+                             {"--describe", .on = &describe}};
     const ArgSpec cli = {.command = "train", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = args};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
+    if (describe) /* the tables, for python/attnlab_tables.json */
+        return options_describe(stdout) == 0 ? 0 : (fprintf(stderr, "error: --describe: cannot write\n"), 1);
     if (pos.n > 1) {
         fprintf(stderr, "error: more than one corpus given ('%s' and '%s')\n", pos.v[0], pos.v[1]);
         return 2;

@@ -20,13 +20,14 @@ int checkpoint_check_finite(const Model *m, Err *e) {
     const ParamSet *p = &m->params;
     for (int i = 0; i < params_count(p); i++) {
         const Tensor *w = p->list[i];
-        static const char *const what[3] = {"", "its AdamW moment m: ", "its AdamW moment v: "};
-        const float *slab[3] = {p->value, p->m, p->v};
-        for (int k = 0; k < 3; k++) {
-            long at = first_bad(slab[k] + p->offset[i], w->n, false);
+        /* the values, then every state slab (those an optimizer does not use stay 0) */
+        for (int k = -1; k < PARAMS_STATE_SLABS; k++) {
+            const float *slab = k < 0 ? p->value : p->state[k];
+            long at = first_bad(slab + p->offset[i], w->n, false);
             if (at >= 0)
-                return err_set(e, "parameter '%s': %svalue %ld is %g", w->name, what[k], at,
-                               (double)slab[k][p->offset[i] + at]);
+                return err_set(e, "parameter '%s': %svalue %ld is %g", w->name,
+                               k < 0 ? "" : k == 0 ? "its optimizer state 1: " : "its optimizer state 2: ", at,
+                               (double)slab[p->offset[i] + at]);
         }
     }
     return 0;
@@ -37,19 +38,20 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     Err why;
     if (checkpoint_check_finite(m, &why) != 0) return err_set(e, "%s: not saved: %s", path, why.msg);
     const ParamSet *p = &m->params;
-    int n = params_count(p);
-    StTensor *t = xmalloc((size_t)3 * n * sizeof *t);
-    char **names = xmalloc((size_t)2 * n * sizeof *names);
+    const Optimizer *opt = optimizer_at(c->train.optimizer);
+    int n = params_count(p), ns = opt->n_state;
+    /* the parameters, then each state slab under its optimizer's name */
+    StTensor *t = xmalloc((size_t)(1 + ns) * n * sizeof *t);
+    char **names = xmalloc((size_t)(ns ? ns : 1) * n * sizeof *names);
     for (int i = 0; i < n; i++) {
         const Tensor *w = p->list[i];
-        size_t len = strlen(w->name) + 16;
-        names[2 * i] = xmalloc(len);
-        names[2 * i + 1] = xmalloc(len);
-        snprintf(names[2 * i], len, "optim.m.%s", w->name);
-        snprintf(names[2 * i + 1], len, "optim.v.%s", w->name);
         t[i] = (StTensor){w->name, w->ndim, w->shape, w->data};
-        t[n + i] = (StTensor){names[2 * i], w->ndim, w->shape, p->m + p->offset[i]};
-        t[2 * n + i] = (StTensor){names[2 * i + 1], w->ndim, w->shape, p->v + p->offset[i]};
+        for (int k = 0; k < ns; k++) {
+            size_t len = strlen(opt->state_names[k]) + strlen(w->name) + 1;
+            char *name = names[k * n + i] = xmalloc(len);
+            snprintf(name, len, "%s%s", opt->state_names[k], w->name);
+            t[(1 + k) * n + i] = (StTensor){name, w->ndim, w->shape, p->state[k] + p->offset[i]};
+        }
     }
     cJSON *json = config_to_json(c);
     char *config = cJSON_PrintUnformatted(json);
@@ -67,9 +69,9 @@ int checkpoint_save(const char *path, const Model *m, const Config *c, long step
     };
     /* one process's checkpoint has no "ranks", as before data parallelism */
     int n_meta = (int)(sizeof meta / sizeof meta[0]) - (ranks > 1 ? 0 : 1);
-    int rc = st_save(path, t, 3 * n, meta, n_meta, e);
+    int rc = st_save(path, t, (1 + ns) * n, meta, n_meta, e);
     free(config);
-    for (int i = 0; i < 2 * n; i++) free(names[i]);
+    for (int i = 0; i < ns * n; i++) free(names[i]);
     free(names);
     free(t);
     return rc;
@@ -156,15 +158,19 @@ int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e) 
         info->ranks = (int)r;
     }
     snprintf(info->corpus, sizeof info->corpus, "%s", corpus ? corpus : "");
-    info->has_optim = st->n_entries > 0 && st_find(st, "optim.m.tok_emb.weight") != NULL;
+    /* the state of the config's optimizer (the first slab of the first parameter) */
+    const Optimizer *opt = optimizer_at(info->cfg.train.optimizer);
+    char first[160];
+    snprintf(first, sizeof first, "%stok_emb.weight", opt->n_state ? opt->state_names[0] : "");
+    info->has_optim = st->n_entries > 0 && (!opt->n_state || st_find(st, first) != NULL);
     return 0;
 fail:
     st_close(st);
     return -1;
 }
 
-/* Reads one tensor and refuses a value that is not finite (or a negative
- * one, for AdamW's second moment). */
+/* Reads one tensor and refuses a value that is not finite (or, when nonneg,
+ * a negative one: AdamW's second moment). */
 static int read_checked(StFile *st, const char *name, const Tensor *w, float *dst, bool nonneg, Err *e) {
     if (st_read_expect(st, name, w->ndim, w->shape, dst, e) != 0) return -1;
     long at = first_bad(dst, w->n, nonneg);
@@ -172,23 +178,29 @@ static int read_checked(StFile *st, const char *name, const Tensor *w, float *ds
     return 0;
 }
 
-/* Whether entry name is one of the model's tensors, or AdamW's moment of one. */
-static bool model_tensor(const ParamSet *p, const char *name) {
-    if (!strncmp(name, "optim.m.", 8) || !strncmp(name, "optim.v.", 8)) name += 8;
+/* Whether entry name is one of the model's tensors, or optimizer opt's state of one. */
+static bool model_tensor(const ParamSet *p, const Optimizer *opt, const char *name) {
+    for (int k = 0; k < opt->n_state; k++) {
+        size_t len = strlen(opt->state_names[k]);
+        if (!strncmp(name, opt->state_names[k], len)) {
+            name += len;
+            break;
+        }
+    }
     return params_find(p, name) != NULL;
 }
 
-int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
+int checkpoint_load(StFile *st, Model *m, const Optimizer *opt, bool with_optim, Err *e) {
     ParamSet *p = &m->params;
     for (int i = 0; i < params_count(p); i++) {
         Tensor *w = p->list[i];
         if (read_checked(st, w->name, w, w->data, false, e) != 0) return -1;
         if (!with_optim) continue;
-        char name[160];
-        snprintf(name, sizeof name, "optim.m.%s", w->name);
-        if (read_checked(st, name, w, p->m + p->offset[i], false, e) != 0) return -1;
-        snprintf(name, sizeof name, "optim.v.%s", w->name);
-        if (read_checked(st, name, w, p->v + p->offset[i], true, e) != 0) return -1;
+        for (int k = 0; k < opt->n_state; k++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s%s", opt->state_names[k], w->name);
+            if (read_checked(st, name, w, p->state[k] + p->offset[i], opt->state_nonneg[k], e) != 0) return -1;
+        }
     }
     /* AdamW's moments: all of them with their tensors' shapes, or none, even
      * when they are not read (inference), as python/attnlab_torch.py requires */
@@ -216,7 +228,7 @@ int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e) {
     }
     /* and nothing else: a checkpoint holds exactly its model's tensors (and their moments) */
     for (int i = 0; i < st->n_entries; i++)
-        if (!model_tensor(p, st->entries[i].name))
+        if (!model_tensor(p, opt, st->entries[i].name))
             return err_set(e, "%s: tensor '%s' is not one of the model's (a checkpoint holds exactly its model's "
                               "tensors)", st->path, st->entries[i].name);
     return 0;

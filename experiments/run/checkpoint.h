@@ -1,8 +1,9 @@
 /* room run/: the commands' run machinery; includes the engine (core, layers, optim, data) and run/. */
 /* checkpoint.h: a run's model.safetensors.
  *
- * Tensors: every parameter under its PyTorch name, then AdamW's moments as
- * optim.m.<name> and optim.v.<name>. Metadata: format = attnlab, the format
+ * Tensors: every parameter under its PyTorch name, then the optimizer's state
+ * slabs under the names it gives them (optim/optim.h: AdamW's moments as
+ * optim.m.<name> and optim.v.<name>). Metadata: format = attnlab, the format
  * version, the config as JSON, the step, the data RNG's state and the corpus
  * path, the best validation bpb so far, and for a data-parallel run its rank
  * count (ranks; absent for one process). Resuming from it continues the run
@@ -37,14 +38,14 @@ typedef struct {
  * rows of the same batches: corpus_train_rows). */
 int checkpoint_save(const char *path, const Model *m, const Config *c, long step, const Rng *data_rng,
                     const char *corpus, double best_val_bpb, int ranks, Err *e);
-/* 0 when every parameter and both AdamW moments of it are finite; otherwise
- * -1 with e naming the first that is not. */
+/* 0 when every parameter and its optimizer state are finite; otherwise -1
+ * with e naming the first that is not. */
 int checkpoint_check_finite(const Model *m, Err *e);
 /* Opens and checks a checkpoint, and reads its metadata into info. On
  * success st is open; the caller closes it. */
 int checkpoint_open(StFile *st, const char *path, CheckpointInfo *info, Err *e);
-/* Reads every parameter (and the optimizer moments when with_optim) into a
- * model made with model_init(&info.cfg.model). */
-int checkpoint_load(StFile *st, Model *m, bool with_optim, Err *e);
+/* Reads every parameter (and the state of optimizer opt, the config's, when
+ * with_optim) into a model made with model_init(&info.cfg.model). */
+int checkpoint_load(StFile *st, Model *m, const Optimizer *opt, bool with_optim, Err *e);
 
 #endif

@@ -28,7 +28,7 @@ int open_run_load(OpenRun *o, Model *m, const OpenMemory *need, bool with_optim,
         return 1;
     }
     model_init(m, &o->info.cfg.model);
-    int rc = checkpoint_load(&o->st, m, with_optim, e);
+    int rc = checkpoint_load(&o->st, m, optimizer_at(o->info.cfg.train.optimizer), with_optim, e);
     open_run_close(o);
     if (rc != 0) {
         model_free(m);

@@ -75,8 +75,10 @@ static const OptDef table_rows[] = {
      .max = 100000000, .help = "linear warmup steps"},
     {.name = "schedule", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(schedule), .def = "cosine",
      .choices = schedule_choices, .help = "decay after warmup"},
+    {.name = "optimizer", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(optimizer), .choices_of = optim_names,
+     .help = "the optimizer"},
     {.name = "weight_decay", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(weight_decay), .def = "0.1",
-     .min = 0, .max = 10, .help = "AdamW decoupled decay, matrices only"},
+     .min = 0, .max = 10, .help = "weight decay of matrices: decoupled (adamw, lion) or L2 (sgd)"},
     {.name = "clip", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(clip), .def = "1.0", .min = 0, .max = 1e6,
      .help = "global gradient-norm clip; 0 = off"},
     {.name = "seed", .type = OPT_INT64, .group = GROUP_TRAIN, .offset = T(seed), .def = "1337", .min = 0,
@@ -117,25 +119,31 @@ static const OptDef table_rows[] = {
      .max = 100000, .help = "bytes to sample"},
 };
 
+const char *const options_clm_sampling[] = {"prompt", "temperature", "top_k", NULL};
+const char *const options_inference[] = {"window", "logn", "bca", NULL};
+
 /* The whole table: table_rows with the position schemes' rows after pos and
  * the kernels' after attn, made when first asked for (and again after a
  * kernel is registered). */
-enum { MAX_REGISTRY_ROWS = 8 * ATTN_MAX_KERNELS + 16 };
+enum { MAX_REGISTRY_ROWS = 8 * ATTN_MAX_KERNELS + 32 };
 static OptDef table[sizeof table_rows / sizeof table_rows[0] + MAX_REGISTRY_ROWS];
 static int n_table = -1, table_kernels = -1;
 
-/* Appends a registry's rows (offsets into ModelConfig); a row two schemes
- * share (rope_dims: rope and xpos) once. */
-static void append_rows(const OptDef *rows) {
+/* Appends a registry's rows (offsets into the config from `base`); a row two
+ * schemes share (rope_dims: rope and xpos) once. */
+static void append_rows_at(const OptDef *rows, size_t base) {
     for (const OptDef *r = rows; r && r->name; r++) {
         bool seen = false;
         for (int j = 0; j < n_table && !seen; j++) seen = !strcmp(table[j].name, r->name);
         if (seen) continue;
         if (n_table == (int)(sizeof table / sizeof table[0])) DIE("option table: more than %d rows", n_table);
         table[n_table] = *r;
-        table[n_table++].offset += offsetof(Config, model);
+        table[n_table++].offset += base;
     }
 }
+
+/* A kernel's or position scheme's rows: offsets into ModelConfig. */
+static void append_rows(const OptDef *rows) { append_rows_at(rows, offsetof(Config, model)); }
 
 static void build_table(void) {
     if (n_table >= 0 && table_kernels == attn_kernel_count()) return;
@@ -148,8 +156,12 @@ static void build_table(void) {
             row->def = attn_choice(0)->name;
             for (int k = 0; k < table_kernels; k++) append_rows(attn_kernel_rows(k));
         } else if (!strcmp(row->name, "pos")) {
-            row->def = pos_name(pos_default);
-            for (int k = 0; k < n_pos_schemes; k++) append_rows(pos_schemes[k].option_rows);
+            row->def = pos_default_name;
+            for (int k = 0; k < n_pos_schemes; k++) append_rows(pos_schemes[k]->option_rows);
+        } else if (!strcmp(row->name, "optimizer")) {
+            row->def = optimizers[0]->name;
+            for (int k = 0; k < n_optimizers; k++)
+                append_rows_at(optim_rows(k), offsetof(Config, train) + offsetof(TrainConfig, optim_options));
         }
     }
 }
@@ -407,8 +419,8 @@ static const char *owners_of(const char *name, char *buf, size_t size) {
     size_t k = (size_t)snprintf(buf, size, "pos=");
     int n = 0;
     for (int i = 0; i < n_pos_schemes && k < size; i++)
-        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++)
-            if (!strcmp(r->name, name)) k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", pos_schemes[i].name);
+        for (const OptDef *r = pos_schemes[i]->option_rows; r && r->name; r++)
+            if (!strcmp(r->name, name)) k += (size_t)snprintf(buf + k, size - k, "%s%s", n++ ? " or " : "", pos_schemes[i]->name);
     return buf;
 }
 
@@ -426,7 +438,7 @@ static int validate_positions(Config *c, const AttnKernel *kern, Err *e) {
                err_hint(e, "kernels without a score matrix take --pos rope, sinusoidal or learned");
     /* an option another scheme owns */
     for (int i = 0; i < n_pos_schemes; i++)
-        for (const OptDef *r = pos_schemes[i].option_rows; r && r->name; r++) {
+        for (const OptDef *r = pos_schemes[i]->option_rows; r && r->name; r++) {
             bool mine = false;
             for (const OptDef *o = scheme->option_rows; o && o->name; o++) mine |= !strcmp(o->name, r->name);
             if (!mine && changed(c, r->name))
@@ -472,11 +484,21 @@ int config_validate(Config *c, Err *e) {
             return err_set(e, "--%s applies to %s, not attn=%s", name, owner->title, choice->name),
                    err_hint(e, "add --attn %s", owner->name);
     }
+    /* an option another optimizer owns, and the optimizer's own rules */
+    const Optimizer *opt = optimizer_at(c->train.optimizer);
+    for (int i = 0; i < option_count(); i++) {
+        const char *name = option_at(i)->name;
+        const Optimizer *owner = optim_option_owner(name);
+        if (owner && owner != opt && changed(c, name))
+            return err_set(e, "--%s applies to optimizer=%s, not optimizer=%s", name, owner->name, opt->name),
+                   err_hint(e, "add --optimizer %s", owner->name);
+    }
+    if (opt->validate && opt->validate(optim_options(c->train.optim_options, c->train.optimizer), e) != 0) return -1;
     if (m->objective == OBJECTIVE_MLM) {
         /* samples.txt of an mlm run is a fill-in demo (experiments/training/generate.h):
          * nothing is sampled left to right, so there is no prompt or temperature */
-        static const char *const clm_sampling[] = {"prompt", "temperature", "top_k"};
-        for (int i = 0; i < 3; i++)
+        const char *const *clm_sampling = options_clm_sampling;
+        for (int i = 0; clm_sampling[i]; i++)
             if (changed(c, clm_sampling[i]))
                 return err_set(e, "--%s: objective=mlm is not sampled left to right (its samples are a fill-in demo)",
                                clm_sampling[i]),

@@ -24,6 +24,10 @@ typedef struct {
     int warmup;
     int schedule; /* Schedule */
     float weight_decay;
+    int optimizer; /* index into optimizers (optim/optim.h) */
+    /* The optimizers' own options (Optimizer.option_rows), each in a struct
+     * of its own at the place optim_options_at gives it. */
+    _Alignas(8) unsigned char optim_options[OPTIM_OPTION_BYTES];
     float clip;
     int64_t seed;
     int eval_every, eval_batches;
@@ -103,6 +107,21 @@ enum {
 void options_print_help(FILE *f, int groups);
 /* The same without option `skip` (a command's own flag of that name: ablate's --out). */
 void options_print_help_without(FILE *f, int groups, const char *skip);
+/* The sampling options of causal models only: objective=mlm refuses them
+ * (its samples are a fill-in demo). NULL-terminated. */
+extern const char *const options_clm_sampling[];
+/* The options that may change at evaluation (./extrapolate's overrides,
+ * CHECKPOINT@key=value). NULL-terminated. */
+extern const char *const options_inference[];
+/* The tables as one JSON object (experiments/run/describe.c; ./train --describe):
+ * "options" (the option table: name, type, group, default, min, max,
+ * choices, size, help), "kernels" (name, title, options, presets with the
+ * values they fix, scores, rope_inside, bidirectional_only,
+ * projected_probs), "positions" (name, table, embed, rotary, decay, bias,
+ * params, bounded, options), "optimizers" (name, state, state_nonneg,
+ * options), "clm_sampling" and "inference" (the lists above). 0, or -1 when
+ * f fails. */
+int options_describe(FILE *f);
 /* The whole config as a JSON object of option name -> value. */
 cJSON *config_to_json(const Config *c);
 /* Reads such an object (unknown keys are an error; missing keys keep their

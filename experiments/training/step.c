@@ -1,6 +1,8 @@
 /* step.c: one training step (step.h). */
 #include "step.h"
 
+#include <string.h>
+
 #include "dist.h"
 #include "gemm.h"
 
@@ -8,8 +10,10 @@ void step_init(TrainStep *s, Model *m, const TrainConfig *tc, int ranks) {
     s->m = m;
     arena_init(&s->arena, 0);
     engine_set_arena(&s->arena);
-    s->opt = adamw_default();
-    s->opt.weight_decay = tc->weight_decay;
+    s->opt = optimizer_at(tc->optimizer);
+    memcpy(s->opt_config, tc->optim_options, sizeof s->opt_config);
+    s->opt_options = optim_options(s->opt_config, tc->optimizer);
+    s->weight_decay = tc->weight_decay;
     s->clip = tc->clip;
     s->ranks = ranks;
     grad_set(true);
@@ -36,7 +40,7 @@ double step_norm(const TrainStep *s) { return grad_norm(&s->m->params); }
 
 void step_update(TrainStep *s, float lr, long step, double norm) {
     /* clipping, the update and the zeroing of the gradients, in one pass */
-    adamw_step(&s->m->params, &s->opt, lr, step + 1, clip_scale(norm, s->clip));
+    s->opt->step(&s->m->params, &(OptimStep){lr, step + 1, clip_scale(norm, s->clip), s->weight_decay, s->opt_options});
     gemm_weights_changed(); /* the weights' bf16 copy, when precision_begin bound one */
 }
 

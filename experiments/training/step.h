@@ -6,8 +6,8 @@
  *   step_backward(s, loss);                     the gradients, added into the slabs
  *   step_average(s);                            data parallel: the mean of the ranks' gradients
  *   norm = step_norm(s);                        the global gradient norm (the log, the clip)
- *   step_update(s, lr, step, norm);             clip, AdamW (which zeroes the gradients), the
- *                                               weights' bf16 copy made again
+ *   step_update(s, lr, step, norm);             clip, the optimizer's step (which zeroes the
+ *                                               gradients), the weights' bf16 copy made again
  * Nothing in it allocates after the first step: activations come from its
  * arena, reset by step_loss. A caller that finds the loss or the norm not
  * finite stops before step_update, and no update is made. */
@@ -15,12 +15,16 @@
 #define ATTNLAB_STEP_H
 
 #include "model.h"
+#include "optim.h"
 #include "options.h"
 
 typedef struct {
     Model *m;
     Arena arena;     /* the step's activations */
-    AdamWConfig opt; /* AdamW's defaults with the run's --weight_decay */
+    const Optimizer *opt;    /* the run's --optimizer (optim.h), with its options: */
+    const void *opt_options; /* inside opt_config */
+    unsigned char opt_config[OPTIM_OPTION_BYTES];
+    float weight_decay;      /* --weight_decay */
     float clip;      /* --clip: the gradient norm's bound (0: none) */
     int ranks;       /* > 1: data parallel over that many MPI ranks */
 } TrainStep;
@@ -38,7 +42,7 @@ void step_backward(TrainStep *s, Tensor *loss);
 void step_average(TrainStep *s);
 double step_norm(const TrainStep *s);
 /* The update of 0-based step `step` at learning rate lr: the gradients
- * scaled by clip_scale(norm, clip), AdamW, the gradients zeroed, and the
+ * scaled by clip_scale(norm, clip), the optimizer's step, the gradients zeroed, and the
  * bf16 copy of the weights made again when the run's precision keeps one. */
 void step_update(TrainStep *s, float lr, long step, double norm);
 void step_free(TrainStep *s);

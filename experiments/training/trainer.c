@@ -197,8 +197,7 @@ static void run_share(Run *run, double *best) {
     size_t slab = (size_t)p->total * sizeof(float);
     dist_bcast(p->value, slab, 0);
     if (run->job->resume) {
-        dist_bcast(p->m, slab, 0);
-        dist_bcast(p->v, slab, 0);
+        for (int k = 0; k < PARAMS_STATE_SLABS; k++) dist_bcast(p->state[k], slab, 0);
     }
     dist_bcast(&run->start, sizeof run->start, 0);
     dist_bcast(&run->data_rng, sizeof run->data_rng, 0);

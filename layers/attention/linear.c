@@ -72,11 +72,16 @@ static int linear_validate(const ModelConfig *m, bool (*changed)(const char *nam
     if (m->objective == OBJECTIVE_MLM && changed("chunk", ctx))
         return err_set(e, "--chunk: chunks are how causal linear attention runs; objective=mlm is bidirectional and has none"),
                err_hint(e, "drop --chunk, or use --objective clm");
-    if (m->pos == POS_ROPE && attn_choice(m->attn)->preset == cosformer_preset)
-        return err_set(e, "--pos rope: attn=cosformer already encodes relative positions with its cos re-weighting"),
-               err_hint(e, "use --attn linear --phi relu --pos rope");
-    if (m->pos == POS_ROPE && o->reweight == REWEIGHT_COS)
-        return err_set(e, "--pos rope: reweight=cos already encodes relative positions"), err_hint(e, "drop --reweight cos");
+    /* a plain rotation: the kernel rotates the features itself (rope_inside) */
+    const PosScheme *pos = pos_scheme(m->pos);
+    bool rotates = pos->rotary && !pos->decay;
+    if (rotates && attn_choice(m->attn)->preset == cosformer_preset)
+        return err_set(e, "--pos %s: attn=cosformer already encodes relative positions with its cos re-weighting",
+                       pos->name),
+               err_hint(e, "use --attn linear --phi relu --pos %s", pos->name);
+    if (rotates && o->reweight == REWEIGHT_COS)
+        return err_set(e, "--pos %s: reweight=cos already encodes relative positions", pos->name),
+               err_hint(e, "drop --reweight cos");
     return 0;
 }
 
@@ -100,7 +105,7 @@ static void linear_describe(const ModelConfig *m, char *buf, size_t size) {
 static double linear_flops(const ModelConfig *m, int T) {
     const LinearOpts *o = linear_opts(m);
     double dk = model_key_size(m), dv = model_head_size(m), F = o->reweight == REWEIGHT_COS ? 2 * dk : dk;
-    double dv1 = m->pos == POS_ROPE ? dv : dv + 1, madd = 0;
+    double dv1 = pos_scheme(m->pos)->rotary ? dv : dv + 1, madd = 0;
     if (m->objective != OBJECTIVE_CLM) {
         madd = T * F * (6 * dv1 + dv);
     } else {

@@ -188,7 +188,7 @@ static void attn_linear_forward(Node *n) {
     float *den = n->saved; /* [BH, T], then the cos tables */
     float *table = den + (long)BH * L.T;
     if (L.sn) lin_cos_tables(L.T, L.C, table, table + L.T, table + 2L * L.T);
-    if (L.rp) rope_tables(L.T, L.rp, POS_ROPE, false, (float *)L.rc, (float *)L.rs);
+    if (L.rp) rope_tables(L.T, L.rp, NULL, false, (float *)L.rc, (float *)L.rs);
     int G = lin_group_size(&L), groups = L.B * ((L.H + G - 1) / G);
     long per = lin_scratch_floats(&L), clamped = 0; /* per head of a group */
     float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * G * per * sizeof(float));
@@ -238,8 +238,9 @@ static Tensor *linear_node(const AttnCall *c, Tensor **in, int n_in, int B, int 
     if (o->chunk < 1) DIE("linear attention: chunk %d < 1", o->chunk);
     if (o->phi < PHI_IDENTITY || o->phi > PHI_ELU) DIE("linear attention: unknown phi %d", o->phi);
     /* the option table refuses these: the module leaves positions to this kernel (rope_inside) */
-    if (c->cfg->pos == POS_XPOS) DIE("linear attention: pos=xpos is defined for softmax attention only");
-    bool rope = c->cfg->pos == POS_ROPE;
+    const PosScheme *scheme = pos_scheme(c->cfg->pos);
+    if (scheme->decay) DIE("linear attention: pos=%s decays, so it is for softmax attention only", scheme->name);
+    bool rope = scheme->rotary;
     if (rope && o->reweight == REWEIGHT_COS) DIE("linear attention: pos=rope with reweight=cos");
     int rp = rope ? rope_pairs(c->cfg->rope_dims, dk) : 0;
     Node *n = node_new(&attn_linear_op);
@@ -292,9 +293,9 @@ Tensor *attn_linear_probs(const AttnCall *c, Tensor *q, Tensor *k) {
         L.sn = table;
         L.cs = table + T;
     }
-    int rp = c->cfg->pos == POS_ROPE ? rope_pairs(c->cfg->rope_dims, dk) : 0;
+    int rp = pos_scheme(c->cfg->pos)->rotary ? rope_pairs(c->cfg->rope_dims, dk) : 0;
     float *rtab = rp ? arena_alloc(engine_arena(), 2 * (size_t)T * rp * sizeof(float)) : NULL;
-    if (rp) rope_tables(T, rp, POS_ROPE, false, rtab, rtab + (long)T * rp);
+    if (rp) rope_tables(T, rp, NULL, false, rtab, rtab + (long)T * rp);
     Tensor *P = tensor_4d(q->shape[0], q->shape[1], T, T);
     long per = 2L * T * L.F + (rp ? T : 0);
     float *scratch = arena_alloc(engine_arena(), (size_t)omp_get_max_threads() * per * sizeof(float));

@@ -1,70 +1,74 @@
-/* positions.c: the position schemes, the values of the `pos` option. Each
- * scheme's code is in its own file (sinusoidal.c, rope.c, bias.c; learned
- * positions are layers/model.c's table); a new scheme is its file and its
- * line below. */
+/* positions.c: the registry of position schemes, the values of the `pos`
+ * option. Each scheme is its own file here (sinusoidal.c, rope.c for rope
+ * and xpos, alibi.c, kerple.c for both KERPLE forms, sandwich.c); a new
+ * scheme is its file and its line below. `none` and `learned` have no code
+ * of their own: learned's table is the model's (layers/model.c). */
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "attention/positions.h"
+#include "layers.h"
 #include "util.h"
 
-#define M(field) offsetof(ModelConfig, field)
-static const OptDef rotary_options[] = {
-    {.name = "rope_dims",
-     .type = OPT_INT,
-     .group = GROUP_MODEL,
-     .offset = M(rope_dims),
-     .def = "0",
-     .min = 0,
-     .max = 4096,
-     .help = "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all"},
-    {.name = NULL},
-};
-static const OptDef sandwich_options[] = {
-    {.name = "sandwich_lambda",
-     .type = OPT_FLOAT,
-     .group = GROUP_MODEL,
-     .offset = M(sandwich_lambda),
-     .def = "1",
-     .min = 0,
-     .max = 1000,
-     .help = "pos=sandwich: scale of the p_i . p_j bias"},
-    {.name = NULL},
-};
-#undef M
+static const PosScheme pos_scheme_none = {.name = "none", .help = "no positions"};
+static const PosScheme pos_scheme_learned = {
+    .name = "learned", .help = "a learned table added to the embeddings", .table = true, .bounded = true};
 
-int rope_validate(const ModelConfig *m, bool scores, Err *e);
-int xpos_validate(const ModelConfig *m, bool scores, Err *e);
+/* Every scheme once, one line each, in the order --help lists them (the
+ * index a config holds). A scheme's line both declares it and lists it; each
+ * ends in a backslash, the list in the line after the last. */
+#define POS_SCHEME_LIST(X)     \
+    X(pos_scheme_none)         \
+    X(pos_scheme_learned)      \
+    X(pos_scheme_sinusoidal)   \
+    X(pos_scheme_rope)         \
+    X(pos_scheme_alibi)        \
+    X(pos_scheme_kerple_power) \
+    X(pos_scheme_kerple_log)   \
+    X(pos_scheme_sandwich)     \
+    X(pos_scheme_xpos)         \
+    X(pos_scheme_alibi_log)    \
+    /* the end of the list */
 
-const PosScheme pos_schemes[] = {
-    [POS_NONE] = {.name = "none", .help = "no positions"},
-    [POS_LEARNED] = {.name = "learned", .help = "a learned table added to the embeddings", .bounded = true,
-                     .table = true},
-    [POS_SINUSOIDAL] = {.name = "sinusoidal", .help = "the fixed sin/cos table added to the embeddings",
-                        .embed = sinusoidal_add},
-    [POS_ROPE] = {.name = "rope", .help = "q and k rotated by position", .rotary = true, .option_rows = rotary_options,
-                  .validate = rope_validate},
-    [POS_ALIBI] = {.name = "alibi", .help = "-m_h |i - j| added to the scores", .bias = true},
-    [POS_KERPLE_POWER] = {.name = "kerple_power", .help = "-a_h |i - j|^p_h, learned", .bias = true},
-    [POS_KERPLE_LOG] = {.name = "kerple_log", .help = "-r1_h log(1 + r2_h |i - j|), learned", .bias = true},
-    [POS_SANDWICH] = {.name = "sandwich", .help = "lambda p_i . p_j with sinusoidal p", .bias = true,
-                      .option_rows = sandwich_options},
-    [POS_XPOS] = {.name = "xpos", .help = "RoPE times a decay, causal only", .rotary = true,
-                  .option_rows = rotary_options, .validate = xpos_validate},
-};
+#define POS_DECLARE(s) extern const PosScheme s;
+POS_SCHEME_LIST(POS_DECLARE)
+#define POS_ENTRY(s) &s,
+const PosScheme *const pos_schemes[] = {POS_SCHEME_LIST(POS_ENTRY)};
 const int n_pos_schemes = (int)(sizeof pos_schemes / sizeof pos_schemes[0]);
 /* GPT-2's learned positions */
-const int pos_default = POS_LEARNED;
+const char *const pos_default_name = "learned";
 
 const PosScheme *pos_scheme(int pos) {
     if (pos < 0 || pos >= n_pos_schemes) DIE("pos value %d: there are %d", pos, n_pos_schemes);
-    return &pos_schemes[pos];
+    return pos_schemes[pos];
+}
+
+int pos_find(const char *name) {
+    for (int i = 0; i < n_pos_schemes; i++)
+        if (!strcmp(pos_schemes[i]->name, name)) return i;
+    return -1;
 }
 
 const char *const *pos_scheme_names(void) {
     static const char *names[sizeof pos_schemes / sizeof pos_schemes[0] + 1];
-    for (int i = 0; i < n_pos_schemes; i++) names[i] = pos_schemes[i].name;
+    for (int i = 0; i < n_pos_schemes; i++) names[i] = pos_schemes[i]->name;
     return names;
 }
 
-const char *pos_name(int pos) { return pos >= 0 && pos < n_pos_schemes ? pos_schemes[pos].name : "?"; }
+const char *pos_name(int pos) { return pos >= 0 && pos < n_pos_schemes ? pos_schemes[pos]->name : "?"; }
+
+int pos_param_count(int pos) {
+    const PosScheme *s = pos_scheme(pos);
+    int n = 0;
+    while (s->params && s->params[n]) n++;
+    if (n > POS_MAX_PARAMS) DIE("pos=%s: %d parameters, at most %d", s->name, n, POS_MAX_PARAMS);
+    if (n && (!s->bias || !s->param_grads || !s->param_init)) DIE("pos=%s: learned parameters need its bias, param_grads and param_init", s->name);
+    return n;
+}
+
+void pos_params_declare(ParamSet *p, const char *prefix, int pos, int H, Tensor **params) {
+    char buf[128];
+    for (int i = 0; i < pos_param_count(pos); i++)
+        params[i] = params_add(p, param_name(buf, prefix, pos_scheme(pos)->params[i]), 1, (int[]){H});
+}

@@ -29,6 +29,7 @@
 #include "rope.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "attention/positions.h"
@@ -40,16 +41,16 @@ int rope_pairs(int rope_dims, int d) {
     return r / 2;
 }
 
-void rope_tables(int T, int P, int pos, bool key, float *cs, float *sn) {
+void rope_tables(int T, int P, double (*decay)(int i, int D), bool key, float *cs, float *sn) {
     double D = 2.0 * P;
     int min_pos = -((T + 1) / 2); /* floor(-T / 2) */
     #pragma omp parallel for if ((long)T * P >= 16384)
     for (int i = 0; i < P; i++) {
         double theta = pow(10000.0, -2.0 * i / D);
         /* zeta_i^(+-t' / s) = exp(+-t' log(zeta_i) / s) */
-        double rate = pos == POS_XPOS ? log((2.0 * i + 0.4 * D) / (1.4 * D)) / XPOS_SCALE_BASE * (key ? -1 : 1) : 0.0;
+        double rate = decay ? decay(i, (int)D) * (key ? -1 : 1) : 0.0;
         for (int t = 0; t < T; t++) {
-            double angle = t * theta, a = pos == POS_XPOS ? exp(rate * (t + min_pos)) : 1.0;
+            double angle = t * theta, a = decay ? exp(rate * (t + min_pos)) : 1.0;
             cs[(long)t * P + i] = (float)(a * cos(angle));
             sn[(long)t * P + i] = (float)(a * sin(angle));
         }
@@ -59,7 +60,7 @@ void rope_tables(int T, int P, int pos, bool key, float *cs, float *sn) {
 /* node: in[0] = x [B, H, T, d]; saved = [cs: T P][sn: T P]. */
 typedef struct {
     int pairs; /* P, the rotated pairs */
-    int pos;   /* POS_ROPE or POS_XPOS */
+    double (*decay)(int i, int D); /* the scheme's (NULL: none) */
     bool key;  /* x is k (XPOS's decay inverted), not q */
 } RopeAttrs;
 NODE_ATTRS_DECLARE(RopeAttrs);
@@ -69,7 +70,7 @@ static void attn_rope_forward(Node *n) {
     const RopeAttrs *a = NODE_ATTRS(n, RopeAttrs);
     int T = x->shape[2], d = x->shape[3], P = a->pairs;
     float *cs = n->saved, *sn = cs + (long)T * P;
-    rope_tables(T, P, a->pos, a->key, cs, sn);
+    rope_tables(T, P, a->decay, a->key, cs, sn);
     long rows = x->n / d;
     #pragma omp parallel for if (x->n >= PAR_MIN)
     for (long r = 0; r < rows; r++) {
@@ -113,7 +114,8 @@ OpDef attn_rope_op = {"attn_rope", attn_rope_forward, attn_rope_backward};
 Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     const char *name = attn_rope_op.name;
     SHAPE_CHECK(x->ndim == 4, name, "x must be [B, H, T, d]", x, NULL);
-    if (c->cfg->pos != POS_ROPE && c->cfg->pos != POS_XPOS) DIE("%s: pos %d is neither rope nor xpos", name, c->cfg->pos);
+    const PosScheme *scheme = pos_scheme(c->cfg->pos);
+    if (!scheme->rotary) DIE("%s: pos=%s does not rotate", name, scheme->name);
     int T = x->shape[2], d = x->shape[3];
     /* an odd key size (the default rope_dims = key_size) keeps its last dimension */
     if (c->cfg->rope_dims < 0 || c->cfg->rope_dims > d || (c->cfg->rope_dims % 2 && c->cfg->rope_dims != d))
@@ -122,18 +124,18 @@ Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     Node *n = node_new(&attn_rope_op);
     n->n_in = 1;
     n->in[0] = x;
-    *NODE_ATTRS(n, RopeAttrs) = (RopeAttrs){.pairs = P, .pos = c->cfg->pos, .key = key};
+    *NODE_ATTRS(n, RopeAttrs) = (RopeAttrs){.pairs = P, .decay = scheme->decay, .key = key};
     n->saved = arena_alloc(engine_arena(), (2 * (size_t)T * P + 1) * sizeof(float));
     n->out = tensor_new(x->ndim, x->shape);
     return node_run(n);
 }
 
-/* ---- what the option table asks of rope and xpos ------------------------------ */
+/* ---- the schemes: rope and xpos ----------------------------------------------- */
 
-int rope_validate(const ModelConfig *m, bool scores, Err *e);
-int xpos_validate(const ModelConfig *m, bool scores, Err *e);
+/* XPOS's decay per position of pair i: log(zeta_i) / s. */
+static double xpos_decay(int i, int D) { return log((2.0 * i + 0.4 * D) / (1.4 * D)) / XPOS_SCALE_BASE; }
 
-int rope_validate(const ModelConfig *m, bool scores, Err *e) {
+static int rope_validate(const ModelConfig *m, bool scores, Err *e) {
     (void)scores;
     int dk = m->key_size ? m->key_size : m->d_model / m->heads;
     if (m->rope_dims % 2 != 0 || m->rope_dims > dk)
@@ -142,7 +144,7 @@ int rope_validate(const ModelConfig *m, bool scores, Err *e) {
     return 0;
 }
 
-int xpos_validate(const ModelConfig *m, bool scores, Err *e) {
+static int xpos_validate(const ModelConfig *m, bool scores, Err *e) {
     if (m->objective != OBJECTIVE_CLM)
         return err_set(e, "--pos xpos: its decay is defined for causal attention only, not objective=mlm"),
                err_hint(e, "use --pos rope for a bidirectional model");
@@ -152,3 +154,34 @@ int xpos_validate(const ModelConfig *m, bool scores, Err *e) {
                err_hint(e, "kernels without a score matrix take --pos rope");
     return rope_validate(m, scores, e);
 }
+
+#define M(field) offsetof(ModelConfig, field)
+static const OptDef rotary_options[] = {
+    {.name = "rope_dims",
+     .type = OPT_INT,
+     .group = GROUP_MODEL,
+     .offset = M(rope_dims),
+     .def = "0",
+     .min = 0,
+     .max = 4096,
+     .help = "pos=rope|xpos: dimensions of q and k that rotate (even); 0 = all"},
+    {.name = NULL},
+};
+#undef M
+
+const PosScheme pos_scheme_rope = {
+    .name = "rope",
+    .help = "q and k rotated by position",
+    .rotary = true,
+    .option_rows = rotary_options,
+    .validate = rope_validate,
+};
+
+const PosScheme pos_scheme_xpos = {
+    .name = "xpos",
+    .help = "RoPE times a decay, causal only",
+    .rotary = true,
+    .decay = xpos_decay,
+    .option_rows = rotary_options,
+    .validate = xpos_validate,
+};

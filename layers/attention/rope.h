@@ -17,10 +17,11 @@ int rope_pairs(int rope_dims, int d);
 /* Tables for positions t = 0..T-1 and pairs i < P (row-major [T, P]):
  *   cs[t, i] = a_{t,i} cos(t theta_i),  sn[t, i] = a_{t,i} sin(t theta_i),
  *   theta_i = 10000^(-2i / D), D = 2P,
- * a = 1 for pos = rope; for pos = xpos a_{t,i} = zeta_i^(+-t'/s) (+ for q,
- * - for k), zeta_i = (2i + 0.4 D) / (1.4 D), t' = t + floor(-T/2), s = 512.
+ * a = 1 without a decay (pos = rope); with one (PosScheme.decay),
+ * a_{t,i} = exp(+-decay(i, D) t') (+ for q, - for k), t' = t + floor(-T/2):
+ * for pos = xpos, zeta_i^(+-t'/s), zeta_i = (2i + 0.4 D) / (1.4 D), s = 512.
  * Computed in double, stored as float. */
-void rope_tables(int T, int P, int pos, bool key, float *cs, float *sn);
+void rope_tables(int T, int P, double (*decay)(int i, int D), bool key, float *cs, float *sn);
 
 /* The op (pos = rope | xpos on q or k), exported for the tests. */
 extern OpDef attn_rope_op;

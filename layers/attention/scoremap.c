@@ -3,7 +3,7 @@
  * Query i sees keys [lo_i, hi_i] under the masks, and its logits are
  *   z_ij = lambda_i s q_i . k_j + b_h(i - j)
  * as in the softmax kernel (softmax.c gives the rules for causal, window, bca
- * and logn; bias.c the bias b). P = f(z) on those keys and 0 elsewhere.
+ * and logn; the position scheme the bias b, PosScheme.bias). P = f(z) on those keys and 0 elsewhere.
  * Queries run in blocks of AttnCall.query_block rows (64 by default); a block [r0, r1) needs the
  * keys [lo_r0, hi_(r1-1)], so it costs one score sgemm and one P V sgemm.
  * Because f acts on each score alone, nothing is kept for backward: backward
@@ -23,26 +23,32 @@
 
 typedef struct {
     const ScoreMap *f;
-    float scale, sandwich_lambda;
-    int pos, window, context, qb;
+    float scale;
+    int window, context, qb;
     bool causal, bca, logn;
 } ScoreMapAttrs;
 NODE_ATTRS_DECLARE(ScoreMapAttrs);
 
 /* The plan of a call (attn_plan) and its bias table [H, T] (NULL without a
- * bias). */
+ * bias), made once per call (bias_table) and kept for backward. */
 typedef struct {
     AttnPlan rows;
-    float *bias;
+    const float *bias;
 } Plan;
 
-static Plan plan_make(const ScoreMapAttrs *a, int H, int T, int dk) {
-    Plan p = {attn_plan(T, a->qb, a->causal, a->window, a->bca, a->context, a->logn), NULL};
-    if (pos_has_bias(a->pos)) {
-        p.bias = arena_alloc(engine_arena(), (size_t)H * T * sizeof(float));
-        pos_bias_table(a->pos, H, T, dk, a->sandwich_lambda, NULL, NULL, p.bias);
-    }
-    return p;
+static Plan plan_make(const ScoreMapAttrs *a, const float *bias, int T) {
+    return (Plan){attn_plan(T, a->qb, a->causal, a->window, a->bca, a->context, a->logn), bias};
+}
+
+/* The position scheme's bias table [H, T] for q [B, H, T, dk] under c, from
+ * the arena; NULL without a bias. */
+static float *bias_table(const AttnCall *c, const Tensor *q) {
+    const PosScheme *s = pos_scheme(c->cfg->pos);
+    if (!s->bias) return NULL;
+    int H = q->shape[1], T = q->shape[2];
+    float *table = arena_alloc(engine_arena(), (size_t)H * T * sizeof(float));
+    s->bias(&(PosBias){.H = H, .T = T, .dk = q->shape[3], .cfg = c->cfg}, table);
+    return table;
 }
 
 /* Head bh's row of the bias table, or NULL. */
@@ -66,7 +72,7 @@ static void scoremap_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
-    Plan p = plan_make(a, H, T, dk);
+    Plan p = plan_make(a, n->saved, T);
     float *scratch = attn_block_scratch(&p.rows, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
@@ -100,7 +106,7 @@ static void scoremap_backward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1];
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
-    Plan p = plan_make(a, H, T, dk);
+    Plan p = plan_make(a, n->saved, T);
     AttnGrad g = attn_grad_of(n, a->scale);
     float *scratch = attn_block_scratch(&p.rows, 3);
     #pragma omp parallel for
@@ -121,13 +127,11 @@ static void scoremap_backward(Node *n) {
 OpDef scoremap_op = {"attn_scoremap", scoremap_forward, scoremap_backward};
 
 static ScoreMapAttrs call_attrs(const ScoreMap *f, const AttnCall *c) {
-    if (pos_bias_n_params(c->cfg->pos))
-        DIE("%s: pos %d has learned parameters (scoremap_validate refuses it)", scoremap_op.name, c->cfg->pos);
+    if (pos_param_count(c->cfg->pos))
+        DIE("%s: pos=%s has learned parameters (scoremap_validate refuses it)", scoremap_op.name, pos_name(c->cfg->pos));
     return (ScoreMapAttrs){
         .f = f,
         .scale = c->scale,
-        .sandwich_lambda = c->cfg->sandwich_lambda,
-        .pos = c->cfg->pos,
         .window = c->cfg->window,
         .context = c->cfg->context,
         .qb = c->query_block > 0 && c->query_block < 1 << 14 ? c->query_block : 64,
@@ -143,6 +147,7 @@ Tensor *scoremap_attention(const ScoreMap *f, const AttnCall *c, Tensor *q, Tens
     n->n_in = 3;
     n->in[0] = q, n->in[1] = k, n->in[2] = v;
     *NODE_ATTRS(n, ScoreMapAttrs) = call_attrs(f, c);
+    n->saved = bias_table(c, q);
     n->out = tensor_4d(q->shape[0], q->shape[1], q->shape[2], v->shape[3]);
     return node_run(n);
 }
@@ -152,7 +157,7 @@ Tensor *scoremap_probs(const ScoreMap *f, const AttnCall *c, Tensor *q, Tensor *
     attn_check_qkv(scoremap_op.name, q, k, k);
     ScoreMapAttrs a = call_attrs(f, c);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
-    Plan p = plan_make(&a, H, T, dk);
+    Plan p = plan_make(&a, bias_table(c, q), T);
     Tensor *P = tensor_zeros(4, (int[]){q->shape[0], H, T, T});
     float *scratch = attn_block_scratch(&p.rows, 1);
     #pragma omp parallel for
@@ -173,7 +178,7 @@ double scoremap_flops(const ModelConfig *m, int T) { return attn_masked_flops(m,
 int scoremap_validate(const ModelConfig *m, bool (*changed)(const char *name, const void *ctx), const void *ctx,
                       Err *e) {
     (void)changed, (void)ctx;
-    if (pos_bias_n_params(m->pos))
+    if (pos_param_count(m->pos))
         return err_set(e, "--pos %s learns its bias, and a score-map kernel declares no parameters of its own",
                        pos_name(m->pos)),
                err_hint(e, "use --pos alibi or sandwich for a fixed score bias");

@@ -5,7 +5,7 @@
  *   dV = P^T dO,  dP = dO V^T,  dS = f'(S) dP,  dQ = s dS K,  dK = s dS^T Q,
  * and the masks and biases the softmax kernel has: causal, window, bca, logn
  * (layers/attention/softmax.c gives the rules) and the fixed score biases of
- * layers/attention/bias.c (alibi, sandwich). A pointwise variant on it is a
+ * the position schemes' bias hooks (alibi.c, sandwich.c). A pointwise variant on it is a
  * kernel of about 20 lines (docs/attention.md). */
 #ifndef ATTNLAB_SCOREMAP_H
 #define ATTNLAB_SCOREMAP_H

@@ -8,7 +8,7 @@
  * would swamp them and slow training badly (x-transformers scales its
  * sinusoidal embedding by d^-0.5 for the same reason). It has no parameters;
  * gradients flow through the addition to the tokens.
- * pos = sandwich (layers/attention/bias.c) uses the same frequencies. */
+ * pos = sandwich (layers/attention/sandwich.c) uses the same frequencies. */
 #include <math.h>
 
 #include "attention/positions.h"
@@ -24,7 +24,8 @@ void sinusoidal_table(float *pe, int T, int d) {
         }
 }
 
-Tensor *sinusoidal_add(Tensor *x) {
+/* x [B, T, d] + the table / sqrt(d), gradients passing to x. */
+static Tensor *sinusoidal_add(Tensor *x) {
     int T = x->shape[x->ndim - 2], d = x->shape[x->ndim - 1];
     Tensor *pe = tensor_2d(T, d); /* from the arena, no gradient */
     sinusoidal_table(pe->data, T, d);
@@ -32,3 +33,9 @@ Tensor *sinusoidal_add(Tensor *x) {
     for (long i = 0; i < pe->n; i++) pe->data[i] *= s;
     return op_add(x, pe);
 }
+
+const PosScheme pos_scheme_sinusoidal = {
+    .name = "sinusoidal",
+    .help = "the fixed sin/cos table added to the embeddings",
+    .embed = sinusoidal_add,
+};

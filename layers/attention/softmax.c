@@ -5,7 +5,7 @@
  * attention with masks and score biases), or, under talking_heads = pre,
  * post or both, Talking-Heads attention (Shazeer et al. 2020; talking.c).
  * The kernel's own parameters are either KERPLE's score-bias parameters
- * (pos = kerple_*, layers/attention/bias.c) or the talking-heads matrices
+ * (a position scheme's learned bias: kerple_*, layers/attention/kerple.c) or the talking-heads matrices
  * (talking.c); config_validate refuses both at once. */
 #include <math.h>
 #include <stddef.h>
@@ -29,14 +29,14 @@ static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return talking(c) ? attn_talking_probs(c, q, k) : attn_softmax_plain_probs(c, q, k);
 }
 
-/* KERPLE's [H] parameters (pos = kerple_*) as params[0], params[1]; or the
+/* The position scheme's learned [H] parameters (pos = kerple_*); or the
  * talking-heads matrices. */
 static void attn_softmax_declare(ParamSet *p, const char *prefix, int layer, const ModelConfig *c, Tensor **params) {
     int talking_heads = softmax_opts(c)->talking_heads;
     (void)layer;
-    if (pos_bias_n_params(c->pos)) {
-        if (talking_heads != TALKING_NONE) DIE("talking_heads with pos %d (config_validate refuses it)", c->pos);
-        pos_bias_declare(p, prefix, c->pos, c->heads, params);
+    if (pos_param_count(c->pos)) {
+        if (talking_heads != TALKING_NONE) DIE("talking_heads with pos=%s (config_validate refuses it)", pos_name(c->pos));
+        pos_params_declare(p, prefix, c->pos, c->heads, params);
     } else {
         talking_declare(p, prefix, talking_heads, c->heads, params);
     }
@@ -44,8 +44,8 @@ static void attn_softmax_declare(ParamSet *p, const char *prefix, int layer, con
 
 static void attn_softmax_init(Tensor **params, int layer, const ModelConfig *c, Rng *rng) {
     (void)layer;
-    if (pos_bias_n_params(c->pos))
-        pos_bias_init(c->pos, params[0], params[1], rng);
+    if (pos_param_count(c->pos))
+        pos_scheme(c->pos)->param_init(params, rng);
     else
         talking_init(params);
 }
@@ -69,7 +69,7 @@ static int softmax_validate(const ModelConfig *m, bool (*changed)(const char *na
     const SoftmaxOpts *o = softmax_opts(m);
     (void)changed, (void)ctx;
     if (o->talking_heads == TALKING_NONE) return 0;
-    if (pos_has_bias(m->pos))
+    if (pos_scheme(m->pos)->bias)
         return err_set(e, "--pos %s: score biases are added in the plain softmax kernel, and talking_heads=%s mixes whole score matrices",
                        pos_name(m->pos), talking_names[o->talking_heads]),
                err_hint(e, "use --pos rope, sinusoidal or learned with talking heads");

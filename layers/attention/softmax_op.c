@@ -1,7 +1,7 @@
 /* softmax_op.c: the softmax kernel's plain op, attn_softmax: scaled
  * dot-product attention (Vaswani et al. 2017) with the positions that act on
  * the scores (sliding windows, XPOS's blockwise causal attention, log-n
- * scaling and the score biases of layers/attention/bias.c), as one fused op
+ * scaling and the position schemes' score biases, PosScheme.bias), as one fused op
  * with a hand-written backward. The kernel (softmax.c) runs it unless
  * talking_heads is set (talking.c).
  *
@@ -41,7 +41,7 @@
  *   z_ij = lambda_i s q_i . k_j + b_h(i - j),
  * lambda_i = max(1, log n_i / log context) under logn (else 1): log-n scaling
  * multiplies the dot-product logits only; the position bias b_h of
- * layers/attention/bias.c (0 without one) is added unscaled after it.
+ * its position scheme (PosScheme.bias; 0 without one) is added unscaled after it.
  *
  * Queries run in blocks of SoftmaxOpts.query_block rows (64 unless a test
  * sets it); a block [r0, r1) needs keys [lo_r0, hi_(r1-1)] (lo and hi never
@@ -101,18 +101,27 @@ static void block_probs(const AttnPlan *p, const AttnBlock *b, const float *q, c
     }
 }
 
+/* What the node's position scheme's bias hooks get: sizes, the config (in
+ * forward; NULL in backward, where the table is forward's) and the values
+ * of its learned parameters (the node's inputs from in[3]). */
+static PosBias node_pos_bias(const Node *n, int H, int T, int dk, bool forward) {
+    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
+    PosBias b = {.H = H, .T = T, .dk = dk, .cfg = forward ? a->cfg : NULL};
+    for (int i = 0; i < pos_param_count(a->pos); i++) b.params[i] = n->in[3 + i]->data;
+    return b;
+}
+
 /* The bias table [H, T] of the node's call into the saved buffer's head;
  * NULL without a bias. */
 static float *node_bias(const Node *n, int H, int T, int dk) {
-    const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    int pos = a->pos;
-    if (!pos_has_bias(pos)) return NULL;
-    const float *p0 = pos_bias_n_params(pos) ? n->in[3]->data : NULL, *p1 = p0 ? n->in[4]->data : NULL;
-    pos_bias_table(pos, H, T, dk, a->sandwich_lambda, p0, p1, n->saved);
+    const PosScheme *s = pos_scheme(NODE_ATTRS(n, SoftmaxAttrs)->pos);
+    if (!s->bias) return NULL;
+    PosBias b = node_pos_bias(n, H, T, dk, true);
+    s->bias(&b, n->saved);
     return n->saved;
 }
 
-static long bias_floats(int pos, int H, int T) { return pos_has_bias(pos) ? (long)H * T : 0; }
+static long bias_floats(int pos, int H, int T) { return pos_scheme(pos)->bias ? (long)H * T : 0; }
 
 static void attn_softmax_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
@@ -144,14 +153,15 @@ static void attn_softmax_backward(Node *n) {
     Tensor *q = n->in[0], *k = n->in[1];
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     const SoftmaxAttrs *a = NODE_ATTRS(n, SoftmaxAttrs);
-    int pos = a->pos;
+    const PosScheme *scheme = pos_scheme(a->pos);
+    int n_params = pos_param_count(a->pos);
     bool causal = a->causal;
     AttnPlan p = plan_make(n, T);
     AttnGrad ag = attn_grad_of(n, a->scale);
-    float *stats = n->saved + bias_floats(pos, H, T);
-    const float *bias = pos_has_bias(pos) ? n->saved : NULL; /* forward's bias table */
-    Tensor *p0 = pos_bias_n_params(pos) ? n->in[3] : NULL, *p1 = p0 ? n->in[4] : NULL;
-    bool d_bias = p0 && (p0->requires_grad || p1->requires_grad);
+    float *stats = n->saved + bias_floats(a->pos, H, T);
+    const float *bias = scheme->bias ? n->saved : NULL; /* forward's bias table */
+    bool d_bias = false;
+    for (int i = 0; i < n_params; i++) d_bias |= n->in[3 + i]->requires_grad;
     /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
     float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
@@ -186,8 +196,10 @@ static void attn_softmax_backward(Node *n) {
     double *gsum = arena_calloc(engine_arena(), (size_t)H * T * sizeof(double));
     for (int bh = 0; bh < BH; bh++)
         for (int d = 0; d < T; d++) gsum[(long)(bh % H) * T + d] += g[(long)bh * T + d];
-    pos_bias_param_grads(pos, H, T, p0->data, p1->data, gsum, p0->requires_grad ? tensor_grad(p0) : NULL,
-                         p1->requires_grad ? tensor_grad(p1) : NULL);
+    PosBias b = node_pos_bias(n, H, T, dk, false);
+    float *dp[POS_MAX_PARAMS] = {NULL};
+    for (int i = 0; i < n_params; i++) dp[i] = n->in[3 + i]->requires_grad ? tensor_grad(n->in[3 + i]) : NULL;
+    scheme->param_grads(&b, gsum, dp);
 }
 
 OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward};
@@ -201,21 +213,19 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
     n->in[1] = k;
     n->in[2] = v;
     int H = q->shape[1];
-    if (pos_bias_n_params(c->cfg->pos)) {
-        for (int i = 0; i < 2; i++) {
-            Tensor *w = c->params[i];
-            if (!w) DIE("%s: pos %d without its parameters in AttnCall.params", attn_softmax_op.name, c->cfg->pos);
-            SHAPE_CHECK(w->ndim == 1 && w->shape[0] == H, attn_softmax_op.name,
-                        "a position parameter must be [H] for q [B, H, T, d]", w, q);
-            n->in[n->n_in++] = w;
-        }
+    for (int i = 0; i < pos_param_count(c->cfg->pos); i++) {
+        Tensor *w = c->params[i];
+        if (!w) DIE("%s: pos=%s without its parameters in AttnCall.params", attn_softmax_op.name, pos_name(c->cfg->pos));
+        SHAPE_CHECK(w->ndim == 1 && w->shape[0] == H, attn_softmax_op.name,
+                    "a position parameter must be [H] for q [B, H, T, d]", w, q);
+        n->in[n->n_in++] = w;
     }
     bool causal = c->causal;
     int qb = ((const SoftmaxOpts *)c->opts)->query_block;
     *NODE_ATTRS(n, SoftmaxAttrs) = (SoftmaxAttrs){
         .scale = c->scale,
-        .sandwich_lambda = c->cfg->sandwich_lambda,
         .pos = c->cfg->pos,
+        .cfg = c->cfg,
         .causal = causal,
         .window = c->cfg->window,
         .bca = causal && c->cfg->bca,

@@ -93,8 +93,9 @@ void attn_grad_qk(const AttnGrad *g, long bh, int r0, int R, int k0, int w, cons
  * tests/test_attn_positions.c can break the window). */
 typedef struct {
     float scale;
-    float sandwich_lambda;
-    int pos;     /* PosKind: the score bias, if any */
+    int pos;                /* the position scheme: its bias, if any */
+    const ModelConfig *cfg; /* the call's, for the bias table: read by forward only (the
+                               caller's config need not outlive the call) */
     bool causal;
     int window;  /* 0: all keys (always 0 when bidirectional) */
     bool bca;    /* only when causal */

@@ -66,7 +66,7 @@ static void load_checkpoint(const uint8_t *data, size_t size) {
     if (model_param_count(&info.cfg.model) <= FUZZ_MAX_PARAMS) {
         Model m;
         model_init(&m, &info.cfg.model);
-        if (checkpoint_load(&st, &m, info.has_optim, &e) != 0) one_line(&e);
+        if (checkpoint_load(&st, &m, optimizer_at(info.cfg.train.optimizer), info.has_optim, &e) != 0) one_line(&e);
         model_free(&m);
     }
     st_close(&st);

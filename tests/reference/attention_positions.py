@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """attention_positions.py: PyTorch reference for positions inside the plain softmax kernel
-(layers/attention/softmax_op.c, layers/attention/bias.c): sliding windows, XPOS's blockwise causal
+(layers/attention/softmax_op.c, the schemes' bias hooks): sliding windows, XPOS's blockwise causal
 attention (bca), log-n scaling and the ALiBi, KERPLE (power, log) and Sandwich score biases.
 
 With s = 1/sqrt(key_size), query i, key j, head h and delta = i - j (causal) or |i - j|:

@@ -183,6 +183,8 @@ class Attention(nn.Module):
         d = delta.abs().double()
         if pos == "alibi":
             return -torch.tensor(alibi_slopes(h), dtype=torch.float64).reshape(h, 1, 1) * d
+        if pos == "alibi_log":  # ALiBi's slopes on log(1 + |i - j|)
+            return -torch.tensor(alibi_slopes(h), dtype=torch.float64).reshape(h, 1, 1) * torch.log1p(d)
         if pos == "kerple_power":
             a = self.kerple_a.clamp(min=0.01).reshape(h, 1, 1)
             p = self.kerple_p.clamp(0.01, 2).reshape(h, 1, 1)
@@ -313,7 +315,8 @@ def random_weights(model, gen):
     return weights
 
 
-def run_config(k, cfg, gen, out):
+def run_config(k, cfg, gen, out, pre=None):
+    """Runs cfg and puts its tensors into out under pre (default "cfg<k>/")."""
     model = GPT(cfg)
     weights = random_weights(model, gen)
     model.load_state_dict(weights)  # strict: the names and shapes are the module's
@@ -338,10 +341,10 @@ def run_config(k, cfg, gen, out):
                             lr=LR, betas=BETAS, eps=EPS, foreach=False)
     grads = {name: p.grad.detach().clone() for name, p in params.items()}
     norm = torch.nn.utils.clip_grad_norm_(list(params.values()), MAX_NORM)
-    assert norm.item() > MAX_NORM, f"cfg{k}: gradient norm {norm.item()} does not exercise clipping"
+    assert norm.item() > MAX_NORM, f"{pre or k}: gradient norm {norm.item()} does not exercise clipping"
     opt.step()
 
-    pre = f"cfg{k}/"
+    pre = pre or f"cfg{k}/"
     for name, w in weights.items():
         out[pre + "param/" + name] = w
     out[pre + "ids"] = ids.float()
@@ -353,7 +356,7 @@ def run_config(k, cfg, gen, out):
     out[pre + "grad_norm"] = norm.detach().reshape(1)
     for name, p in params.items():
         out[pre + "step/" + name] = p.detach()
-    print(f"cfg{k}: {sum(w.numel() for w in weights.values())} parameters, loss {loss.item():.6f}, "
+    print(f"{pre or f'cfg{k}/'}: {sum(w.numel() for w in weights.values())} parameters, loss {loss.item():.6f}, "
           f"gradient norm {norm.item():.4f}")
 
 

@@ -1,4 +1,6 @@
-/* option.h: a row of the one option table (experiments/run/options.c).
+/* option.h: a row of the one option table (experiments/run/options.c), in core
+ * so that every folder that owns options (layers/ for kernels and position
+ * schemes, optim/ for optimizers) can declare its rows.
  *
  * The table is the rows experiments/run/options.c declares, with the rows each
  * attention kernel declares for the options only it reads
