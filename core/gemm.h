@@ -47,7 +47,9 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
  *   colsum   colsum[j] += v, row by row in row order (a bias's gradient as
  *            the column sums of the tile);
  *   out16    v is written there in bf16 (round to nearest even) and not to
- *            C (C may be NULL): the value the next product reads.
+ *            C: the value the next product reads. C may then be NULL
+ *            when K takes one block of gemm's kernel (GEMM_SMALL_KC), and is
+ *            scratch otherwise (it holds partial sums).
  * pre16, slope16 and out16 are [M, N] with row strides ld_pre, ld_slope,
  * ld_out. NULL/false fields do nothing. */
 typedef struct {

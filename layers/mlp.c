@@ -36,6 +36,7 @@
  * biases' gradients add the passes' products in row order, so the result
  * does not depend on the thread count. */
 long mlp_scratch_floats = 1L << 22;
+bool mlp_keep_h32;
 
 static long pass_rows(long M, long hid) {
     long r = mlp_scratch_floats / hid;
@@ -166,7 +167,7 @@ Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2) {
     n->n_in = 5;
     n->in[0] = x, n->in[1] = w1, n->in[2] = b1, n->in[3] = w2, n->in[4] = b2;
     /* h in bf16 when the products are bf16 (on any route: gemm_ex gives the same bits) */
-    bool h16 = gemm_precision() == PRECISION_BF16;
+    bool h16 = gemm_precision() == PRECISION_BF16 && !mlp_keep_h32;
     NODE_ATTRS(n, MlpAttrs)->h16 = h16;
     n->saved_n = h16 ? halves((x->n / d) * hid) : (x->n / d) * hid;
     n->saved = tensor_scratch(n->saved_n);
