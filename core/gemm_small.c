@@ -225,6 +225,14 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
                              float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
     __m512 acc[MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    /* C's lines on their way while the sums run: read back when beta is not
+     * 0, written in any case (a product's C is seldom in cache: a step's
+     * dX and dW tiles were last touched a whole product ago) */
+    if (C && Kp >= 16)
+        for (int r = 0; r < mr; r++) {
+            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
+            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
+        }
     for (int p = 0; p < Kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (long)p * w), b1 = (__m512bh)_mm512_loadu_si512(b + (long)p * w + 16);
 #pragma GCC unroll 8
