@@ -9,13 +9,16 @@ CC ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS_DIR := /usr/lib/$(MULTIARCH)/openblas-openmp
 PKG_CONFIG := PKG_CONFIG_PATH=$(BLAS_DIR)/pkgconfig$${PKG_CONFIG_PATH:+:$$PKG_CONFIG_PATH} pkg-config
-# Open MPI: data-parallel training and grids (experiments/dist.h).
+# Open MPI: data-parallel training and grids (experiments/run/dist.h).
 PKGS := openblas libcjson stb plplot ompi-c
 TEST_PKGS := check
 
 NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
 WARN := -Wall -Wextra -Werror
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments
+# experiments/ in rooms, one concern each (the first line of each header says
+# its contract); a room includes from the rooms before it in this list alone.
+EXP_ROOMS := run outputs training analysis bench
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -fopenmp -I. -Icore -Ilayers -Ioptim -Idata -Iexperiments $(EXP_ROOMS:%=-Iexperiments/%)
 OPT := -O2 $(NATIVE)
 # float-cast-overflow is not part of GCC's -fsanitize=undefined: it catches a
 # NaN or an out-of-range float converted to an integer.
@@ -95,22 +98,22 @@ run-tests-asan: $(BUILD)/test_all $(COMMANDS:%=$(BUILD)/bin/%)
 	    ./$(BUILD)/test_all
 
 # Where a run ran names the commit it was built from, and whether tracked
-# files differed from it (experiments/provenance.c): the stamp changes with
+# files differed from it (experiments/run/provenance.c): the stamp changes with
 # either, so that object is rebuilt then and only then.
 GIT_COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 GIT_DIRTY := $(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 1 || echo 0)
 COMMIT_STAMP := $(BUILD)/commit.stamp
 $(shell mkdir -p $(BUILD) && (echo "$(GIT_COMMIT) $(GIT_DIRTY)" | cmp -s - $(COMMIT_STAMP) || \
 	echo "$(GIT_COMMIT) $(GIT_DIRTY)" >$(COMMIT_STAMP)))
-$(BUILD)/experiments/provenance.o: $(COMMIT_STAMP)
-$(BUILD)/experiments/provenance.o: OBJ_CFLAGS = -DATTNLAB_COMMIT='"$(GIT_COMMIT)"' -DATTNLAB_DIRTY=$(GIT_DIRTY)
+$(BUILD)/experiments/run/provenance.o: $(COMMIT_STAMP)
+$(BUILD)/experiments/run/provenance.o: OBJ_CFLAGS = -DATTNLAB_COMMIT='"$(GIT_COMMIT)"' -DATTNLAB_DIRTY=$(GIT_DIRTY)
 
 # `make V=1` shows the full compiler command lines.
 Q := $(if $(V),,@)
 
-# The pages' script and style (experiments/page.h) are built into the
+# The pages' script and style (experiments/outputs/page.h) are built into the
 # commands by the assembler's .incbin, which -MMD does not see.
-$(BUILD)/experiments/page_assets.o: experiments/page/page.js experiments/page/page.css
+$(BUILD)/experiments/outputs/page_assets.o: experiments/outputs/page/page.js experiments/outputs/page/page.css
 
 # -MMD -MP: each object gets a .d file beside it naming the headers it
 # includes (read at the end of this file), so that a header change rebuilds
@@ -125,12 +128,13 @@ CORE_OBJ = $(call objs,$(CORE_SRC))
 DATA_OBJ = $(call objs,$(wildcard data/*.c))
 OPTIM_OBJ = $(call objs,$(wildcard optim/*.c))
 LAYERS_OBJ = $(call objs,$(wildcard layers/*.c layers/attention/*.c))
-# experiments/: one main per command; bench's parts (bench_*.c: the
-# benchmarks and the PyTorch drivers), linked into ./bench alone; and what the
-# commands share: every other file there, so a new one needs no edit here.
-COMMAND_SRC := $(COMMANDS:%=experiments/%.c)
-BENCH_SRC := $(wildcard experiments/bench_*.c)
-EXP_LIB_OBJ = $(call objs,$(filter-out $(COMMAND_SRC) $(BENCH_SRC),$(wildcard experiments/*.c)))
+# experiments/: the commands' mains in commands/, one each; what the commands
+# share in the rooms of EXP_ROOMS but bench/ (and any file still at the top of
+# experiments/), so a new file there needs no edit here; bench/, ./bench's
+# parts and its PyTorch drivers, linked into ./bench alone.
+COMMAND_SRC := $(COMMANDS:%=experiments/commands/%.c)
+BENCH_SRC := $(wildcard experiments/bench/*.c)
+EXP_LIB_OBJ = $(call objs,$(wildcard experiments/*.c $(patsubst %,experiments/%/*.c,$(filter-out bench,$(EXP_ROOMS)))))
 LIB_OBJ = $(CORE_OBJ) $(LAYERS_OBJ) $(DATA_OBJ) $(OPTIM_OBJ) $(EXP_LIB_OBJ)
 # What a command links beyond LIB_OBJ and its main: <command>_OBJ.
 bench_OBJ = $(call objs,$(BENCH_SRC))
@@ -140,11 +144,11 @@ $(BUILD)/test_all: $(LIB_OBJ) $(bench_OBJ) $(call objs,$(TEST_SRC))
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(TEST_WRAP) $(TEST_LIBS) $(DEP_LIBS)
 
 .SECONDEXPANSION:
-$(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/%.o $$($$*_OBJ)
+$(COMMANDS): %: $(LIB_OBJ) $(BUILD)/experiments/commands/%.o $$($$*_OBJ)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
 
-$(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/%.o $$($$*_OBJ)
+$(COMMANDS:%=$(BUILD)/bin/%): $(BUILD)/bin/%: $(LIB_OBJ) $(BUILD)/experiments/commands/%.o $$($$*_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(BASE_CFLAGS) $(FLAVOUR_CFLAGS) $^ -o $@ $(DEP_LIBS)
@@ -228,4 +232,4 @@ clean:
 include experiments/recipes.mk
 
 # The headers each object includes, as -MMD wrote them (none before the first build).
--include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c))
+-include $(patsubst %.c,$(BUILD)/%.d,$(wildcard */*.c layers/attention/*.c experiments/*/*.c))

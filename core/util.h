@@ -4,7 +4,7 @@
  *  - user errors (bad file, bad option): the function fills an Err and returns -1;
  *    the command prints "error: <what>: <why>" once and exits non-zero.
  *  - running out of memory: the commands check what a model needs before
- *    allocating it (experiments/memory.h); an allocation that fails all the
+ *    allocating it (experiments/run/memory.h); an allocation that fails all the
  *    same prints one error line and exits 1 (die_oom), never aborts.
  *  - programming errors (shape mismatch): print where and abort. */
 #ifndef ATTNLAB_UTIL_H

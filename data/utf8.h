@@ -16,7 +16,7 @@
  * C0, C1 and F5..FF never occur; 80..BF never starts a character. At a
  * character boundary the next byte may be any first byte of the table;
  * inside a character, only the one range its column gives. The sampler
- * (experiments/generate.h) uses this to keep generated text valid, and to
+ * (experiments/training/generate.h) uses this to keep generated text valid, and to
  * tell where a character ends. */
 #ifndef ATTNLAB_UTF8_H
 #define ATTNLAB_UTF8_H

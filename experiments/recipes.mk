@@ -14,7 +14,8 @@ grid_pack = sh scripts/results.sh pack $(1)
 .PHONY: demo ablate-demo cosformer-seeds-demo cosformer-long-demo lowrank-demo talking-heads-demo \
 	linformer-k-demo linformer-demo linformer-long-demo linformer-nk-demo spectrum-seeds-demo spectrum-init-demo \
 	extrapolate-demo extrapolate-seeds-demo extrapolate-mlm-demo precision-demo \
-	linformer-learned-demo talking-heads-8-16-demo code-corpus-demo cosformer-pairs-demo precision-kernel-demo
+	linformer-learned-demo talking-heads-8-16-demo code-corpus-demo cosformer-pairs-demo precision-kernel-demo \
+	ladder-demo ladder-tables seeds-added-demo
 
 # Trains on the default corpus with the default options (a few minutes on 2
 # cores), then prints the validation bpb, a sample and where the loss plot is.
@@ -328,3 +329,49 @@ linformer-learned-demo: deps
 	./ablate linformer_proj=linear/mean --pos learned --seed 1338 $(LF_LEARNED_OPTS) \
 	    --out results/linformer-learned-seed2 data/brown.txt
 	$(call grid_pack,results/linformer-learned-seed2)
+
+# The compute ladder (EXPERIMENTS.md, "Across scale"): the disputed claims at three
+# budgets, s0, s1 (about 3x s0's training FLOPs) and s2 (about 8x), under the seed plan
+# 3,6,12 fixed in scripts/ladder.sh, which defines the rungs, the learning-rate sweeps and
+# the grids, and runs them (mpirun -np 2, one run per core, bf16 products). Days of runs:
+# each grid resumes where it stopped and is packed into results/ as it finishes. Run it
+# from a checkout built at one fixed commit (`git worktree add`), so that later commits
+# cannot split a grid's pairs; OPENBLAS_CORETYPE=Haswell pins the kernel of the sums
+# OpenBLAS still makes (the bias gradients), on every CPU the project meets.
+ladder-demo: deps
+	@$(MAKE) --no-print-directory build-all data
+	for g in results/ladder-*; do [ ! -f $$g/runs.tar.xz ] || sh scripts/results.sh unpack $$g; done
+	OPENBLAS_CORETYPE=Haswell sh scripts/ladder.sh results data/brown.txt
+	$(MAKE) --no-print-directory ladder-tables
+
+# Each claim across the rungs that have run: ./ablate --ladder's tables, plot and page
+# into results/ladder-<claim>/, under the seed plan (tests/results_layout.sh runs the
+# command at the end of its ladder.md again and compares ladder.csv).
+LADDER_PLAN = --plan 3,6,12
+ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/runs.tar.xz),results/ladder-$(1)-$(r)))"; \
+	if [ $$(echo $$g | wc -w) -ge 2 ]; then \
+	    for x in $$g; do sh scripts/results.sh unpack $$x; done; \
+	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder-$(1); \
+	else echo "ladder $(1): fewer than two rungs have run"; fi
+ladder-tables: build-all
+	$(call ladder_of,cos,--expect "reweight=cos < reweight=none")
+	$(call ladder_of,linformer,--expect "linformer_k=128 < linformer_k=64" --expect "baseline < linformer_k=64" \
+	    --expect "baseline < linformer_k=128")
+	$(call ladder_of,th,--expect "heads=4,talking_heads=both < heads=4,talking_heads=none" \
+	    --expect "heads=16,talking_heads=both < heads=16,talking_heads=none" \
+	    --expect "heads=4,talking_heads=none < heads=16,talking_heads=none")
+
+# The verdicts of EXPERIMENTS.md that were reached by adding seeds to a grid (3 -> 5, 3 ->
+# 7, 3 -> 11 pairs) recomputed as a two-look plan, at the first 3 pairs and at all of
+# them, each look's interval at 97.5% (./ablate --plan): nothing is trained.
+seeds-added-demo: build-all
+	PLAN=3,5 sh scripts/results.sh paired results/precision/precision-fp32 results/precision/precision-bf16
+	PLAN=3,5 sh scripts/results.sh paired results/code-linear/phi-leakyrelu results/code-linear/phi-relu
+	PLAN=3,5 sh scripts/results.sh paired results/code-linear/phi-relu results/code-linear/baseline_attn-softmax
+	PLAN=3,11 sh scripts/results.sh paired results/cosformer-pairs/reweight-none results/cosformer-pairs/reweight-cos
+	for h in 8 16; do PLAN=3,7 sh scripts/results.sh paired results/talking-heads-8-16/heads-$${h}_talking_heads-none \
+	    results/talking-heads-8-16/heads-$${h}_talking_heads-both; done
+	PLAN=3,7 sh scripts/results.sh paired results/talking-heads-8-16/heads-8_talking_heads-none \
+	    results/talking-heads-8-16/heads-16_talking_heads-none
+	PLAN=3,7 sh scripts/results.sh paired results/talking-heads-8-16/heads-8_talking_heads-both \
+	    results/talking-heads-8-16/heads-16_talking_heads-both

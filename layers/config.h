@@ -1,4 +1,4 @@
-/* config.h: what a model is made of. The option table (experiments/options.c)
+/* config.h: what a model is made of. The option table (experiments/run/options.c)
  * fills this struct from the command line and from checkpoints; layers only
  * read it. */
 #ifndef ATTNLAB_CONFIG_H

@@ -34,7 +34,7 @@ typedef struct {
 
 /* The declaring half of model_init: every parameter by name and shape
  * (m->params.total counts them), m's fields pointing at them, and nothing
- * large allocated; such a model is only counted (experiments/memory.c), then
+ * large allocated; such a model is only counted (experiments/run/memory.c), then
  * freed with model_free. */
 void model_declare(Model *m, const ModelConfig *c);
 /* Declares and allocates every parameter (zeroed). */

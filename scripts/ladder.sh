@@ -20,18 +20,20 @@
 # the tables) into DIR/<grid>/ once it is packed, so a session's finished grids can be
 # committed as they finish.
 #
-# The rungs (FLOPs per run: ./ablate's tables give them, 3 x the forward's multiply-adds
-# x 2 per token, the score matrix counted whole):
+# The rungs (FLOPs per run: ./ablate --ladder's tables give them, 3 x the forward's
+# multiply-adds x 2 per token, the score matrix counted whole; at context 128 and 512):
 #   s0  2 layers, d_model 128, 2,500 steps  (0.43M parameters,  5.1M tokens at context 128)
-#   s1  4 layers, d_model 128, 4,000 steps  (0.82M parameters,  8.2M tokens), 3.1x s0
-#   s2  4 layers, d_model 192, 5,000 steps  (1.82M parameters, 10.2M tokens), 8.4x s0
+#   s1  4 layers, d_model 128, 4,000 steps  (0.82M parameters,  8.2M tokens), 3.1x s0 at both
+#   s2  4 layers, d_model 192, 5,500 steps  (1.82M parameters, 11.3M tokens), 9.2x s0 at 128,
+#       8.3x at 512 (where the score matrix weighs more)
 # grow both the model and the tokens (the papers' regime is both larger). Every run has 4
 # heads (talking heads: 4 and 16), batch 16, one thread, and bf16 products (both arms
 # alike; EXPERIMENTS.md §8 finds bf16 moves the demo model's bpb by less than 0.01).
 #
 # The learning rate of each rung comes from its sweep, not from s0: the softmax causal
 # baseline at context 128, one seed, lr 0.0005, 0.001, 0.002, 0.004 (min_lr lr / 20, as
-# the default's); the lowest final val bpb wins, and every claim's grid at that rung
+# the default's), extended by a factor of 2 beyond an end while the best is at that end
+# (at most twice); the lowest final val bpb wins, and every claim's grid at that rung
 # uses it. The seeds follow the plan fixed in SEED_PLAN below before any claim ran: a
 # group-sequential plan with looks at 3, 6 and 12 seed pairs, each look's interval at
 # 95/3 = 98.3% so that all three together keep 95% (./ablate --plan). This script runs
@@ -51,7 +53,7 @@ LOOK=${LOOK:-3}
 
 RUNG_s0="--layers 2 --d_model 128 --steps 2500 --warmup 100"
 RUNG_s1="--layers 4 --d_model 128 --steps 4000 --warmup 160"
-RUNG_s2="--layers 4 --d_model 192 --steps 5000 --warmup 200"
+RUNG_s2="--layers 4 --d_model 192 --steps 5500 --warmup 220"
 COMMON="--heads 4 --batch 16 --threads 1 --sample_length 0 --precision bf16"
 LRS="0.0005:0.000025/0.001:0.00005/0.002:0.0001/0.004:0.0002"
 
@@ -90,10 +92,28 @@ lr_opts() {
     echo "--lr ${lr%%:*} --min_lr ${lr##*:}"
 }
 
+# lr:min_lr times x, as the axis writes it (%g).
+scale_lr() { echo "$1" | awk -F: -v x="$2" '{ printf "%g:%g\n", $1 * x, $2 * x }'; }
+
+# The sweep; while the best value is at an end of it, one more value beyond that end
+# (twice or half the last, at most twice), so that the value chosen is a minimum.
 sweep() {
     g=ladder-lr-$1
-    # shellcheck disable=SC2086
-    $ABLATE lr:min_lr=$LRS --no-baseline $(rung_opts "$1") $COMMON --context 128 --out "$OUT/$g" "$CORPUS"
+    lrs=$LRS
+    for extend in 0 1 2; do
+        # shellcheck disable=SC2086
+        $ABLATE lr:min_lr=$lrs --no-baseline $(rung_opts "$1") $COMMON --context 128 --out "$OUT/$g" "$CORPUS"
+        best=$(rung_lr "$1")
+        [ "$extend" -lt 2 ] || break
+        if [ "$best" = "$(scale_lr "${lrs##*/}" 1)" ]; then
+            lrs="$lrs/$(scale_lr "$best" 2)"
+        elif [ "$best" = "$(scale_lr "${lrs%%/*}" 1)" ]; then
+            lrs="$(scale_lr "$best" 0.5)/$lrs"
+        else
+            break
+        fi
+        echo "ladder: $g: the best lr ($best) is at an end of the sweep; adding ${lrs##*/} or ${lrs%%/*}"
+    done
     keep "$g"
 }
 

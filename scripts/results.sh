@@ -13,7 +13,8 @@
 #                                             named by fewer axes in DST)
 #        sh scripts/results.sh paired GRID/POINT_A GRID/POINT_B [X]
 #                                             B - A over the seeds they share, by the verdict
-#                                             rule of EXPERIMENTS.md
+#                                             rule of EXPERIMENTS.md (PLAN=3,6,12 in the
+#                                             environment: under that seed plan, --plan)
 #        sh scripts/results.sh spectrum-paired GRID/POINT_A GRID/POINT_B [X [K]]
 #                                             per layer B - A of c(T/4) and k 90% of their
 #                                             spectrum.csv, over the seeds they share
@@ -256,8 +257,8 @@ paired() {
     work=$(mktemp -d)
     a=$(arm_folder "$1")
     b=$(arm_folder "$2")
-    # the output names the arms as given, not the extracted copies
-    "$ablate" --paired "$a" "$b" --within "$x" >"$work/out" || exit 1
+    # the output names the arms as given, not the extracted copies; PLAN=3,6,12 the seed plan
+    "$ablate" --paired "$a" "$b" --within "$x" ${PLAN:+--plan "$PLAN"} >"$work/out" || exit 1
     sed "s|^  A = .*|  A = $1|; s|^  B = .*|  B = $2|" "$work/out"
     rm -rf "$work"
     work=

@@ -235,12 +235,12 @@ fi
 if "$TRAIN" --help >"$T/out" 2>"$T/err"; then
     missing=""
     count=0
-    for opt in $(sed -n 's/^ *{\.name = "\([a-z_]*\)", \.type = OPT_.*/\1/p' experiments/options.c); do
+    for opt in $(sed -n 's/^ *{\.name = "\([a-z_]*\)", \.type = OPT_.*/\1/p' experiments/run/options.c); do
         count=$((count + 1))
         grep -q -- "--$opt " "$T/out" || missing="$missing --$opt"
     done
     if [ "$count" -lt 20 ]; then
-        fail "--help lists every option" "found only $count options in experiments/options.c"
+        fail "--help lists every option" "found only $count options in experiments/run/options.c"
     elif [ -n "$missing" ] || [ -s "$T/err" ]; then
         fail "--help lists every option" "missing:$missing"
     else

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli_args.sh: the command line every command shares (experiments/args.c).
+# tests/cli_args.sh: the command line every command shares (experiments/run/args.c).
 #
 # Run from the repository root after `make` (make check does both).
 #   - `--key=value` is `--key value`, for the option table's options and for

@@ -65,7 +65,7 @@ expect "FIFO checkpoint: extrapolate" 1 "not a regular file" \
 expect "FIFO checkpoint: train --resume" 1 "not a regular file" timeout -k 5 30 ./train --resume "$T/fiforun" --steps 40
 expect "FIFO checkpoint: sample" 1 "not a regular file" timeout -k 5 30 ./sample "$T/fifo.safetensors"
 # a checkpoint path longer than any the commands keep: refused as such by
-# the one opener (experiments/open.c), never cut short and opened
+# the one opener (experiments/run/open.c), never cut short and opened
 LONG="$T/$(printf '%01200d' 0).safetensors"
 expect "a path too long: spectrum" 2 "path too long" ./spectrum "$LONG" "$T/small.txt"
 expect "a path too long: extrapolate" 2 "path too long" ./extrapolate "$LONG" "$T/small.txt" --lengths 32

@@ -1,4 +1,4 @@
-"""tests/pages_browser.py: the pages (experiments/page.h) opened in a real browser.
+"""tests/pages_browser.py: the pages (experiments/outputs/page.h) opened in a real browser.
 
 Debian's chromium, headless, driven by python3-selenium through chromium-driver, opens each
 page from file:// and checks what a reader would see:
@@ -128,7 +128,8 @@ def page_basics(c, d, name, path, chart=True):
 def cells(d, table_class, cols):
     return d.execute_script(
         "return Array.prototype.map.call(document.querySelectorAll('table.%s tbody tr'), function (r) {"
-        "return [%s]; });" % (table_class, ",".join("r.cells[%d].textContent" % k for k in cols)))
+        "return [%s]; });" % (table_class, ",".join(("r.cells[%d].textContent" % k) if k >= 0 else
+                                                   ("r.cells[r.cells.length - %d].textContent" % -k) for k in cols)))
 
 
 def grid_numbers(c, d, grid):
@@ -224,8 +225,16 @@ def main():
                 conf[:2] == [["layers", "1"], ["d_model", "32"]], "first rows %s" % conf[:2])
         c.check("run: the samples are shown", len(text_of(d, "#samples")) > 50, "no sample text")
         c.check("run: the spectrum's chart is on the page", "Spectrum" in text_of(d, "body"), "no spectrum section")
+        prov = cells(d, "provenance", [0, 1, 2])
+        c.check("run: where it ran (provenance.json's segment, from step 0, its products and threads)",
+                len(prov) == 1 and prov[0][0] == "0" and prov[0][1].startswith(("fp32: OpenBLAS ", "bf16: "))
+                and prov[0][2].isdigit(), "rows %s" % prov)
         page_basics(c, d, "grid", os.path.join(T, "grid/index.html"))
         grid_numbers(c, d, os.path.join(T, "grid"))
+        kernels = text_of(d, "ul.kernels")
+        labels = set(r[0] for r in cells(d, "runs", [-2]))
+        c.check("grid: the runs table names where each run ran, with the legend",
+                labels == {"K1"} and kernels.startswith("K1: ") and "thread" in kernels, "cells %s, legend %r" % (labels, kernels[:120]))
         links_resolve(c, d, "grid", T)
         page_basics(c, d, "report", os.path.join(T, "report.html"))
         links_resolve(c, d, "report", T)

@@ -127,15 +127,44 @@ check_grid() {
     return $bad
 }
 
+# A ladder folder (./ablate --ladder): its ladder.csv is what the command at the end of
+# its ladder.md makes again from the rungs' archives (unpacked into copies).
+check_ladder() {
+    l=${1%/}
+    cmd=$(sed -n 's/^command: //p' "$l/ladder.md" 2>/dev/null)
+    [ -n "$cmd" ] || { echo "results_layout: $l: ladder.md names no command"; return 1; }
+    rm -rf "$tmp/lad"
+    mkdir -p "$tmp/lad"
+    # the rungs: the words after --ladder up to the first option
+    set -- $(printf '%s\n' "$cmd" | sed 's/^\.\/ablate --ladder //; s/ --.*//')
+    for r in "$@"; do
+        [ -f "$r/runs.tar.xz" ] || { echo "results_layout: $l: rung $r has no runs.tar.xz"; return 1; }
+        mkdir -p "$tmp/lad/$r"
+        xz -dc "$r/runs.tar.xz" | tar -x -C "$tmp/lad/$r" -f - || return 1
+    done
+    root=$(pwd)
+    (cd "$tmp/lad" && eval "\"$root/ablate\" ${cmd#./ablate}" >/dev/null) ||
+        { echo "results_layout: $l: the command of its ladder.md failed"; return 1; }
+    out=$(printf '%s\n' "$cmd" | sed 's/.*--out //')
+    cmp -s "$tmp/lad/$out/ladder.csv" "$l/ladder.csv" ||
+        { echo "results_layout: $l: ladder.csv is not what its command makes from the archives"; return 1; }
+}
+
 status=0
 grids=0
+ladders=0
 for g in results/*/; do
+    if [ -f "$g/ladder.md" ]; then
+        ladders=$((ladders + 1))
+        check_ladder "$g" || status=1
+        continue
+    fi
     grids=$((grids + 1))
     check_grid "$g" || status=1
 done
 [ "$grids" -gt 0 ] || { echo "results_layout: no grid folders under results/"; exit 1; }
 [ "$status" -eq 0 ] || { echo "results_layout: FAILED"; exit 1; }
-echo "results_layout: $grids grids, each at most $MAX_FILES files, its archive reproducing its tables"
+echo "results_layout: $grids grids, each at most $MAX_FILES files, its archive reproducing its tables; $ladders ladders, each remade from its rungs' archives"
 
 # The checks above must be able to fail: each broken copy of one grid has to be caught.
 grid=results/lowrank-equal
@@ -174,6 +203,18 @@ rm "$tmp/g/runs.tar.xz"
 rm -r "$(ls -d "$tmp"/g/*_seed-* | head -1)"
 sh scripts/results.sh pack "$tmp/g" >/dev/null
 expect_caught "a run left out of the archive"
+# a ladder whose ladder.csv was edited, or whose command names a rung with no archive
+lad=$(ls -d results/*/ladder.md 2>/dev/null | head -1)
+if [ -n "$lad" ]; then
+    ldir=$(dirname "$lad")
+    rm -rf "$tmp/l" && cp -r "$ldir" "$tmp/l"
+    check_ladder "$tmp/l" >/dev/null || { echo "results_layout: a plain copy of $ldir fails"; exit 1; }
+    awk -F, 'NR == 2 { $9 = sprintf("%.6f", $9 + 0.001) } 1' OFS=, "$ldir/ladder.csv" >"$tmp/l/ladder.csv"
+    check_ladder "$tmp/l" >/dev/null && { echo "results_layout: not caught: an effect in ladder.csv changed"; exit 1; }
+    cp "$ldir/ladder.csv" "$tmp/l/ladder.csv"
+    sed 's|^command: ./ablate --ladder |command: ./ablate --ladder results/no-such-grid |' "$ldir/ladder.md" >"$tmp/l/ladder.md"
+    check_ladder "$tmp/l" >/dev/null && { echo "results_layout: not caught: a ladder rung without its archive"; exit 1; }
+fi
 echo "results_layout: a removed archive, changed numbers, a missing run and extra files are each caught"
 
 # paired (./ablate --paired, the code of the grids' paired columns and verdicts), on

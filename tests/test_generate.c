@@ -1,4 +1,4 @@
-/* test_generate.c: the sampler's rules (experiments/generate.h), on a small
+/* test_generate.c: the sampler's rules (experiments/training/generate.h), on a small
  * model fresh from its initialisation. Its next-byte distribution is close to
  * uniform over all 256 bytes, the hardest case for both rules: raw, most of
  * its text is not UTF-8, and about one character in four it starts is a
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "experiments/generate.h"
+#include "experiments/training/generate.h"
 #include "data/utf8.h"
 
 static Model model;

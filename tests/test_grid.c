@@ -1,5 +1,6 @@
-/* test_grid.c: ./ablate's grid (experiments/grid.h): its words, runs, run
+/* test_grid.c: ./ablate's grid (experiments/analysis/grid.h): its words, runs, run
  * folders and tables, without training. */
+#include <cJSON.h>
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,9 +10,13 @@
 #include <unistd.h>
 
 #include "grid_report.h"
+#include "ladder.h"
+#include "gemm.h"
 #include "memory.h"
+#include "provenance.h"
 #include "run.h"
 #include "stats.h"
+#include "test_util.h"
 
 /* Rows longer than any fixed share of a buffer: 32 prompts of 255 bytes by 3
  * learning rates. Every row is written whole, the last one included. */
@@ -45,17 +50,17 @@ START_TEST(test_tables_of_long_rows) {
     char *md, *csv;
     grid_tables(&g, runs, n, &md, &csv, NULL);
     int md_rows = 0, csv_rows = 0;
-    /* each row ends with the model's parameter count */
+    /* each row ends with the model's parameter count and its kernel (none recorded) */
     char tail[96];
     long params = model_param_count(&runs[0].cfg.model);
     ck_assert_int_gt(params, 1000);
-    snprintf(tail, sizeof tail, " | 7.2500 | - | - | 1000 | %ld |\n", params);
+    snprintf(tail, sizeof tail, " | 7.2500 | - | - | 1000 | %ld | - |\n", params);
     for (const char *p = md; (p = strstr(p, tail)); p++) md_rows++;
     for (const char *p = csv; (p = strchr(p, '\n')); p++) csv_rows++;
     ck_assert_int_eq(md_rows, 96);
     ck_assert_int_eq(csv_rows, 97);
     ck_assert_msg(strstr(md, "| 102.5000 |"), "the last row is missing");
-    snprintf(tail, sizeof tail, ",102.500000,7.250000,,,1000,done,%ld\n", params);
+    snprintf(tail, sizeof tail, ",102.500000,7.250000,,,1000,done,%ld,,\n", params);
     ck_assert_msg(strstr(csv, tail), "the last CSV row is missing");
     free(md);
     free(csv);
@@ -190,7 +195,8 @@ START_TEST(test_seeds) {
     ck_assert_msg(strstr(md, "| baseline attn=softmax | - | 3/3 | 3.3000 | 0.2000 |"), "%s", md);
     ck_assert_msg(strstr(summary, "point,phi,runs,mean,sd,low,high,minus_baseline,diff_low,diff_high,differs,"
                                   "welch_df,paired_against,pairs,apart,paired_diff,paired_low,paired_high,"
-                                  "paired_differs,resolvable,pairs_needed\n"),
+                                  "paired_differs,resolvable,pairs_needed,mixed_kernels,beyond_look,"
+                                  "interval_level\n"),
                   "%s", summary);
     ck_assert_msg(strstr(summary, "phi=relu,relu,3,3.100000,0.100000,"), "%s", summary);
     /* paired, relu - baseline: the baseline's seed 1339 (3.5) is on the causal
@@ -203,7 +209,8 @@ START_TEST(test_seeds) {
     ck_assert_msg(strstr(md, "| -0.2000 | [-0.6155, +0.2155] | no | -0.1500 | [-0.7853, +0.4853] | 2 (1 apart) | no | "
                              "0.7041 | 4 |"),
                   "%s", md);
-    ck_assert_msg(strstr(summary, ",2.9412,baseline attn=softmax,2,1,-0.150000,-0.785310,0.485310,no,0.704129,4\n"),
+    ck_assert_msg(strstr(summary, ",2.9412,baseline attn=softmax,2,1,-0.150000,-0.785310,0.485310,no,0.704129,4,0,0,"
+                                  "0.9500\n"),
                   "%s", summary);
     ck_assert_msg(strstr(md, "\n- baseline attn=softmax,seed=1339: ends above the plateau level\n"), "%s", md);
     ck_assert_msg(!strstr(md, "softmax,seed=1338: ends above"), "%s", md); /* 3.3 is not above 3.3 */
@@ -379,6 +386,185 @@ START_TEST(test_claims) {
 }
 END_TEST
 
+/* Where runs ran and the seed plan: a pair whose runs ran under different
+ * kernels is left out of the paired columns and verdicts unless
+ * mixed_kernels; a run that recorded none differs from nothing; under a plan
+ * the verdict uses the first pairs of the last look reached, at the plan's
+ * level. */
+START_TEST(test_kernels_and_plan) {
+    Grid g;
+    Err e;
+    grid_of(&g, 6, (const char *[]){"phi=relu/elu"}, 1);
+    ck_assert_int_eq(grid_expect(&g, "phi=relu < phi=elu", &e), 0);
+    GridRun *runs;
+    int n = grid_plan(&g, false, "out", &runs, &e);
+    ck_assert_int_eq(n, 12);
+    static const double noise[6] = {0.01, -0.02, 0.015, 0.0, -0.01, 0.02};
+    for (int i = 0; i < n; i++) {
+        double v = 2.0 + 0.1 * runs[i].point + (runs[i].point ? noise[runs[i].seed_index] : 0);
+        runs[i].result = (TrainResult){.status = TRAIN_DONE, .step = 10, .val_bpb = v, .best_val_bpb = v, .tok_s = 1};
+        snprintf(runs[i].kernel, sizeof runs[i].kernel, "bf16: kernel A; 1 thread");
+    }
+    /* elu's second seed ran elsewhere; relu's fifth recorded nothing */
+    snprintf(runs[6 + 1].kernel, sizeof runs[7].kernel, "fp32: kernel B; 1 thread");
+    runs[4].kernel[0] = '\0';
+    char *md, *csv, *summary;
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    ck_assert_msg(strstr(md, "5 pairs, 1 of mixed kernels left out)\n"), "%s", strstr(md, "verdict:"));
+    ck_assert_msg(strstr(md, "| 5 (1 mixed kernels) |"), "%s", md);
+    ck_assert_msg(strstr(md, "- K1: bf16: kernel A; 1 thread\n- K2: fp32: kernel B; 1 thread\n"), "%s", md);
+    ck_assert_msg(strstr(md, "| phi=elu,seed=1338 | elu |") && strstr(md, "| K2 |\n"), "%s", md);
+    ck_assert_msg(strstr(md, "- -: a run made before runs recorded where they ran"), "%s", md);
+    ck_assert_msg(strstr(csv, ",fp32: kernel B; 1 thread,\n"), "%s", csv);
+    free(md), free(csv), free(summary);
+    /* counted when asked */
+    g.mixed_kernels = true;
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    ck_assert_msg(strstr(md, ", 6 pairs)\n"), "%s", strstr(md, "verdict:"));
+    free(md), free(csv), free(summary);
+    /* the plan 3,6: 5 pairs reach the first look alone, at 97.5% */
+    g.mixed_kernels = false;
+    char why[200];
+    ck_assert_int_eq(seed_plan_parse("3,6", &g.plan, why, sizeof why), 0);
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    ck_assert_msg(strstr(md, "at 97.5%, 3 pairs, 1 of mixed kernels left out, 2 past the look)\n"), "%s",
+                  strstr(md, "verdict:"));
+    ck_assert_msg(strstr(md, "looks at 3 and 6 seed pairs, each look's interval at 97.5%"), "%s", md);
+    free(md), free(csv), free(summary);
+    /* the plan 4,8: not at its first look (3 usable pairs... here 5, so look 1 of 4 pairs) */
+    ck_assert_int_eq(seed_plan_parse("6,12", &g.plan, why, sizeof why), 0);
+    grid_tables(&g, runs, n, &md, &csv, &summary);
+    ck_assert_msg(strstr(md, "inconclusive; the plan's first look is at 6 pairs off the plateau, 5 so far"), "%s",
+                  strstr(md, "verdict:"));
+    free(md), free(csv), free(summary);
+    grid_free(runs, n);
+    grid_release(&g);
+}
+END_TEST
+
+/* provenance.json: a segment per stretch of training; a resume from an
+ * earlier checkpoint drops the segments of the steps it makes again; a run
+ * whose segments differ reads as mixed; a file not ours reads as -1 and is
+ * written anew. */
+START_TEST(test_provenance_segments) {
+    char dir[256], path[400], kernel[320], commit[24];
+    test_tmpdir(dir, sizeof dir, "provenance");
+    snprintf(path, sizeof path, "%s/%s", dir, PROVENANCE_FILE);
+    bool mixed;
+    Err e;
+    ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), 1);
+    ck_assert_int_eq(provenance_record(dir, 0, PRECISION_FP32, 1, 1, &e), 0);
+    ck_assert_int_eq(provenance_record(dir, 20, PRECISION_FP32, 1, 1, &e), 0);
+    ck_assert_int_eq(provenance_record(dir, 10, PRECISION_FP32, 1, 1, &e), 0);
+    FILE *f = fopen(path, "r");
+    char text[1 << 14];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *segs = cJSON_GetObjectItem(j, "segments");
+    ck_assert_int_eq(cJSON_GetArraySize(segs), 2); /* 0 and 10: the one from 20 went with its steps */
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(segs, 1), "from_step")->valueint, 10);
+    static const char *const fields[] = {"cpu", "cpu_isa", "compiled_for", "compiler", "openblas", "openblas_kernel",
+                                         "onednn", "onednn_isa", "products", "precision", "threads", "ranks",
+                                         "commit", "dirty", "kernel"};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
+        ck_assert_msg(cJSON_GetObjectItem(cJSON_GetArrayItem(segs, 0), fields[i]), "no %s in\n%s", fields[i], text);
+    ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), 0);
+    ck_assert(!mixed);
+    char want[320];
+    provenance_kernel(PRECISION_FP32, 1, want, sizeof want);
+    ck_assert_str_eq(kernel, want);
+    ck_assert_msg(strstr(kernel, "fp32: OpenBLAS ") && strstr(kernel, "; 1 thread; "), "%s", kernel);
+    /* another thread count is another kernel */
+    ck_assert_int_eq(provenance_record(dir, 15, PRECISION_FP32, 2, 1, &e), 0);
+    ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), 0);
+    ck_assert(mixed);
+    cJSON_Delete(j);
+    /* not ours */
+    f = fopen(path, "w");
+    fputs("{\"segments\": 3}", f);
+    fclose(f);
+    ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), -1);
+    ck_assert_int_eq(provenance_record(dir, 0, PRECISION_FP32, 1, 1, &e), 0);
+    ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), 0);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* A fake finished run: config.json with `steps`, a curve ending at bpb. */
+static void fake_run(const char *grid, const char *name, int steps, double bpb) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/%s", grid, name);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    Config c;
+    config_defaults(&c);
+    c.train.steps = steps;
+    cJSON *j = config_to_json(&c);
+    char *text = cJSON_Print(j);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    free(text), cJSON_Delete(j);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    f = fopen(path, "w");
+    fprintf(f, "{\"step\": %d, \"val_bpb\": 3.0}\n{\"step\": %d, \"val_bpb\": %.6f}\n", steps / 4, steps, bpb);
+    fclose(f);
+}
+
+/* ./ablate --ladder on two fake rungs of one model, twice the steps: A - B
+ * of -0.1 +- 0.02 and -0.2 +- 0.02. The slope over log10 FLOPs (twice the
+ * tokens: 0.30103 apart) is -0.1 / 0.30103 = -0.33219 per decade; residuals
+ * +-0.02, 0 twice: RSS 0.0016, N 6, se sqrt(0.0004 / (6 x 0.150515^2)) =
+ * 0.054245, t(0.975, 4) 2.776445: [-0.48280, -0.18158]. */
+START_TEST(test_ladder) {
+    char root[256], g0[400], g1[400], out[400];
+    test_tmpdir(root, sizeof root, "ladder");
+    snprintf(g0, sizeof g0, "%s/s0", root), snprintf(g1, sizeof g1, "%s/s1", root), snprintf(out, sizeof out, "%s/out", root);
+    ck_assert_int_eq(mkdir(g0, 0755), 0);
+    ck_assert_int_eq(mkdir(g1, 0755), 0);
+    static const double noise[3] = {0, -0.02, 0.02};
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "phi-relu_seed-%d", 1337 + s), snprintf(b, sizeof b, "phi-elu_seed-%d", 1337 + s);
+        fake_run(g0, a, 1000, 2.5 - 0.1 + noise[s]);
+        fake_run(g0, b, 1000, 2.5);
+        fake_run(g1, a, 2000, 2.3 - 0.2 + noise[s]);
+        fake_run(g1, b, 2000, 2.3);
+    }
+    const char *claims[] = {"phi=relu < phi=elu"};
+    SeedPlan none = {.n_looks = 0};
+    Ladder l = {.grids = {g0, g1}, .n_grids = 2, .claims = claims, .n_claims = 1, .plan = &none, .within = 0.02};
+    Err e;
+    ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
+    char path[500], text[8192];
+    snprintf(path, sizeof path, "%s/ladder.md", out);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "| s0 | ") && strstr(text, " | 3 | -0.1000 | [-0.1497, -0.0503] | agrees |"), "%s", text);
+    ck_assert_msg(strstr(text, " | 3 | -0.2000 | [-0.2497, -0.1503] | agrees |"), "%s", text);
+    ck_assert_msg(strstr(text, "slope: -0.3322 bpb per decade of FLOPs, 95% interval [-0.4828, -0.1816] (6 pairs)"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) holds at every rung; the effect falls"),
+                  "%s", text);
+    snprintf(path, sizeof path, "%s/ladder.png", out);
+    ck_assert(file_exists(path));
+    /* a claim whose side has no runs at a rung says so, and a bad claim is a usage error */
+    const char *missing[] = {"phi=identity < phi=elu"};
+    l.claims = missing;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    const char *bad[] = {"phi=relu"};
+    l.claims = bad;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 2);
+    ck_assert_msg(strstr(e.msg, "expected \"A < B\""), "%s", e.msg);
+    test_rmtree(root);
+}
+END_TEST
+
 /* A malformed claim is refused, naming what is wrong. */
 START_TEST(test_expect_refused) {
     Grid g;
@@ -467,6 +653,9 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_effects_one_axis_at_a_time);
     tcase_add_test(tc, test_linked_axis);
     tcase_add_test(tc, test_claims);
+    tcase_add_test(tc, test_kernels_and_plan);
+    tcase_add_test(tc, test_provenance_segments);
+    tcase_add_test(tc, test_ladder);
     tcase_add_test(tc, test_expect_refused);
     tcase_add_test(tc, test_expect_comma_values);
     tcase_add_test(tc, test_plateau);

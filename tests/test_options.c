@@ -1,4 +1,4 @@
-/* test_options.c: config_validate (experiments/options.h), the one function
+/* test_options.c: config_validate (experiments/run/options.h), the one function
  * that refuses combinations of options that cannot work.
  *
  * - Every refusal, one case each: refused, with one line naming the option or

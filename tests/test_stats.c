@@ -211,6 +211,40 @@ START_TEST(test_spectrum_csv) {
 }
 END_TEST
 
+/* The seed plans: 10,000 null experiments each (pair differences with no
+ * true effect). Under a plan fixed in advance the zero effect is covered at
+ * least 95% of the time whatever the stopping; the practice the plans
+ * replace, adding one pair at a time from 3 to 12 until the 95% interval
+ * decides, covers it less often: this is what the check would catch. The
+ * estimate of a coverage from 10,000 experiments has a standard error of
+ * about 0.0022 at 95%, so the bound allows three of them: a single look
+ * ("5") covers exactly 95% in expectation (0.9515 with this seed), the
+ * Bonferroni plans more (3,6,12: 0.9610), the practice 0.85. */
+START_TEST(test_seed_plan_coverage) {
+    static const char *const plans[] = {"3,6,12", "3,6", "5", "3,4,5,6,7,8,9,10"};
+    char why[200];
+    for (size_t i = 0; i < sizeof plans / sizeof *plans; i++) {
+        SeedPlan p;
+        ck_assert_int_eq(seed_plan_parse(plans[i], &p, why, sizeof why), 0);
+        double c = seed_plan_coverage(&p, 0, 0, 1.0, 10000, 1234 + i);
+        ck_assert_msg(c >= 0.95 - 3 * 0.0022, "plan %s covers %.4f of 10000 null experiments, below 0.95", plans[i], c);
+    }
+    double naive = seed_plan_coverage(NULL, 3, 12, 1.0, 10000, 99);
+    ck_assert_msg(naive < 0.95 - 3 * 0.0022, "adding seeds until the interval decides covers %.4f, expected below 0.95", naive);
+    /* a look's level and the look a pair count reaches */
+    SeedPlan p;
+    ck_assert_int_eq(seed_plan_parse("3,6,12", &p, why, sizeof why), 0);
+    ck_assert_double_eq_tol(seed_plan_level(&p), 1 - 0.05 / 3, 1e-12);
+    ck_assert_int_eq(seed_plan_look(&p, 2), -1);
+    ck_assert_int_eq(seed_plan_look(&p, 5), 0);
+    ck_assert_int_eq(seed_plan_look(&p, 12), 2);
+    ck_assert_int_eq(seed_plan_look(&p, 40), 2);
+    static const char *const bad[] = {"", "3,", "6,3", "1", "3,x", "3,,6", "2,3,4,5,6,7,8,9,10"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(seed_plan_parse(bad[i], &p, why, sizeof why) != 0, "'%s' accepted", bad[i]);
+}
+END_TEST
+
 Suite *stats_suite(void) {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("intervals");
@@ -221,6 +255,7 @@ Suite *stats_suite(void) {
     tcase_add_test(tc, test_verdict);
     tcase_add_test(tc, test_layer_skew);
     tcase_add_test(tc, test_spectrum_csv);
+    tcase_add_test(tc, test_seed_plan_coverage);
     suite_add_tcase(s, tc);
     return s;
 }

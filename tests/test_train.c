@@ -1,4 +1,4 @@
-/* test_train.c: whole training runs through train_run() (experiments/trainer.h).
+/* test_train.c: whole training runs through train_run() (experiments/training/trainer.h).
  *
  * - Exact resume: a run stopped part-way (train_stop_after, the test hook that
  *   stops the loop exactly as SIGINT does) and resumed gives the same metrics
@@ -596,7 +596,7 @@ START_TEST(test_run_folder) {
 END_TEST
 
 /* objective = mlm: the run learns (val_bpb on the masked positions), and
- * samples.txt is the fill-in demo of experiments/generate.h: a header, then per
+ * samples.txt is the fill-in demo of experiments/training/generate.h: a header, then per
  * window a title and three rows of T columns (original, masked, filled) where
  * the masked row has '_' at exactly the mlm_count(T) chosen positions and
  * agrees with the original elsewhere, and the filled row agrees with the

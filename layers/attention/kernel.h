@@ -207,7 +207,7 @@ const AttnKernel *attn_kernel_for(int attn);
 ModelConfig attn_effective(const ModelConfig *m);
 
 /* The attn value that ./bench --scaling measures beside the default kernel,
- * and experiments/torch_scaling.py mirrors in PyTorch: causal, linear in time
+ * and experiments/bench/torch_scaling.py mirrors in PyTorch: causal, linear in time
  * and memory. */
 extern const char *const attn_scaling_reference;
 

@@ -1,6 +1,6 @@
 /* fuzz_checkpoint.c: libFuzzer harness for the checkpoint and config loader
- * (experiments/checkpoint.c, the option table's config_from_json and
- * config_validate, and experiments/memory.h's sizing).
+ * (experiments/run/checkpoint.c, the option table's config_from_json and
+ * config_validate, and experiments/run/memory.h's sizing).
  *
  * An input that starts with '{' is a config as config.json holds it: it is
  * parsed, read over the defaults, validated and sized. Any other input is a

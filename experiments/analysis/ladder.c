@@ -1,0 +1,267 @@
+/* ladder.c: a claim across compute (ladder.h). */
+#include "ladder.h"
+
+#include <cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grid_report.h"
+#include "memory.h"
+#include "page.h"
+#include "plot.h"
+#include "run.h"
+
+/* One claim at one rung. */
+typedef struct {
+    GridPaired p;
+    Config cfg;
+    long params;
+    double tokens, flops;
+    char verdict[200];
+    bool ok; /* its arms had runs */
+    char why[520];
+} Rung;
+
+/* side (trimmed) as the folder prefix of its point's runs. */
+static void side_folder(const char *side, size_t len, char *out, size_t size) {
+    char name[300];
+    while (len && isspace((unsigned char)*side)) side++, len--;
+    while (len && isspace((unsigned char)side[len - 1])) len--;
+    if (len == 8 && !strncmp(side, "baseline", 8))
+        snprintf(name, sizeof name, "baseline attn=%s", option_find("attn")->def);
+    else
+        snprintf(name, sizeof name, "%.*s", (int)len, side);
+    grid_folder_name(name, out, size);
+}
+
+/* "A < B" (or "B > A") into the folder prefixes of the lower and the higher side. */
+static int claim_sides(const char *claim, char *lower, char *higher, size_t size, Err *e) {
+    const char *op = strpbrk(claim, "<>");
+    if (!op || strpbrk(op + 1, "<>") || op == claim || !op[1])
+        return err_set(e, "--expect \"%s\": expected \"A < B\" or \"A > B\"", claim),
+               err_hint(e, "each side a point as the grid's tables name it, e.g. \"reweight=cos < reweight=none\"");
+    char *a = *op == '<' ? lower : higher, *b = *op == '<' ? higher : lower;
+    side_folder(claim, (size_t)(op - claim), a, size);
+    side_folder(op + 1, strlen(op + 1), b, size);
+    if (!*a || !*b) return err_set(e, "--expect \"%s\": a side is empty", claim);
+    return 0;
+}
+
+/* The slope of the pairs' effects against log10 FLOPs, its 95% half-width
+ * (NAN when it cannot be had: fewer than 3 pairs or one rung). */
+static void slope_of(const Rung *r, int n, double *slope, double *half, int *pairs) {
+    double sx = 0, sy = 0;
+    int N = 0;
+    for (int i = 0; i < n; i++)
+        if (r[i].ok && isfinite(r[i].flops))
+            for (int k = 0; k < r[i].p.pairs; k++) sx += log10(r[i].flops), sy += r[i].p.diffs[k], N++;
+    *slope = *half = NAN;
+    *pairs = N;
+    if (N < 3) return;
+    double mx = sx / N, my = sy / N, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++)
+        if (r[i].ok && isfinite(r[i].flops))
+            for (int k = 0; k < r[i].p.pairs; k++) {
+                double dx = log10(r[i].flops) - mx;
+                sxx += dx * dx, sxy += dx * (r[i].p.diffs[k] - my);
+            }
+    if (!(sxx > 0)) return;
+    *slope = sxy / sxx;
+    double rss = 0;
+    for (int i = 0; i < n; i++)
+        if (r[i].ok && isfinite(r[i].flops))
+            for (int k = 0; k < r[i].p.pairs; k++) {
+                double fit = my + *slope * (log10(r[i].flops) - mx), res = r[i].p.diffs[k] - fit;
+                rss += res * res;
+            }
+    *half = t975(N - 2) * sqrt(rss / (N - 2) / sxx);
+}
+
+/* The first word of a verdict ("agrees", "disagrees", "no", "inconclusive"). */
+static const char *verdict_kind(const char *words) {
+    if (!strncmp(words, "agrees", 6)) return "agrees";
+    if (!strncmp(words, "disagrees", 9)) return "disagrees";
+    if (!strncmp(words, "no effect", 9)) return "no effect";
+    return "inconclusive";
+}
+
+/* Whether the first rung's verdict holds at every later rung, in words. */
+static void survival(const Rung *r, int n, double slope, double half, char *buf, size_t size) {
+    const char *first = r[0].ok ? verdict_kind(r[0].verdict) : "missing";
+    size_t k = (size_t)snprintf(buf, size, "the first rung's verdict (%s) ", first);
+    bool same = true, all = true;
+    for (int i = 1; i < n; i++) {
+        all = all && r[i].ok;
+        same = same && r[i].ok && !strcmp(verdict_kind(r[i].verdict), first);
+    }
+    if (!all)
+        k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: a rung has no pairs");
+    else if (same)
+        k += (size_t)snprintf(buf + k, size - k, "holds at every rung");
+    else {
+        k += (size_t)snprintf(buf + k, size - k, "changes across the ladder:");
+        for (int i = 1; i < n && k < size; i++)
+            k += (size_t)snprintf(buf + k, size - k, " %s %s%s", r[i].ok ? verdict_kind(r[i].verdict) : "-",
+                                  i == 1 ? "at the second rung" : i == 2 ? "at the third" : "further", i + 1 < n ? ";" : "");
+    }
+    if (k >= size) return;
+    if (isfinite(half))
+        snprintf(buf + k, size - k, "; the effect %s with compute (slope %+.4f bpb per decade of FLOPs [%+.4f, %+.4f])",
+                 fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", slope, slope - half,
+                 slope + half);
+    else
+        snprintf(buf + k, size - k, "; too few pairs for a slope");
+}
+
+/* The rungs of claim c. */
+static void claim_rungs(const Ladder *l, const char *lower, const char *higher, Rung *r) {
+    for (int i = 0; i < l->n_grids; i++) {
+        char a[1300], b[1300];
+        Err e;
+        snprintf(a, sizeof a, "%s/%s", l->grids[i], higher);
+        snprintf(b, sizeof b, "%s/%s", l->grids[i], lower);
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].flops = r[i].tokens = NAN;
+        if (grid_arm_pairs(a, b, l->plan, l->mixed_kernels, &r[i].p, &r[i].cfg, &e) != 0) {
+            snprintf(r[i].why, sizeof r[i].why, "%s", e.msg);
+            continue;
+        }
+        r[i].ok = true;
+        const Config *c = &r[i].cfg;
+        r[i].params = model_param_count(&c->model);
+        r[i].tokens = (double)c->train.steps * c->train.batch * c->model.context;
+        r[i].flops = model_flops_per_token(&c->model) * r[i].tokens;
+        grid_verdict_words(&r[i].p, l->within, r[i].verdict, sizeof r[i].verdict);
+    }
+}
+
+static void rung_name(const char *grid, char *out, size_t size) { run_name_of(grid, out, size); }
+
+static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
+    /* per claim: the effect line and its intervals as vertical bars (NaN breaks them) */
+    enum { MAXC = 16 };
+    static double ex[MAXC][LADDER_MAX_RUNGS], ey[MAXC][LADDER_MAX_RUNGS], bx[MAXC][3 * LADDER_MAX_RUNGS],
+        by[MAXC][3 * LADDER_MAX_RUNGS];
+    PlotSeries s[2 * MAXC + 1];
+    int ns = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int c = 0; c < l->n_claims && c < MAXC; c++) {
+        int n = 0, m = 0;
+        for (int i = 0; i < l->n_grids; i++) {
+            const Rung *r = &rungs[c][i];
+            if (!r->ok || !isfinite(r->p.d.diff)) continue;
+            ex[c][n] = r->flops, ey[c][n++] = r->p.d.diff;
+            if (!isfinite(r->p.d.half)) continue;
+            bx[c][m] = bx[c][m + 1] = r->flops, bx[c][m + 2] = NAN;
+            by[c][m] = r->p.d.diff - r->p.d.half, by[c][m + 1] = r->p.d.diff + r->p.d.half, by[c][m + 2] = NAN;
+            m += 3;
+        }
+        for (int i = 0; i < n; i++) lo = fmin(lo, ex[c][i]), hi = fmax(hi, ex[c][i]);
+        s[ns++] = (PlotSeries){l->claims[c], ex[c], ey[c], n, 0};
+        if (m) s[ns++] = (PlotSeries){NULL, bx[c], by[c], m, 1};
+    }
+    static double zx[2], zy[2];
+    if (isfinite(lo)) {
+        zx[0] = lo / 1.3, zx[1] = hi * 1.3;
+        s[ns++] = (PlotSeries){"no effect", zx, zy, 2, 1};
+    }
+    PlotSpec spec = {"each claim's effect A - B against training FLOPs",
+                     "training FLOPs", "effect, bpb (below 0: the claim holds)", 1, 0, 0, 0, 0};
+    return plot_lines(path, &spec, s, ns, e);
+}
+
+int ladder_run(const Ladder *l, const char *dir, Err *e) {
+    static Rung rungs[16][LADDER_MAX_RUNGS];
+    if (l->n_claims > 16) return err_set(e, "--ladder: at most 16 claims"), 2;
+    char lower[16][400], higher[16][400];
+    for (int c = 0; c < l->n_claims; c++)
+        if (claim_sides(l->claims[c], lower[c], higher[c], sizeof lower[c], e) != 0) return 2;
+    if (make_dirs(dir, e) != 0) return 1;
+    char *md_text = NULL, *csv_text = NULL;
+    size_t md_len, csv_len;
+    FILE *md = open_memstream(&md_text, &md_len), *csv = open_memstream(&csv_text, &csv_len);
+    if (!md || !csv) DIE("out of memory");
+    fprintf(md, "Each claim across compute: at each rung, side B's model (parameters, training tokens = steps x batch "
+                "x context, FLOPs = 3 x 2 x its multiply-adds per token, the score matrix counted whole, times the "
+                "tokens), the seed pairs, the effect A - B (final val bpb; below 0 the claim holds) with its "
+                "interval");
+    if (l->plan && l->plan->n_looks)
+        fprintf(md, " at %.1f%% (the seed plan's looks, --plan)", 100 * seed_plan_level(l->plan));
+    else
+        fprintf(md, " at 95%% (no seed plan: valid when the pairs were fixed in advance)");
+    fprintf(md, " and the verdict; then the slope of the pairs' effects against log10 FLOPs with its 95%% interval "
+                "(least squares over every pair, t on N - 2 degrees of freedom).\n");
+    fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict\n");
+    int rc = 0;
+    for (int c = 0; c < l->n_claims; c++) {
+        Rung *r = rungs[c];
+        claim_rungs(l, lower[c], higher[c], r);
+        fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict |\n"
+                    "|---|---|---|---|---|---|---|---|\n",
+                l->claims[c]);
+        for (int i = 0; i < l->n_grids; i++) {
+            char name[256];
+            rung_name(l->grids[i], name, sizeof name);
+            if (!r[i].ok) {
+                fprintf(md, "| %s | - | - | - | 0 | - | - | %s |\n", name, r[i].why);
+                fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", l->claims[c], name);
+                continue;
+            }
+            const GridPaired *p = &r[i].p;
+            fprintf(md, "| %s | %ld | %.3g | %.3g | %d", name, r[i].params, r[i].tokens, r[i].flops, p->pairs);
+            if (p->apart) fprintf(md, " (%d apart)", p->apart);
+            if (p->mixed) fprintf(md, " (%d mixed kernels)", p->mixed);
+            fprintf(md, " | %+.4f | ", p->d.diff);
+            if (isfinite(p->d.half))
+                fprintf(md, "[%+.4f, %+.4f] | %s |\n", p->d.diff - p->d.half, p->d.diff + p->d.half, r[i].verdict);
+            else
+                fprintf(md, "- | %s |\n", r[i].verdict);
+            fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,%.6f,", l->claims[c], name, r[i].params, r[i].tokens,
+                    r[i].flops, p->pairs, p->apart, p->mixed, p->d.diff);
+            if (isfinite(p->d.half))
+                fprintf(csv, "%.6f,%.6f,", p->d.diff - p->d.half, p->d.diff + p->d.half);
+            else
+                fputs(",,", csv);
+            fprintf(csv, "%.4f,\"%s\"\n", p->level, r[i].verdict);
+        }
+        double slope, half;
+        int pairs;
+        slope_of(r, l->n_grids, &slope, &half, &pairs);
+        if (isfinite(half))
+            fprintf(md, "\nslope: %+.4f bpb per decade of FLOPs, 95%% interval [%+.4f, %+.4f] (%d pairs)\n", slope,
+                    slope - half, slope + half, pairs);
+        else
+            fprintf(md, "\nslope: too few pairs (%d) or rungs for one\n", pairs);
+        char words[600];
+        survival(r, l->n_grids, slope, half, words, sizeof words);
+        fprintf(md, "\nacross scale: %s\n", words);
+        printf("%s: %s\n", l->claims[c], words);
+    }
+    /* the command that remade these tables (tests/results_layout.sh runs it again) */
+    fprintf(md, "\ncommand: ./ablate --ladder");
+    for (int i = 0; i < l->n_grids; i++) fprintf(md, " %s", l->grids[i]);
+    for (int c = 0; c < l->n_claims; c++) fprintf(md, " --expect \"%s\"", l->claims[c]);
+    if (l->plan && l->plan->n_looks) {
+        fprintf(md, " --plan ");
+        for (int i = 0; i < l->plan->n_looks; i++) fprintf(md, "%s%d", i ? "," : "", l->plan->looks[i]);
+    }
+    if (l->within != 0.02) fprintf(md, " --within %g", l->within);
+    if (l->mixed_kernels) fprintf(md, " --mixed-kernels");
+    fprintf(md, " --out %s\n", dir);
+    if (fclose(md) != 0 || fclose(csv) != 0) DIE("out of memory");
+    char path[1200];
+    if (path_join(path, sizeof path, dir, "ladder.md", e) || write_file_atomic(path, md_text, e) ||
+        path_join(path, sizeof path, dir, "ladder.csv", e) || write_file_atomic(path, csv_text, e))
+        rc = 1;
+    if (rc == 0 && path_join(path, sizeof path, dir, "ladder.png", e) == 0) {
+        Err pe;
+        if (write_plot(path, l, rungs, &pe) != 0) fprintf(stderr, "note: ladder.png: %s\n", pe.msg);
+    }
+    if (rc == 0 && page_write_ladder(dir, e) != 0) rc = 1;
+    free(md_text), free(csv_text);
+    if (rc == 0) printf("wrote %s/ladder.md, ladder.csv, ladder.png, index.html\n", dir);
+    return rc;
+}

@@ -1,0 +1,55 @@
+/* report.c: ./report DIR ... [--out FILE]
+ *
+ * One page comparing run folders and grids (experiments/outputs/page.h): their
+ * validation curves on one chart, the runs grouped by the options that
+ * differ between them, and links to each run's and grid's own page (written
+ * where a folder has none). Trains and reads no model: only the folders'
+ * small files. */
+#include <stdio.h>
+
+#include "args.h"
+#include "page.h"
+#include "startup.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ./report DIR ... [--out FILE]\n"
+            "\n"
+            "Writes one page, self-contained HTML that opens from file://, comparing the run folders\n"
+            "(./train's) and grid folders (./ablate's) given: every run's validation bpb against step\n"
+            "on one chart with a toggle per group, and a sortable table of the runs grouped by the\n"
+            "options whose values differ between them (options that do not change what a run computes,\n"
+            "such as threads and sampling, are left out). A grid's runs are named GRID/RUN. Each run and\n"
+            "grid is linked to its own index.html, which is written where the folder has none (a\n"
+            "folder's page stays as its command wrote it otherwise). What a folder lacks (a metrics\n"
+            "line cut short, a run that failed or has not finished) is listed on the page.\n"
+            "\n"
+            "Charts need uPlot (`make uplot` fetches it into vendor/uplot/); without it the page has\n"
+            "its tables and says how to get the charts.\n"
+            "\n"
+            "  DIR          a run folder (it has config.json) or a grid folder (results.csv, or run\n"
+            "               folders in it); a folder that is neither is refused, naming why\n"
+            "  --out FILE   where the page goes (default: report.html in the current folder)\n");
+}
+
+int main(int argc, char **argv) {
+    command_startup(argc, argv);
+    const char *out = "report.html";
+    const ArgFlag flags[] = {{"--out", .text = &out, .needs = "a file"}};
+    const ArgSpec cli = {.command = "report", .usage = usage, .flags = flags,
+                         .n_flags = (int)(sizeof flags / sizeof *flags)};
+    ArgPositional pos;
+    int status = args_parse(&cli, argc, argv, &pos);
+    if (status != ARGS_OK) return status;
+    if (pos.n == 0) {
+        fprintf(stderr, "error: no run folder or grid given\nhint: ./report runs/NAME runs/ablate-phi\n");
+        return 2;
+    }
+    Err e;
+    if (page_write_report(out, pos.v, pos.n, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
+    printf("wrote %s (%d folder%s)\n", out, pos.n, pos.n == 1 ? "" : "s");
+    return 0;
+}

@@ -1,0 +1,46 @@
+/* room run/: the commands' run machinery; includes the engine (core, layers, optim, data) and run/. */
+/* startup.h: what every command does first, and the line naming its threads.
+ *
+ * Two settings must be in the environment before the OpenMP runtime and
+ * OpenBLAS load, which is before main runs, so command_startup sets them and,
+ * when it changed any, starts the program again in its place (once):
+ *   - GOMP_SPINCOUNT=1000 when neither it nor OMP_WAIT_POLICY is set: an idle
+ *     thread spins briefly, then sleeps. libgomp's default spin (300,000
+ *     rounds) keeps an idle thread on its core, so with another busy process
+ *     on the machine the thread that has work waits for a core, at every
+ *     parallel region: 2 threads then ran several times slower than 1.
+ *   - OPENBLAS_CORETYPE=SkylakeX when it is unset, the CPU has AVX-512 and
+ *     OpenBLAS did not pick an AVX-512 kernel (a CPU newer than the library).
+ * A user's own value of either variable is always kept. The variables it
+ * set are listed in ATTNLAB_SET_ENV, for children that want them unset.
+ * It also installs the SIGINT and SIGTERM handler (interrupt.h), before the
+ * command allocates anything large.
+ */
+#ifndef ATTNLAB_STARTUP_H
+#define ATTNLAB_STARTUP_H
+
+#include <stdio.h>
+
+#include "util.h"
+
+void command_startup(int argc, char **argv);
+/* Sets the threads a command runs with and returns their count: requested
+ * (a --threads value; 0 = OpenMP's default), lowered to the CPUs this
+ * process may use (sched_getaffinity) with one "note:" line on notes, and
+ * refused (-1 with e set) when OpenBLAS's per-thread buffers would not fit
+ * in memory (memory_check_threads): OpenBLAS would retry them forever. A
+ * checkpoint's thread count is bookkeeping, never a request. */
+int command_threads(int requested, FILE *notes, Err *e);
+/* The main of a command that also runs under mpirun (train, ablate, bench):
+ * command_startup, MPI's start when launched by mpirun (a plain run makes
+ * no MPI call), body, MPI's end; body's status. */
+int command_main_distributed(int argc, char **argv, int (*body)(int argc, char **argv));
+
+/* "2 threads (OpenMP; OpenBLAS kernel Cooperlake)" for a command's start-up
+ * line, followed by a newline and blas_kernel_note's note when that applies
+ * (so the note is the next line of the command's output), and by a note
+ * suggesting fewer threads when other processes have kept the cores busy
+ * (the load average of the last minute and the tasks running now). */
+const char *threads_banner(int threads);
+
+#endif
