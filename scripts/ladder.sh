@@ -18,7 +18,7 @@
 # pairs. ABLATE overrides the launcher (default: mpirun -np 2 ./ablate, one run per
 # core, each on one thread). SYNC=DIR copies each grid's kept files (the archive and
 # the tables) into DIR/<grid>/ once it is packed, so a session's finished grids can be
-# committed as they finish.
+# committed as they finish. TABLES_ONLY=1 trains nothing and saves what has finished.
 #
 # The rungs (FLOPs per run: ./ablate --ladder's tables give them, 3 x the forward's
 # multiply-adds x 2 per token, the score matrix counted whole; at context 128 and 512):
@@ -48,6 +48,9 @@ shift 2
 [ -f "$CORPUS" ] || { echo "error: $CORPUS: no such corpus" >&2; exit 1; }
 
 : "${ABLATE:=mpirun --allow-run-as-root -np 2 ./ablate}"
+# TABLES_ONLY=1: train nothing; each grid's tables of the runs finished so far, packed and
+# kept (a sitting that ends mid-grid: stop the script, then run the same parts so)
+if [ -n "${TABLES_ONLY:-}" ]; then ABLATE="./ablate --tables-only"; fi
 SEED_PLAN=3,6,12
 LOOK=${LOOK:-3}
 
@@ -130,6 +133,7 @@ talking_heads() {
     # shellcheck disable=SC2086
     $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
         --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
+    [ -z "${TABLES_ONLY:-}" ] || { keep "$g"; keep "$i"; return 0; }
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
         if ls "$OUT/$arm"_seed-*/model.safetensors >/dev/null 2>&1; then
             ./spectrum "$OUT/$arm"_seed-* "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"

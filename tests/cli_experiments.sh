@@ -84,12 +84,23 @@ expect "ablate --paired: no runs" 1 "no runs (phi-tanh_seed-<n>" ./ablate --pair
 D=$T/div
 if ./ablate lr=1e-3/10 --weight_decay 10 --clip 0 --warmup 0 --schedule constant --no-baseline $SMALL --steps 20 \
     --out "$D" "$T/small.txt" >"$T/out" 2>"$T/err" && grep -q 'diverged at step' "$T/out" &&
-    grep -q ',diverged,[0-9]*$' "$D/results.csv" && grep -q ',done,[0-9]*$' "$D/results.csv"; then
+    grep -q ',diverged,[0-9]*,' "$D/results.csv" && grep -q ',done,[0-9]*,' "$D/results.csv"; then
     pass "a diverging run is recorded and the others go on"
 else
     fail "a diverging run is recorded and the others go on" "not in the output or results.csv"
 fi
 
+# --tables-only: the tables of the finished runs, the others listed and not trained
+# (the diverged grid above with one run's result taken away: it trains nothing).
+rm "$D/lr-10/result.json"
+if ./ablate lr=1e-3/10 --weight_decay 10 --clip 0 --warmup 0 --schedule constant --no-baseline $SMALL --steps 20 \
+    --tables-only --out "$D" "$T/small.txt" >"$T/out" 2>"$T/err" && ! grep -q 'step 20/20' "$T/out" &&
+    [ ! -f "$D/lr-10/result.json" ] && grep -q '^- lr=10$' "$D/results.md" && grep -q 'Not trained yet' "$D/results.md" &&
+    [ "$(grep -c ',done,' "$D/results.csv")" = 1 ]; then
+    pass "ablate --tables-only: the finished runs' tables, the rest listed, nothing trained"
+else
+    fail "ablate --tables-only: the finished runs' tables, the rest listed, nothing trained" "$(cat "$T/out" "$T/err" | head -5)"
+fi
 expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
 expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
 expect "ablate: empty axis value" 2 "phi=relu//elu: an empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"

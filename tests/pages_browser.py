@@ -241,6 +241,9 @@ def main():
         groups = set(r[0] for r in cells(d, "report", [0]))
         c.check("report: runs grouped by the options that differ", groups == {"d_model=32", "d_model=48"},
                 "groups %s" % groups)
+        where = set(r[0] for r in cells(d, "report", [-1]))
+        c.check("report: each run's kernel (provenance.json), with the legend",
+                where == {"K1"} and text_of(d, "ul.kernels").startswith("K1: "), "cells %s" % where)
         page_basics(c, d, "cut", os.path.join(T, "cut/index.html"))
         notes = text_of(d, "#notes")
         c.check("cut: the page says metrics.jsonl was cut short", "metrics.jsonl: 1 line not read" in notes,

@@ -374,6 +374,7 @@ static void read_metrics(GridRun *run) {
     run->steps = run->bpb = NULL;
     run->n_points = 0;
     run->den_clamped = NAN;
+    run->time_s = NAN;
     FILE *f = fopen_regular(path, "r", NULL);
     if (!f) return; /* no curve: the table still has the result */
     char line[4096];
@@ -382,7 +383,8 @@ static void read_metrics(GridRun *run) {
     while (fgets(line, sizeof line, f)) {
         cJSON *j = cJSON_Parse(line);
         if (!j) continue;
-        double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped");
+        double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped"), t = number(j, "time_s");
+        if (isfinite(t)) run->time_s = t;
         if (isfinite(s) && !isnan(v)) {
             if (run->n_points == cap) {
                 cap = cap ? 2 * cap : 64;

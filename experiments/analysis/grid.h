@@ -67,11 +67,13 @@ typedef struct {
     int point;         /* its grid point (the baseline's is the last) */
     int seed_index;    /* 0 .. seeds - 1 */
     bool skipped;
+    bool pending;      /* ./ablate --tables-only: not trained yet (skipped is set too) */
     char why[512];     /* why it was skipped */
     TrainResult result;
     double den_clamped;  /* mean over logged steps; NAN when the kernel counts none */
     double *steps, *bpb; /* the validation curve */
     int n_points;
+    double time_s;     /* the last metrics line's time_s: its training time, NAN when not logged */
     char kernel[320];  /* where it ran (provenance.h): its kernel line, "" when the run did not record it */
     char commit[24];   /* the commit it was built from, "+dirty" when from changed files; "" unrecorded */
     bool kernel_mixed; /* its segments (a resume) ran under different kernels */

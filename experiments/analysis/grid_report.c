@@ -553,12 +553,19 @@ void grid_tables(const Grid *g, const GridRun *runs, int n, char **md_out, char 
             if (!runs[i].skipped && runs[i].result.status == TRAIN_FAILED)
                 fprintf(md, "- %s: %s\n", runs[i].name, runs[i].result.why);
     }
-    bool any_skipped = false;
-    for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped;
+    bool any_skipped = false, any_pending = false;
+    for (int i = 0; i < n; i++) any_skipped |= runs[i].skipped && !runs[i].pending, any_pending |= runs[i].pending;
     if (any_skipped) {
         fputs("\nSkipped, because the combination cannot work:\n\n", md);
         for (int i = 0; i < n; i++)
-            if (runs[i].skipped) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
+            if (runs[i].skipped && !runs[i].pending) fprintf(md, "- %s: %s\n", runs[i].name, runs[i].why);
+    }
+    if (any_pending) {
+        fputs("\nNot trained yet (the tables are of the finished runs; the same ./ablate command without "
+              "--tables-only trains the rest):\n\n",
+              md);
+        for (int i = 0; i < n; i++)
+            if (runs[i].pending) fprintf(md, "- %s\n", runs[i].name);
     }
     if (fclose(md) != 0 || fclose(csv) != 0 || fclose(sum) != 0) DIE("out of memory");
     if (summary_out)
@@ -642,7 +649,7 @@ static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const Pa
         return -1;
     }
     if (out) fprintf(out, "B - A, final val bpb, by seed\n  A = %s\n  B = %s\n", arm_a, arm_b);
-    const GridRun *a[ARM_MAX_RUNS], *b[ARM_MAX_RUNS];
+    const GridRun *a[ARM_MAX_RUNS] = {0}, *b[ARM_MAX_RUNS] = {0};
     int k = 0;
     for (int j = 0; j < nb; j++) {
         int i = 0;
@@ -661,6 +668,9 @@ static int arms_paired(FILE *out, const char *arm_a, const char *arm_b, const Pa
         fputc('\n', out);
     }
     *p = paired_of(a, b, k, rule);
+    p->time_s = 0;
+    for (int i = 0; i < na; i++) p->time_s += isfinite(ra[i].time_s) ? ra[i].time_s : 0;
+    for (int j = 0; j < nb; j++) p->time_s += isfinite(rb[j].time_s) ? rb[j].time_s : 0;
     if (cfg) *cfg = ra[0].cfg;
     grid_free_runs_only(ra, na);
     grid_free_runs_only(rb, nb);

@@ -22,6 +22,7 @@ typedef struct {
     int look, next_look; /* under a plan: the look reached (-1: none yet), the next one's pairs (-1: none) */
     bool planned;
     double diffs[GRID_MAX_PAIRS]; /* the pairs used, b - a, by seed */
+    double time_s;                /* grid_arm_pairs: the training time of both arms' runs, summed */
 } GridPaired;
 
 /* results.md and results.csv (one column per axis, one row per run) into

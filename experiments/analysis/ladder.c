@@ -192,21 +192,21 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
         fprintf(md, " at %.1f%% (the seed plan's looks, --plan)", 100 * seed_plan_level(l->plan));
     else
         fprintf(md, " at 95%% (no seed plan: valid when the pairs were fixed in advance)");
-    fprintf(md, " and the verdict; then the slope of the pairs' effects against log10 FLOPs with its 95%% interval "
+    fprintf(md, ", the verdict and the training time of both arms' runs (their time_s, summed); then the slope of the pairs' effects against log10 FLOPs with its 95%% interval "
                 "(least squares over every pair, t on N - 2 degrees of freedom).\n");
     fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict\n");
     int rc = 0;
     for (int c = 0; c < l->n_claims; c++) {
         Rung *r = rungs[c];
         claim_rungs(l, lower[c], higher[c], r);
-        fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict |\n"
-                    "|---|---|---|---|---|---|---|---|\n",
+        fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict | training time |\n"
+                    "|---|---|---|---|---|---|---|---|---|\n",
                 l->claims[c]);
         for (int i = 0; i < l->n_grids; i++) {
             char name[256];
             rung_name(l->grids[i], name, sizeof name);
             if (!r[i].ok) {
-                fprintf(md, "| %s | - | - | - | 0 | - | - | %s |\n", name, r[i].why);
+                fprintf(md, "| %s | - | - | - | 0 | - | - | %s | - |\n", name, r[i].why);
                 fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", l->claims[c], name);
                 continue;
             }
@@ -216,9 +216,10 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
             if (p->mixed) fprintf(md, " (%d mixed kernels)", p->mixed);
             fprintf(md, " | %+.4f | ", p->d.diff);
             if (isfinite(p->d.half))
-                fprintf(md, "[%+.4f, %+.4f] | %s |\n", p->d.diff - p->d.half, p->d.diff + p->d.half, r[i].verdict);
+                fprintf(md, "[%+.4f, %+.4f] | %s | %.1f h |\n", p->d.diff - p->d.half, p->d.diff + p->d.half,
+                        r[i].verdict, p->time_s / 3600);
             else
-                fprintf(md, "- | %s |\n", r[i].verdict);
+                fprintf(md, "- | %s | %.1f h |\n", r[i].verdict, p->time_s / 3600);
             fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,%.6f,", l->claims[c], name, r[i].params, r[i].tokens,
                     r[i].flops, p->pairs, p->apart, p->mixed, p->d.diff);
             if (isfinite(p->d.half))

@@ -38,7 +38,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./ablate key=v1/v2/... [key=v ...] [--key value ...] [--seeds N] [--no-baseline] [--out DIR]\n"
-            "                [--expect \"A < B\" ...] [--within X] [--plan 3,6,12] [--mixed-kernels] corpus.txt\n"
+            "                [--expect \"A < B\" ...] [--within X] [--plan 3,6,12] [--mixed-kernels] [--tables-only] corpus.txt\n"
             "       ./ablate --paired GRID/POINT_A GRID/POINT_B [--within X] [--plan 3,6,12] [--mixed-kernels]\n"
             "       ./ablate --ladder GRID_S0 GRID_S1 ... --expect \"A < B\" ... --out DIR [--plan 3,6,12]\n"
             "\n"
@@ -99,6 +99,9 @@ static void usage(FILE *f) {
             "--paired GRID/POINT_A GRID/POINT_B trains nothing: it reads the run folders\n"
             "GRID/POINT_seed-<n> of both arms and prints B - A seed by seed, the runs set apart,\n"
             "the paired interval and the verdict (sh scripts/results.sh paired runs it on archives).\n"
+            "\n"
+            "--tables-only trains nothing: the tables, plot and page of the runs finished so far, the\n"
+            "others listed as not trained yet (a grid that takes several sittings, saved as it goes).\n"
             "\n"
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
@@ -257,7 +260,8 @@ static void training_order(const GridRun *runs, int n_runs, int *order) {
  * of them (the k-th run not skipped goes to rank k mod N), then every result
  * goes to every rank. 0, or the exit status; *some_failed when a run failed
  * on any rank. */
-static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool *some_failed) {
+static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool tables_only,
+                      bool *some_failed) {
     const int rank = dist_rank(), ranks = dist_size();
     double trained_s = 0;
     int done_here = 0, index = 0, rc = 0, failed = 0;
@@ -288,6 +292,10 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         if (r->skipped) continue;
         index++;
         if (owner[i] != rank) continue;
+        if (tables_only && state[i] != GRID_FINISHED) { /* --tables-only: left for a later command */
+            r->pending = r->skipped = true;
+            continue;
+        }
         if (state[i] == GRID_FINISHED) {
             printf("run %d/%d %s%s: finished before (val bpb %.4f)\n", index, n_train, r->name, tag, r->result.val_bpb);
             continue;
@@ -458,7 +466,7 @@ static int ablate_main(int argc, char **argv) {
     static Grid grid;
     grid_init(&grid);
     const char *corpus = NULL, *out = NULL;
-    bool no_baseline = false, paired = false, ladder = false;
+    bool no_baseline = false, paired = false, ladder = false, tables_only = false;
     Extra extra = {.n_claims = 0};
     const ArgFlag flags[] = {
         {"--no-baseline", .on = &no_baseline},
@@ -470,6 +478,7 @@ static int ablate_main(int argc, char **argv) {
         {"--mixed-kernels", .on = &extra.mixed_kernels},
         {"--paired", .on = &paired},
         {"--ladder", .on = &ladder},
+        {"--tables-only", .on = &tables_only},
     };
     const ArgSpec cli = {.command = "ablate", .usage = usage, .flags = flags, .key_values = true,
                          .n_flags = (int)(sizeof flags / sizeof *flags), .option = set_option, .ctx = &grid};
@@ -478,6 +487,10 @@ static int ablate_main(int argc, char **argv) {
     if (status != ARGS_OK) return status;
     if (paired && ladder) {
         fprintf(stderr, "error: --paired and --ladder: one at a time\n");
+        return 2;
+    }
+    if (tables_only && dist_size() > 1) {
+        fprintf(stderr, "error: --tables-only: trains nothing, so it runs without mpirun\n");
         return 2;
     }
     if (paired) return paired_main(&pos, &extra);
@@ -497,7 +510,7 @@ static int ablate_main(int argc, char **argv) {
         double t_start = now_seconds();
         dist_show_output(); /* every rank shows its own runs' progress */
         bool some_failed = false;
-        status = train_runs(runs, n_runs, n_train, corpus, &some_failed);
+        status = train_runs(runs, n_runs, n_train, corpus, tables_only, &some_failed);
         if (status == 0) status = report(&grid, runs, n_runs, dir, t_start, some_failed);
         if (status == 0 && some_failed) status = 1;
     }
