@@ -29,7 +29,7 @@
 #include "gemm.h"
 #include "gemm_epilogue.h"
 
-#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 enum { MR = 8, NR = 32 };
 
@@ -37,7 +37,7 @@ bool gemm_small_available(void) {
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     }
     return have;
 }
