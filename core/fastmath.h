@@ -52,4 +52,16 @@ static inline float fm_tanhf(float u) { return 1.0f - 2.0f / (fm_expf(2.0f * u) 
 /* sigmoid(x) = 1 / (1 + e^{-x}): exact limits 0 and 1. */
 static inline float fm_sigmoidf(float x) { return 1.0f / (1.0f + fm_expf(-x)); }
 
+/* GELU, tanh form: 0.5 x (1 + tanh u), u = c (x + a x^3); op_gelu's formula,
+ * shared with gemm's epilogues (gemm.h) so a fused GELU gives its bits. */
+#define FM_GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
+#define FM_GELU_A 0.044715f
+static inline float fm_gelu(float x) { return 0.5f * x * (1.0f + fm_tanhf(FM_GELU_C * (x + FM_GELU_A * x * x * x))); }
+
+/* d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2) */
+static inline float fm_gelu_slope(float x) {
+    float t = fm_tanhf(FM_GELU_C * (x + FM_GELU_A * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * FM_GELU_C * (1.0f + 3.0f * FM_GELU_A * x * x);
+}
+
 #endif

@@ -12,6 +12,7 @@
  * AVX512-BF16 kernel, or, without it, round their operands into a per-thread
  * float buffer and go to sgemm. */
 #include "gemm.h"
+#include "gemm_epilogue.h"
 #include "gemm_small.h"
 
 #include <cblas.h>
@@ -464,4 +465,81 @@ void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha,
     Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                  .beta = beta, .f32 = path == GEMM_PATH_DNNL_F32};
     gemm_bf16(&key, A, B, C);
+}
+
+/* ---- gemm_ex: epilogues, and operands stored in bf16 --------------------- */
+
+static GemmFault fault;
+static bool force_unfused;
+
+GemmFault gemm_set_fault(GemmFault f) {
+    GemmFault was = fault;
+    fault = f;
+    return was;
+}
+
+bool gemm_set_unfused(bool on) {
+    bool was = force_unfused;
+    force_unfused = on;
+    return was;
+}
+
+/* Each thread's buffers for the unfused composition: widened operands, and
+ * C when the epilogue writes bf16 alone. They grow to the largest product
+ * and stay, so a step makes no malloc after its first. */
+static _Thread_local float *ex_buf;
+static _Thread_local size_t ex_cap;
+
+static void widen_rows(float *out, const uint16_t *x, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *xr = x + (long)r * ld;
+        float *o = out + (long)r * ld;
+#pragma omp simd
+        for (int c = 0; c < cols; c++) o[c] = bf16_to_float(xr[c]);
+    }
+}
+
+/* The composition gemm_ex's kernel fuses, one step at a time. */
+static void gemm_ex_unfused(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                            const void *B, bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
+    int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
+    size_t na = a16 ? span(ra, ca, lda) : 0, nb = b16 ? span(rb, cb, ldb) : 0, nc = C ? 0 : (size_t)M * N;
+    if (na + nb + nc) ex_buf = grow(ex_buf, &ex_cap, na + nb + nc, sizeof *ex_buf);
+    const float *a = A, *b = B;
+    if (a16) widen_rows(ex_buf, A, ra, ca, lda), a = ex_buf;
+    if (b16) widen_rows(ex_buf + na, B, rb, cb, ldb), b = ex_buf + na;
+    if (!C) C = ex_buf + na + nb, ldc = N;
+    if (ep && ep->bias) {
+        for (int r = 0; r < M; r++) memcpy(C + (long)r * ldc, ep->bias, sizeof(float) * (size_t)N);
+        if (fault == GEMM_FAULT_BIAS_TWICE)
+            for (int r = 0; r < M; r++)
+                for (int j = 0; j < N; j++) C[(long)r * ldc + j] += ep->bias[j];
+        beta = 1.0f;
+    }
+    if (K > 0) gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    else if (!(ep && ep->bias))
+        for (int r = 0; r < M; r++)
+            for (int j = 0; j < N; j++) C[(long)r * ldc + j] = beta == 0 ? 0 : beta * C[(long)r * ldc + j];
+    if (!gemm_epilogue_rest(ep)) return;
+    for (int r = 0; r < M; r++) gemm_epilogue_run(ep, fault, C + (long)r * ldc, N, r, 0, C + (long)r * ldc);
+}
+
+void gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const void *B,
+             bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
+    if (M <= 0 || N <= 0) return;
+    if (ep && ep->bias && beta != 0) DIE("gemm_ex: a bias with beta %g (the bias takes beta C's place)", beta);
+    if (!C && (beta != 0 || !ep || !ep->out16)) DIE("gemm_ex: no C, and no out16 to take it");
+    bool fused = precision == PRECISION_BF16 && K > 0 && jitter == 0 && !force_unfused && !force_rounded_sgemm &&
+                 gemm_small_available() && !gemm_bf16_to_dnnl(M, N, K) && (C || K <= GEMM_SMALL_KC);
+    if (!fused) {
+        gemm_ex_unfused(ta, tb, M, N, K, alpha, A, a16, lda, B, b16, ldb, beta, C, ldc, ep);
+        return;
+    }
+    gemm_small_ex(ta, tb, M, N, K, alpha, A, a16, lda, B, b16, ldb, beta, C, ldc, ep, fault);
+#pragma omp atomic
+    bf16_calls++;
+#pragma omp atomic
+    bf16_madds += (double)M * N * K;
+#pragma omp atomic
+    bf16_sgemm_madds += (double)M * N * K;
 }

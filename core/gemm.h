@@ -36,6 +36,59 @@ typedef enum { PRECISION_FP32, PRECISION_BF16 } Precision;
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
           float beta, float *C, int ldc);
 
+/* What a product's output tile takes while it is in registers, in this
+ * order, element by element (v = alpha op(A) op(B) + beta C at first):
+ *   bias     v += bias[j] ([N]; beta must be 0: the bias takes C's place);
+ *   gelu     v = gelu(v), GELU's tanh form (op_gelu's formula, fastmath.h);
+ *            with pre16, v is first written there in bf16 and GELU reads
+ *            that rounded value (the pre-activation a backward reads);
+ *   slope16  v *= gelu'(x), x the bf16 value at the same place of slope16
+ *            (GELU's gradient taken into a product dg = dy W2);
+ *   colsum   colsum[j] += v, row by row in row order (a bias's gradient as
+ *            the column sums of the tile);
+ *   out16    v is written there in bf16 (round to nearest even) and not to
+ *            C: the value the next product reads. C may then be NULL
+ *            when K takes one block of gemm's kernel (GEMM_SMALL_KC), and is
+ *            scratch otherwise (it holds partial sums).
+ * pre16, slope16 and out16 are [M, N] with row strides ld_pre, ld_slope,
+ * ld_out. NULL/false fields do nothing. */
+typedef struct {
+    const float *bias;
+    bool gelu;
+    uint16_t *pre16;
+    int ld_pre;
+    const uint16_t *slope16;
+    int ld_slope;
+    float *colsum;
+    uint16_t *out16;
+    int ld_out;
+} GemmEpilogue;
+
+/* gemm() with an epilogue (ep may be NULL), and operands that may be stored
+ * in bf16 already (a16, b16: A or B is uint16_t, read as is; a bf16 operand
+ * is exact, so the product is the one gemm() makes of its widened values).
+ * In bf16 on gemm's own kernel (gemm_small.c) the epilogue runs on each
+ * output tile in registers, and a bf16 operand is packed without rounding;
+ * elsewhere (fp32, oneDNN's products, CPUs without AVX512-BF16) the same
+ * composition runs unfused: bf16 operands widened into a buffer, the bias
+ * copied into C's rows and gemm() with beta 1, then one pass over C for the
+ * rest. Both give the same bits: the order of every sum is the same. */
+void gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const void *B,
+             bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep);
+
+/* For the tests: gemm_ex's epilogues made wrong on purpose, to show that the
+ * checks catch them (GEMM_FAULT_NONE at start). Returns the previous one. */
+typedef enum {
+    GEMM_FAULT_NONE,
+    GEMM_FAULT_BIAS_TWICE,   /* the bias added twice */
+    GEMM_FAULT_SLOPE_OF_OUT, /* GELU's gradient taken at the product's own value, not at slope16's */
+    GEMM_FAULT_NO_PRE_ROUND, /* GELU reads the pre-activation unrounded */
+} GemmFault;
+GemmFault gemm_set_fault(GemmFault f);
+/* For the tests: gemm_ex runs its unfused composition even where the kernel
+ * could fuse (off at start). Returns the previous setting. */
+bool gemm_set_unfused(bool on);
+
 /* The precision of every product from now on (fp32 at start). bf16 must
  * have been checked with gemm_bf16_check() first: setting it otherwise is a
  * programming error. Returns the previous setting. */

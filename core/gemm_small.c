@@ -23,11 +23,13 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_epilogue.h"
 
-#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 enum { MR = 8, NR = 32 };
 
@@ -35,7 +37,7 @@ bool gemm_small_available(void) {
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     }
     return have;
 }
@@ -88,6 +90,16 @@ static uint32_t *pack_space(size_t n) { return buffer(&buffers()->a, n); }
 
 static __mmask16 first(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n > 0 ? n : 0)) - 1); }
 
+/* An operand as stored: floats, or bf16 values already rounded (gemm_ex). */
+typedef struct {
+    const void *p;
+    bool h;
+} Operand;
+
+static const void *at(Operand x, long off) {
+    return x.h ? (const void *)((const uint16_t *)x.p + off) : (const void *)((const float *)x.p + off);
+}
+
 /* Row x (K floats) as Kp = ceil(K / 2) bf16 pairs; a missing last k is 0. */
 AVX512_BF16 static void pack_row(uint32_t *out, const float *x, int K) {
     for (int k = 0; k < K; k += 32) {
@@ -96,6 +108,17 @@ AVX512_BF16 static void pack_row(uint32_t *out, const float *x, int K) {
         __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
         _mm512_mask_storeu_epi32(out + k / 2, first((n + 1) / 2), v);
     }
+}
+
+/* The same from a row stored in bf16: a copy. */
+static void pack_row16(uint32_t *out, const uint16_t *x, int K) {
+    memcpy(out, x, sizeof *x * (size_t)K);
+    if (K & 1) ((uint16_t *)out)[K] = 0;
+}
+
+static void pack_row_of(uint32_t *out, Operand x, long off, int K) {
+    if (x.h) pack_row16(out, (const uint16_t *)x.p + off, K);
+    else pack_row(out, (const float *)x.p + off, K);
 }
 
 /* Two rows x0, x1 of n <= 16 values as n pairs (x0[j], x1[j]); x1 NULL: 0. */
@@ -108,15 +131,33 @@ AVX512_BF16 static __m512i pair_rows(const float *x0, const float *x1, int n) {
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), v);
 }
 
+/* The same from rows stored in bf16. */
+AVX512_BF16 static __m512i pair_rows16(const uint16_t *x0, const uint16_t *x1, int n) {
+    __m512i a = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(first(n), x0));
+    if (!x1) return a;
+    __m512i b = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(first(n), x1));
+    return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+}
+
 /* X stored K x cols (row stride ld) as Kp pair rows of width w >= cols, a
  * multiple of 16 (the columns past cols are 0): out[p w + j] = (X[2p][j],
  * X[2p + 1][j]). */
-AVX512_BF16 static void pack_across(uint32_t *out, int w, const float *X, int ld, int K, int cols) {
+AVX512_BF16 static void pack_across(uint32_t *out, int w, Operand X, long off, int ld, int K, int cols) {
     assert(w % 16 == 0 && w >= cols);
     for (int p = 0; p < (K + 1) / 2; p++) {
-        const float *x0 = X + (long)2 * p * ld, *x1 = 2 * p + 1 < K ? x0 + ld : NULL;
-        for (int j = 0; j < w; j += 16)
-            _mm512_storeu_si512(out + (long)p * w + j, pair_rows(x0 + j, x1 ? x1 + j : NULL, cols - j));
+        long r0 = off + (long)2 * p * ld;
+        bool two = 2 * p + 1 < K;
+        for (int j = 0; j < w; j += 16) {
+            __m512i v;
+            if (X.h) {
+                const uint16_t *x0 = (const uint16_t *)X.p + r0 + j;
+                v = pair_rows16(x0, two ? x0 + ld : NULL, cols - j);
+            } else {
+                const float *x0 = (const float *)X.p + r0 + j;
+                v = pair_rows(x0, two ? x0 + ld : NULL, cols - j);
+            }
+            _mm512_storeu_si512(out + (long)p * w + j, v);
+        }
     }
 }
 
@@ -150,14 +191,15 @@ AVX512_BF16 static void transpose16(__m512i r[16]) {
 
 /* X stored cols x K (each column of op(X) a stored row; row stride ld) as
  * Kp pair rows of width w: the rows' pairs, transposed 16 x 16 at a time. */
-AVX512_BF16 static void pack_down(uint32_t *out, int w, const float *X, int ld, int K, int cols, uint32_t *tmp) {
+AVX512_BF16 static void pack_down(uint32_t *out, int w, Operand X, long off, int ld, int K, int cols,
+                                  uint32_t *tmp) {
     assert(w % 16 == 0 && w >= cols);
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
     for (int j0 = 0; j0 < w; j0 += 16) {
         for (int j = 0; j < 16; j++) {
             uint32_t *row = tmp + (long)j * Kp16;
             memset(row, 0, sizeof *row * (size_t)Kp16);
-            if (j0 + j < cols) pack_row(row, X + (long)(j0 + j) * ld, K);
+            if (j0 + j < cols) pack_row_of(row, X, off + (long)(j0 + j) * ld, K);
         }
         for (int p0 = 0; p0 < Kp; p0 += 16) {
             __m512i r[16];
@@ -168,13 +210,29 @@ AVX512_BF16 static void pack_down(uint32_t *out, int w, const float *X, int ld, 
     }
 }
 
+/* How a tile ends: the bias in beta C's place (a product's first block of
+ * K), the epilogue (its last block), the deliberate fault (tests). */
+typedef struct {
+    const float *bias;
+    const GemmEpilogue *ep;
+    int fault;
+} TileEnd;
+
 /* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1 (mr <= MR, nc <=
  * NR): alpha sum_p a(r, p) . b(p, j) + beta C, a(r, p) at a[r ar + p ap],
- * b's pair row p at b + p w. */
+ * b's pair row p at b + p w; then the bias and the epilogue of end. */
 AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
-                             float alpha, float beta, float *C, int ldc) {
+                             float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
     __m512 acc[MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    /* C's lines on their way while the sums run: read back when beta is not
+     * 0, written in any case (a product's C is seldom in cache: a step's
+     * dX and dW tiles were last touched a whole product ago) */
+    if (C && Kp >= 16)
+        for (int r = 0; r < mr; r++) {
+            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
+            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
+        }
     for (int p = 0; p < Kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (long)p * w), b1 = (__m512bh)_mm512_loadu_si512(b + (long)p * w + 16);
 #pragma GCC unroll 8
@@ -185,42 +243,65 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
         }
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const float *bias = end ? end->bias : NULL;
+    const GemmEpilogue *ep = end ? end->ep : NULL;
     for (int r = 0; r < mr; r++)
         for (int h = 0; h < 2; h++) {
             __mmask16 m = first(nc - 16 * h);
             if (!m) continue;
-            float *c = C + (long)r * ldc + 16 * h;
+            float *c = C ? C + (long)r * ldc + 16 * h : NULL;
             __m512 v = _mm512_mul_ps(va, acc[r][h]);
-            if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
-            _mm512_mask_storeu_ps(c, m, v);
+            if (bias) {
+                __m512 bv = _mm512_maskz_loadu_ps(m, bias + j0 + 16 * h);
+                v = _mm512_add_ps(bv, v);
+                if (end->fault == GEMM_FAULT_BIAS_TWICE) v = _mm512_add_ps(bv, v);
+            } else if (beta != 0) {
+                v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
+            }
+            if (!ep) {
+                _mm512_mask_storeu_ps(c, m, v);
+                continue;
+            }
+            float t[16];
+            _mm512_storeu_ps(t, v);
+            gemm_epilogue_run(ep, end->fault, t, nc - 16 * h < 16 ? nc - 16 * h : 16, i0 + r, j0 + 16 * h, c);
         }
 }
 
 /* op(B)'s columns j0 .. j0 + NR - 1 (those past N are 0) as Kp pair rows of
  * width NR, into the thread's panel buffer (with pack_down's rows after it). */
-AVX512_BF16 static const uint32_t *pack_panel(bool tb, const float *B, int ldb, int K, int N, int j0) {
+AVX512_BF16 static const uint32_t *pack_panel(bool tb, Operand B, int ldb, int K, int N, int j0) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
     uint32_t *panel_buf = buffer(&buffers()->panel, (size_t)Kp * NR + (tb ? 16 * (size_t)Kp16 : 0));
     int cols = N - j0 < NR ? N - j0 : NR;
-    if (tb) pack_down(panel_buf, NR, B + (long)j0 * ldb, ldb, K, cols, panel_buf + (size_t)Kp * NR);
-    else pack_across(panel_buf, NR, B + j0, ldb, K, cols);
+    if (tb) pack_down(panel_buf, NR, B, (long)j0 * ldb, ldb, K, cols, panel_buf + (size_t)Kp * NR);
+    else pack_across(panel_buf, NR, B, j0, ldb, K, cols);
     return panel_buf;
 }
 
 /* One block of K: the whole product when K is short. */
-AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
-                                    const float *B, int ldb, float beta, float *C, int ldc) {
+AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, Operand A, int lda,
+                                    Operand B, int ldb, float beta, float *C, int ldc, const TileEnd *end) {
     /* Mp: M padded to whole vectors of 16, which pack_across writes, and so to row tiles */
     int Kp = (K + 1) / 2, Mp = (M + 15) & ~15;
-    /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp (ar = 1, ap = Mp) */
-    uint32_t *pa = pack_space((size_t)Mp * Kp);
+    /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp
+     * (ar = 1, ap = Mp); bf16 rows of even K and stride that fill whole row
+     * tiles are read where they are, as pairs already */
+    const uint32_t *pa;
     long ar, ap;
-    if (!ta) {
-        for (int i = 0; i < M; i++) pack_row(pa + (long)i * Kp, A + (long)i * lda, K);
-        memset(pa + (long)M * Kp, 0, sizeof *pa * (size_t)(Mp - M) * Kp);
+    if (!ta && A.h && K % 2 == 0 && lda % 2 == 0 && M % MR == 0 && ((uintptr_t)A.p & 3) == 0) {
+        pa = A.p;
+        ar = lda / 2, ap = 1;
+    } else if (!ta) {
+        uint32_t *buf = pack_space((size_t)Mp * Kp);
+        for (int i = 0; i < M; i++) pack_row_of(buf + (long)i * Kp, A, (long)i * lda, K);
+        memset(buf + (long)M * Kp, 0, sizeof *buf * (size_t)(Mp - M) * Kp);
+        pa = buf;
         ar = Kp, ap = 1;
     } else {
-        pack_across(pa, Mp, A, lda, K, M);
+        uint32_t *buf = pack_space((size_t)Mp * Kp);
+        pack_across(buf, Mp, A, 0, lda, K, M);
+        pa = buf;
         ar = 1, ap = Mp;
     }
     /* op(B) a panel of NR columns at a time, packed where it is used: the
@@ -233,7 +314,7 @@ AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float
         const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
         for (int i0 = 0; i0 < M; i0 += MR)
             tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
-                 C + (long)i0 * ldc + j0, ldc);
+                 C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
     }
 }
 
@@ -241,12 +322,26 @@ AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float
  * added into C: the packed A of a block stays in L2 and a panel of B in L1,
  * where a whole K (a weight gradient's 4096 tokens) would stream both from
  * memory at every row tile. Blocks start at even k, so the pairs are the
- * whole product's; the sum is taken block by block, in a fixed order. */
-void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
-                float beta, float *C, int ldc) {
+ * whole product's; the sum is taken block by block, in a fixed order. A bias
+ * takes beta C's place in the first block, the epilogue runs in the last;
+ * an epilogue that does not write C needs the one block. */
+void gemm_small_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                   const void *B, bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep,
+                   int fault) {
+    Operand a = {A, a16}, b = {B, b16};
+    bool rest = gemm_epilogue_rest(ep);
+    if (!C && K > GEMM_SMALL_KC) DIE("gemm_small_ex: no C for a K of %d, past one block", K);
     for (int k0 = 0; k0 < K; k0 += GEMM_SMALL_KC) {
         int k = K - k0 < GEMM_SMALL_KC ? K - k0 : GEMM_SMALL_KC;
-        const float *a = ta ? A + (long)k0 * lda : A + k0, *b = tb ? B + k0 : B + (long)k0 * ldb;
-        small_block(ta, tb, M, N, k, alpha, a, lda, b, ldb, k0 ? 1.0f : beta, C, ldc);
+        Operand ak = {at(a, ta ? (long)k0 * lda : k0), a16}, bk = {at(b, tb ? k0 : (long)k0 * ldb), b16};
+        TileEnd end = {.bias = k0 == 0 && ep ? ep->bias : NULL, .ep = k0 + k >= K && rest ? ep : NULL,
+                       .fault = fault};
+        small_block(ta, tb, M, N, k, alpha, ak, lda, bk, ldb, k0 ? 1.0f : beta, C, ldc,
+                    end.bias || end.ep ? &end : NULL);
     }
+}
+
+void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                float beta, float *C, int ldc) {
+    gemm_small_ex(ta, tb, M, N, K, alpha, A, false, lda, B, false, ldb, beta, C, ldc, NULL, 0);
 }

@@ -9,6 +9,8 @@
 
 #include <stdbool.h>
 
+#include "gemm.h"
+
 /* Whether the CPU has the instructions (checked once). */
 bool gemm_small_available(void);
 
@@ -18,6 +20,13 @@ bool gemm_small_available(void);
  * it splits C's tiles over the threads; the bits do not depend on how. */
 void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                 float beta, float *C, int ldc);
+
+/* gemm_small with gemm_ex's epilogue (gemm.h) applied to each output tile
+ * (in the last block of a long K; a bias takes beta C's place in the first),
+ * and operands that may be stored in bf16 already (a16, b16). */
+void gemm_small_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                   const void *B, bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep,
+                   int fault);
 
 #define GEMM_SMALL_PARALLEL_MADDS (1L << 18)
 

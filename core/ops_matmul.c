@@ -136,9 +136,16 @@ Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b) {
     return node_run(n);
 }
 
-/* y = x W^T + b: rows of y start as b, then sgemm adds x W^T (beta = 1). */
+/* y = x W^T + b: rows of y start as b, then sgemm adds x W^T (beta = 1). In
+ * bf16 the bias is the product's epilogue instead (gemm_ex: the same bits,
+ * without the pass that copies it). */
 void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, long M) {
     long N = w->shape[0], K = w->shape[1];
+    if (b && gemm_precision() == PRECISION_BF16) {
+        gemm_ex(false, true, M, N, K, 1.0f, x, false, K, w->data, false, K, 0.0f, y, N,
+                &(GemmEpilogue){.bias = b->data});
+        return;
+    }
     if (b) {
         #pragma omp parallel for if (M * N > PAR_MIN)
         for (long r = 0; r < M; r++) memcpy(y + r * N, b->data, (size_t)N * sizeof(float));

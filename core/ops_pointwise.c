@@ -67,21 +67,16 @@ static void run_backward(Node *n, RangeFn fn) { run_backward_of(n, fn, false); }
 
 /* ---- gelu: 0.5 x (1 + tanh u), u = c (x + a x^3) -------------------------- */
 
-#define GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
-#define GELU_A 0.044715f
+/* fm_gelu and fm_gelu_slope (fastmath.h), which gemm's epilogues share */
 
 static void gelu_fwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x;
     float *restrict o = p->o;
     #pragma omp simd
-    for (long i = lo; i < hi; i++) o[i] = 0.5f * x[i] * (1.0f + fm_tanhf(GELU_C * (x[i] + GELU_A * x[i] * x[i] * x[i])));
+    for (long i = lo; i < hi; i++) o[i] = fm_gelu(x[i]);
 }
 
-/* d/dx = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2) */
-static inline float gelu_slope(float x) {
-    float t = fm_tanhf(GELU_C * (x + GELU_A * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
-}
+static inline float gelu_slope(float x) { return fm_gelu_slope(x); }
 
 static void gelu_bwd(const Pointwise *p, long lo, long hi) {
     const float *restrict x = p->x, *restrict g = p->g;

@@ -55,6 +55,9 @@ extern OpDef mlp_op;
 /* The most floats op_mlp's [rows, hidden] scratch may hold: it takes the rows
  * in passes of that many (a test sets it small to run several passes). */
 extern long mlp_scratch_floats;
+/* For the tests: in bf16, keep h in fp32 as fp32 runs do (false at start),
+ * the mistake tests/test_fused.c shows its bf16-rule check catching. */
+extern bool mlp_keep_h32;
 
 /* The LM head and the mean cross-entropy as one op: x [..., d], W [V, d] ->
  * the mean over rows r whose target is not ignore_index of logsumexp(z_r) -

@@ -29,6 +29,7 @@ Suite *utf8_suite(void);
 Suite *generate_suite(void);
 Suite *gemm_suite(void);
 Suite *bf16_suite(void);
+Suite *fused_suite(void);
 Suite *stats_suite(void);
 Suite *records_suite(void);
 
@@ -60,6 +61,7 @@ int main(void) {
     srunner_add_suite(sr, generate_suite());
     srunner_add_suite(sr, gemm_suite());
     srunner_add_suite(sr, bf16_suite());
+    srunner_add_suite(sr, fused_suite());
     srunner_add_suite(sr, stats_suite());
     srunner_add_suite(sr, records_suite());
     srunner_run_all(sr, CK_NORMAL);

@@ -21,7 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention/positions.h"
+#include "attention/softmax_parts.h"
 #include "blas_stub.h"
+#include "cases_positions.h"
 #include "gemm.h"
 #include "layer_cases.h"
 #include "op_cases.h"
@@ -208,6 +211,52 @@ START_TEST(test_bf16_check_catches_fp32) {
 }
 END_TEST
 
+/* The softmax kernel in bf16 runs each block over tiles of 256 keys
+ * (softmax_op.c): at T = 600 a block spans up to three, so the running max
+ * and sum carry across tiles, and masks and biases are cut at tile edges. */
+enum { LONG_T = 600 };
+static Tensor *long_call(Tensor **in, bool causal, int pos, int window, bool logn) {
+    ModelConfig m;
+    AttnCall c = positions_call(&m, causal, pos, window, false, logn);
+    c.B = 1;
+    c.T = LONG_T;
+    return attn_kernel_softmax.forward(&c, in[0], in[1], in[2]);
+}
+static Tensor *long_causal(Tensor **in) { return long_call(in, true, pos_find("none"), 0, false); }
+static Tensor *long_bidirectional(Tensor **in) { return long_call(in, false, pos_find("none"), 0, false); }
+static Tensor *long_alibi_window(Tensor **in) { return long_call(in, true, pos_find("alibi"), 300, false); }
+static Tensor *long_alibi_logn(Tensor **in) { return long_call(in, false, pos_find("alibi"), 0, true); }
+
+#define LONG_QKV {{4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, {4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, \
+                  {4, {1, KC_H, LONG_T, KC_DV}, GC_NORMAL}}
+static const GradCase long_cases[] = {
+    {"softmax causal T 600", 3, LONG_QKV, long_causal},
+    {"softmax bidirectional T 600", 3, LONG_QKV, long_bidirectional},
+    {"softmax causal alibi window 300 T 600", 3, LONG_QKV, long_alibi_window},
+    {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_logn},
+};
+
+START_TEST(test_bf16_key_tiles) {
+    if (!bf16_here()) return;
+    char msg[600];
+    ck_assert_msg(case_holds(&long_cases[_i], 7070 + (uint64_t)_i, msg, sizeof msg), "%s", msg);
+}
+END_TEST
+
+/* An accumulator left unscaled when a row's max grows, or backward without
+ * the softmax's row sum, fails the check. */
+START_TEST(test_bf16_key_tiles_catch) {
+    if (!bf16_here()) return;
+    char msg[600];
+    for (int f = 1; f <= 2; f++) {
+        attn_flash_fault = f;
+        bool held = case_holds(&long_cases[0], 7070, msg, sizeof msg);
+        attn_flash_fault = 0;
+        ck_assert_msg(!held, "the key tiles' fault %d passed", f);
+    }
+}
+END_TEST
+
 Suite *bf16_suite(void) {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("against fp32");
@@ -215,6 +264,8 @@ Suite *bf16_suite(void) {
     tcase_add_loop_test(tc, test_bf16_op_cases, 0, n_op_cases);
     tcase_add_loop_test(tc, test_bf16_kernel_cases, 0, n_kernel_cases);
     tcase_add_test(tc, test_bf16_check_catches_fp32);
+    tcase_add_loop_test(tc, test_bf16_key_tiles, 0, (int)(sizeof long_cases / sizeof *long_cases));
+    tcase_add_test(tc, test_bf16_key_tiles_catch);
     suite_add_tcase(s, tc);
     return s;
 }

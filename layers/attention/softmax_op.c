@@ -19,6 +19,7 @@
 #include "gemm.h"
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "attention/positions.h"
 #include "attention/softmax.h"
@@ -123,6 +124,161 @@ static float *node_bias(const Node *n, int H, int T, int dk) {
 
 static long bias_floats(int pos, int H, int T) { return pos_scheme(pos)->bias ? (long)H * T : 0; }
 
+/* ---- bf16: a block in tiles of keys (flash-style) ---------------------------
+ *
+ * Under precision bf16 a block of query rows runs over its keys
+ * FLASH_KEYS at a time, so that a tile's scores, its P and the products'
+ * packed operands stay in cache whatever T is (a 64 x 8192 block of fp32
+ * scores is 2 MiB, past a Zen 5 core's L2). Forward keeps a running max m
+ * and sum l per row (online softmax): per tile, P~ = exp(S - m_new) is
+ * rounded to bf16 as it is made, which P V reads as it is (gemm_ex), and the
+ * output's accumulator and l are rescaled by exp(m_old - m_new); at the end
+ * O = acc / l, and the stats are (m, 1 / l) as the fp32 path keeps them.
+ * Backward makes each tile's P = exp(S - m) / l again and takes the
+ * softmax's row sum as D_i = dO_i . O_i (= sum_j P_ij dP_ij), so no row is
+ * needed whole: dz = P (dP - D_i). The sums run in another order than the
+ * fp32 path's (and D uses forward's O), so bf16 is held to the error
+ * analysis (tests/test_bf16.c), not to fp32's bits; fp32 runs as above. */
+#define FLASH_KEYS 256
+
+int attn_flash_fault;
+
+/* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
+ * s q.k, then on each row's own keys its log-n factor and the bias, as
+ * attn_block_scores has them; -inf outside the row's keys. */
+static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, const float *q, const float *k, int dk,
+                         float scale, const float *bias, bool causal, float *S) {
+    gemm(false, true, r1 - r0, wc, dk, scale, q + (long)r0 * dk, dk, k + (long)c0 * dk, dk, 0.0f, S, wc);
+    for (int r = 0; r < r1 - r0; r++) {
+        int i = r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1; /* the row's keys [lo, e) in the tile */
+        lo = lo < 0 ? 0 : lo > wc ? wc : lo;
+        e = e > wc ? wc : e < lo ? lo : e;
+        float *s = S + (long)r * wc, l = p->lambda[i];
+        for (int c = 0; c < lo; c++) s[c] = -INFINITY;
+        for (int c = e; c < wc; c++) s[c] = -INFINITY;
+        if (l != 1.0f)
+            for (int c = lo; c < e; c++) s[c] *= l;
+        if (bias)
+            for (int c = lo; c < e; c++) {
+                int d = i - (c0 + c);
+                s[c] += bias[causal ? d : d < 0 ? -d : d];
+            }
+    }
+}
+
+/* One thread's tiles: S and D [qb, FLASH_KEYS] floats, P [qb, FLASH_KEYS]
+ * bf16, the output's accumulator [qb, dv], and m, l (or D_i) [qb]. */
+typedef struct {
+    float *S, *D, *acc, *m, *l;
+    uint16_t *P;
+} FlashTiles;
+
+static long flash_floats(int qb, int dv) { return 2L * qb * FLASH_KEYS + qb * FLASH_KEYS / 2 + (long)qb * dv + 2L * qb + 64; }
+
+static FlashTiles flash_tiles(float *scratch, int qb, int dv) {
+    float *t = scratch + (long)omp_get_thread_num() * flash_floats(qb, dv);
+    FlashTiles f = {.S = t, .D = t + (long)qb * FLASH_KEYS};
+    f.P = (uint16_t *)(f.D + (long)qb * FLASH_KEYS);
+    f.acc = f.D + (long)qb * FLASH_KEYS + (long)qb * FLASH_KEYS / 2;
+    f.m = f.acc + (long)qb * dv;
+    f.l = f.m + qb;
+    return f;
+}
+
+static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const float *qh, const float *kh,
+                                const float *vh, const float *bias, int dk, int dv, float scale, bool causal,
+                                float *stats, float *oh, FlashTiles *f) {
+    int R = b->r1 - b->r0;
+    for (int r = 0; r < R; r++) f->m[r] = -INFINITY, f->l[r] = 0.0f;
+    memset(f->acc, 0, sizeof(float) * (size_t)R * dv);
+    for (int c0 = b->k0; c0 < b->k0 + b->w; c0 += FLASH_KEYS) {
+        int wc = b->k0 + b->w - c0 < FLASH_KEYS ? b->k0 + b->w - c0 : FLASH_KEYS;
+        flash_scores(p, b->r0, b->r1, c0, wc, qh, kh, dk, scale, bias, causal, f->S);
+        for (int r = 0; r < R; r++) {
+            const float *restrict s = f->S + (long)r * wc;
+            uint16_t *restrict pr = f->P + (long)r * FLASH_KEYS;
+            float mx = f->m[r];
+            #pragma omp simd reduction(max : mx)
+            for (int c = 0; c < wc; c++) mx = s[c] > mx ? s[c] : mx;
+            if (mx == -INFINITY) { /* no key of the row yet */
+                memset(pr, 0, sizeof *pr * (size_t)wc);
+                continue;
+            }
+            float alpha = fm_expf(f->m[r] - mx), sum = 0.0f; /* 0 when m was -inf */
+            #pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < wc; c++) {
+                float e = fm_expf(s[c] - mx);
+                sum += e;
+                pr[c] = bf16_from_float(e);
+            }
+            f->l[r] = f->l[r] * alpha + sum;
+            f->m[r] = mx;
+            if (alpha != 1.0f && attn_flash_fault != 1) {
+                float *a = f->acc + (long)r * dv;
+                #pragma omp simd
+                for (int d = 0; d < dv; d++) a[d] *= alpha;
+            }
+        }
+        gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh + (long)c0 * dv, false, dv, 1.0f, f->acc, dv,
+                NULL);
+    }
+    for (int r = 0; r < R; r++) {
+        int i = b->r0 + r;
+        float inv = f->l[r] > 0.0f ? 1.0f / f->l[r] : 0.0f;
+        const float *a = f->acc + (long)r * dv;
+        float *o = oh + (long)i * dv;
+        #pragma omp simd
+        for (int d = 0; d < dv; d++) o[d] = a[d] * inv;
+        if (stats) stats[2 * i] = f->m[r], stats[2 * i + 1] = inv;
+    }
+}
+
+static void flash_backward_block(const AttnPlan *p, const AttnBlock *b, const AttnGrad *ag, long bh,
+                                 const float *qh, const float *kh, const float *oh, const float *bias, int dk,
+                                 float scale, bool causal, const float *stats, double *gh, FlashTiles *f) {
+    int R = b->r1 - b->r0, dv = ag->v->shape[3], T = p->T;
+    const float *dO = ag->dO + (bh * T + b->r0) * (long)dv;
+    for (int r = 0; r < R; r++) { /* D_i = dO_i . O_i */
+        const float *x = dO + (long)r * dv, *o = oh + (long)(b->r0 + r) * dv;
+        float dot = 0.0f;
+        #pragma omp simd reduction(+ : dot)
+        for (int d = 0; d < dv; d++) dot += x[d] * o[d];
+        f->l[r] = attn_flash_fault == 2 ? 0.0f : dot;
+    }
+    for (int c0 = b->k0; c0 < b->k0 + b->w; c0 += FLASH_KEYS) {
+        int wc = b->k0 + b->w - c0 < FLASH_KEYS ? b->k0 + b->w - c0 : FLASH_KEYS;
+        flash_scores(p, b->r0, b->r1, c0, wc, qh, kh, dk, scale, bias, causal, f->S);
+        for (int r = 0; r < R; r++) { /* P again */
+            int i = b->r0 + r;
+            float *s = f->S + (long)r * wc, mx = stats[2 * i], inv = stats[2 * i + 1];
+            if (mx == -INFINITY) {
+                memset(s, 0, sizeof *s * (size_t)wc);
+                continue;
+            }
+            #pragma omp simd
+            for (int c = 0; c < wc; c++) s[c] = fm_expf(s[c] - mx) * inv;
+        }
+        if (!attn_grad_pv(ag, bh, b->r0, R, c0, wc, f->S, f->D, gh != NULL)) continue;
+        for (int r = 0; r < R; r++) {
+            int i = b->r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1;
+            lo = lo < 0 ? 0 : lo > wc ? wc : lo;
+            e = e > wc ? wc : e < lo ? lo : e;
+            const float *restrict pr = f->S + (long)r * wc;
+            float *restrict d = f->D + (long)r * wc, Di = f->l[r], l = p->lambda[i];
+            #pragma omp simd
+            for (int c = 0; c < wc; c++) d[c] = pr[c] * (d[c] - Di); /* dz; 0 where P is */
+            if (gh)
+                for (int c = lo; c < e; c++) {
+                    int dist = i - (c0 + c);
+                    gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
+                }
+            if (l != 1.0f)
+                for (int c = lo; c < e; c++) d[c] *= l;
+        }
+        attn_grad_qk(ag, bh, b->r0, R, c0, wc, f->D);
+    }
+}
+
 static void attn_softmax_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
@@ -131,7 +287,22 @@ static void attn_softmax_forward(Node *n) {
     bool causal = a->causal, keep = a->keep;
     AttnPlan p = plan_make(n, T);
     const float *bias = node_bias(n, H, T, dk);
-    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL, *scratch = attn_block_scratch(&p, 1);
+    float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL;
+    if (a->flash) {
+        float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
+                                                       (size_t)flash_floats(p.qb, dv));
+        #pragma omp parallel for
+        for (int bh = 0; bh < BH; bh++) {
+            FlashTiles f = flash_tiles(tiles, p.qb, dv);
+            for (int b = 0; b < p.n; b++)
+                flash_forward_block(&p, &p.b[b], q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                                    v->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk, dv,
+                                    scale, causal, stats ? stats + 2L * bh * T : NULL,
+                                    n->out->data + (long)bh * T * dv, &f);
+        }
+        return;
+    }
+    float *scratch = attn_block_scratch(&p, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
         const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
@@ -162,33 +333,47 @@ static void attn_softmax_backward(Node *n) {
     const float *bias = scheme->bias ? n->saved : NULL; /* forward's bias table */
     bool d_bias = false;
     for (int i = 0; i < n_params; i++) d_bias |= n->in[3 + i]->requires_grad;
-    /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
-    float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
-    #pragma omp parallel for
-    for (int bh = 0; bh < BH; bh++) {
-        const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
-        const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
-        float *dS = attn_thread_block(scratch, &p, 1, 0), *Pb = attn_thread_block(scratch_p, &p, 1, 0);
-        double *gh = g ? g + (long)bh * T : NULL;
-        for (int b = 0; b < p.n; b++) {
-            const AttnBlock *blk = &p.b[b];
-            int R = blk->r1 - blk->r0, w = blk->w;
-            block_probs(&p, blk, qh, kh, bias_h, Pb, dk, a->scale, causal, stats + 2L * bh * T, true);
-            if (!attn_grad_pv(&ag, bh, blk->r0, R, blk->k0, w, Pb, dS, gh != NULL)) continue;
-            attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
-            for (int r = 0; r < R; r++) {
-                int i = blk->r0 + r, lo = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
-                float *d = dS + (long)r * w, l = p.lambda[i];
-                if (gh)
-                    for (int c = lo; c < e; c++) {
-                        int dist = i - (blk->k0 + c);
-                        gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
-                    }
-                if (l != 1.0f)
-                    for (int c = lo; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+    if (a->flash) {
+        int dv = ag.v->shape[3];
+        float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
+                                                       (size_t)flash_floats(p.qb, dv));
+        #pragma omp parallel for
+        for (int bh = 0; bh < BH; bh++) {
+            FlashTiles f = flash_tiles(tiles, p.qb, dv);
+            for (int b = 0; b < p.n; b++)
+                flash_backward_block(&p, &p.b[b], &ag, bh, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                                     n->out->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk,
+                                     a->scale, causal, stats + 2L * bh * T, g ? g + (long)bh * T : NULL, &f);
+        }
+    } else {
+        /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
+        float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
+        #pragma omp parallel for
+        for (int bh = 0; bh < BH; bh++) {
+            const float *qh = q->data + (long)bh * T * dk, *kh = k->data + (long)bh * T * dk;
+            const float *bias_h = bias ? bias + (long)(bh % H) * T : NULL;
+            float *dS = attn_thread_block(scratch, &p, 1, 0), *Pb = attn_thread_block(scratch_p, &p, 1, 0);
+            double *gh = g ? g + (long)bh * T : NULL;
+            for (int b = 0; b < p.n; b++) {
+                const AttnBlock *blk = &p.b[b];
+                int R = blk->r1 - blk->r0, w = blk->w;
+                block_probs(&p, blk, qh, kh, bias_h, Pb, dk, a->scale, causal, stats + 2L * bh * T, true);
+                if (!attn_grad_pv(&ag, bh, blk->r0, R, blk->k0, w, Pb, dS, gh != NULL)) continue;
+                attn_softmax_rows_backward(Pb, dS, R, w); /* dz; 0 where P is */
+                for (int r = 0; r < R; r++) {
+                    int i = blk->r0 + r, lo = p.lo[i] - blk->k0, e = p.hi[i] - blk->k0 + 1;
+                    float *d = dS + (long)r * w, l = p.lambda[i];
+                    if (gh)
+                        for (int c = lo; c < e; c++) {
+                            int dist = i - (blk->k0 + c);
+                            gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
+                        }
+                    if (l != 1.0f)
+                        for (int c = lo; c < e; c++) d[c] *= l; /* z = lambda s q.k + b */
+                }
+                attn_grad_qk(&ag, bh, blk->r0, R, blk->k0, w, dS);
             }
-            attn_grad_qk(&ag, bh, blk->r0, R, blk->k0, w, dS);
         }
     }
     if (!g) return;
@@ -232,6 +417,7 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
         .logn = c->cfg->logn,
         .context = c->cfg->context,
         .qb = qb > 0 && qb < 1 << 14 ? qb : SOFTMAX_QUERY_BLOCK,
+        .flash = gemm_precision() == PRECISION_BF16,
     };
     return n;
 }

@@ -104,7 +104,13 @@ typedef struct {
     int qb;      /* query rows per block, fixed when the node is made so that
                     backward cuts the blocks as forward did */
     bool keep;   /* forward keeps each row's max and 1 / sum for backward */
+    bool flash;  /* bf16: each block in tiles of keys (softmax_op.c, flash_*) */
 } SoftmaxAttrs;
 NODE_ATTRS_DECLARE(SoftmaxAttrs);
+
+/* For the tests: the bf16 tiles of keys made wrong on purpose (0: not):
+ * 1 leaves the output's accumulator unscaled when a row's max grows, 2
+ * drops the softmax's row sum D_i from backward. */
+extern int attn_flash_fault;
 
 #endif
