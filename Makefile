@@ -115,6 +115,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS)
 	sh tests/results_layout.sh
 	sh tests/cli_variant.sh
 	sh tests/cli_position.sh
+	sh tests/cli_optimizer.sh
 	sh tests/cli_describe.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh

@@ -78,7 +78,7 @@ static const OptDef table_rows[] = {
     {.name = "optimizer", .type = OPT_CHOICE, .group = GROUP_TRAIN, .offset = T(optimizer), .choices_of = optim_names,
      .help = "the optimizer"},
     {.name = "weight_decay", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(weight_decay), .def = "0.1",
-     .min = 0, .max = 10, .help = "weight decay of matrices: decoupled (adamw, lion) or L2 (sgd)"},
+     .min = 0, .max = 10, .help = "weight decay of matrices, applied as the optimizer says (decoupled or L2: its own help and docs/training.md)"},
     {.name = "clip", .type = OPT_FLOAT, .group = GROUP_TRAIN, .offset = T(clip), .def = "1.0", .min = 0, .max = 1e6,
      .help = "global gradient-norm clip; 0 = off"},
     {.name = "seed", .type = OPT_INT64, .group = GROUP_TRAIN, .offset = T(seed), .def = "1337", .min = 0,
