@@ -94,7 +94,7 @@ check-asan: deps
 
 # The test binary lives in $(BUILD)/, not beside vendor/: ATTNLAB_UPLOT names
 # the pages' chart library for the pages its tests write.
-run-tests: $(BUILD)/test_all $(COMMANDS)
+run-tests: $(BUILD)/test_all $(COMMANDS) python/attnlab_tables.json
 	ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot ./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
