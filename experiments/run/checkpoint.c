@@ -212,7 +212,7 @@ int checkpoint_load(StFile *st, Model *m, const Optimizer *opt, bool with_optim,
             snprintf(name, sizeof name, "optim.%c.%s", "mv"[k], w->name);
             const StEntry *en = st_find(st, name);
             if (optim && !en)
-                return err_set(e, "%s: tensor '%s' not found (the file holds AdamW's moments of some tensors only)",
+                return err_set(e, "%s: tensor '%s' not found (the file holds the optimizer's state of some tensors only)",
                                st->path, name);
             bool same = en && en->ndim == w->ndim;
             for (int d = 0; same && d < w->ndim; d++) same = en->shape[d] == w->shape[d];
