@@ -225,7 +225,7 @@ static Tensor *long_call(Tensor **in, bool causal, int pos, int window, bool log
 static Tensor *long_causal(Tensor **in) { return long_call(in, true, pos_find("none"), 0, false); }
 static Tensor *long_bidirectional(Tensor **in) { return long_call(in, false, pos_find("none"), 0, false); }
 static Tensor *long_alibi_window(Tensor **in) { return long_call(in, true, pos_find("alibi"), 300, false); }
-static Tensor *long_alibi_logn(Tensor **in) { return long_call(in, false, pos_find("alibi"), 0, true); }
+static Tensor *long_alibi_and_logn(Tensor **in) { return long_call(in, false, pos_find("alibi"), 0, true); }
 
 #define LONG_QKV {{4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, {4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, \
                   {4, {1, KC_H, LONG_T, KC_DV}, GC_NORMAL}}
@@ -233,7 +233,7 @@ static const GradCase long_cases[] = {
     {"softmax causal T 600", 3, LONG_QKV, long_causal},
     {"softmax bidirectional T 600", 3, LONG_QKV, long_bidirectional},
     {"softmax causal alibi window 300 T 600", 3, LONG_QKV, long_alibi_window},
-    {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_logn},
+    {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_and_logn},
 };
 
 START_TEST(test_bf16_key_tiles) {
