@@ -73,3 +73,11 @@ expect() {
     if [ -e "$T/bad" ]; then why="${why:+$why; }wrote outputs"; fi
     if [ -z "$why" ]; then pass "$name"; else fail "$name" "$why"; fi
 }
+
+# copy_tree DIR: the tracked sources and build/ (times kept, so that make rebuilds only
+# what changed) into DIR, for a test that builds a changed copy of the tree
+copy_tree() {
+    mkdir -p "$1"
+    git ls-files | grep -v '^results/' | tar -cf - -T - | tar -xpf - -C "$1"
+    cp -pR build "$1/build"
+}

@@ -43,14 +43,6 @@ else
     if [ -z "$stray" ]; then pass "optimizer=$NAME is named only in its file, its registry line and its cases"; else fail "optimizer=$NAME is named only where it belongs" "also in:$stray"; fi
 fi
 
-# copy_tree DIR: the tracked sources and build/ (times kept, so that make rebuilds only
-# what changed) into DIR
-copy_tree() {
-    mkdir -p "$1"
-    git ls-files | grep -v '^results/' | tar -cf - -T - | tar -xpf - -C "$1"
-    cp -pR build "$1/build"
-}
-
 # registry_cases DIR: the cases that walk the optimizer registry, in DIR's build
 registry_cases() {
     (cd "$1" && CK_RUN_SUITE=optim CK_RUN_CASE=adamw ./build/test_all >"$T/out" 2>"$T/err") &&

@@ -49,14 +49,6 @@ else
     if [ -z "$stray" ]; then pass "pos=$NAME is named only in its file, its registry line, its case and its PyTorch forms"; else fail "pos=$NAME is named only where it belongs" "also in:$stray"; fi
 fi
 
-# copy_tree DIR: the tracked sources and build/ (times kept, so that make
-# rebuilds only what changed) into DIR
-copy_tree() {
-    mkdir -p "$1"
-    git ls-files | grep -v '^results/' | tar -cf - -T - | tar -xpf - -C "$1"
-    cp -pR build "$1/build"
-}
-
 # positions_case DIR: the model suite's positions case in DIR's build
 positions_case() {
     (cd "$1" && CK_RUN_SUITE=model CK_RUN_CASE=positions ./build/test_all >"$T/out" 2>"$T/err")

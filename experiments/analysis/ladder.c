@@ -138,8 +138,6 @@ static void claim_rungs(const Ladder *l, const char *lower, const char *higher, 
     }
 }
 
-static void rung_name(const char *grid, char *out, size_t size) { run_name_of(grid, out, size); }
-
 static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
     /* per claim: the effect line and its intervals as vertical bars (NaN breaks them) */
     enum { MAXC = 16 };
@@ -204,7 +202,7 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
                 l->claims[c]);
         for (int i = 0; i < l->n_grids; i++) {
             char name[256];
-            rung_name(l->grids[i], name, sizeof name);
+            run_name_of(l->grids[i], name, sizeof name);
             if (!r[i].ok) {
                 fprintf(md, "| %s | - | - | - | 0 | - | - | %s | - |\n", name, r[i].why);
                 fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", l->claims[c], name);
