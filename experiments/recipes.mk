@@ -353,6 +353,9 @@ ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/run
 	    for x in $$g; do sh scripts/results.sh unpack $$x; done; \
 	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder-$(1); \
 	else echo "ladder $(1): fewer than two rungs have run"; fi
+# the spectrum claim: each rung's plain 4-head models against their initialisations
+spectrum_arms = $(foreach r,s0 s1 s2,$(if $(and $(wildcard results/ladder-init-$(r)/runs.tar.xz),$(wildcard \
+	results/ladder-th-$(r)/runs.tar.xz)),results/ladder-init-$(r)/heads-4 results/ladder-th-$(r)/heads-4_talking_heads-none))
 ladder-tables: build-all
 	$(call ladder_of,cos,--expect "reweight=cos < reweight=none")
 	$(call ladder_of,linformer,--expect "linformer_k=128 < linformer_k=64" --expect "baseline < linformer_k=64" \
@@ -360,6 +363,11 @@ ladder-tables: build-all
 	$(call ladder_of,th,--expect "heads=4,talking_heads=both < heads=4,talking_heads=none" \
 	    --expect "heads=16,talking_heads=both < heads=16,talking_heads=none" \
 	    --expect "heads=4,talking_heads=none < heads=16,talking_heads=none")
+	@if [ $(words $(spectrum_arms)) -ge 4 ]; then \
+	    for a in $(spectrum_arms); do sh scripts/results.sh unpack $$(dirname $$a); done; \
+	    echo ./spectrum --ladder $(spectrum_arms) $(LADDER_PLAN) --out results/ladder-spectrum; \
+	    ./spectrum --ladder $(spectrum_arms) $(LADDER_PLAN) --out results/ladder-spectrum; \
+	else echo "ladder spectrum: fewer than two rungs have run"; fi
 
 # The verdicts of EXPERIMENTS.md that were reached by adding seeds to a grid (3 -> 5, 3 ->
 # 7, 3 -> 11 pairs) recomputed as a two-look plan, at the first 3 pairs and at all of

@@ -117,6 +117,27 @@ else
     fail "paired: A and B swapped" "exit $?"
 fi
 
+# under a seed plan of looks at 3 and 6 pairs: each interval at 97.5% over the first 3 pairs;
+# layer 2's c: t(0.9875, 2) = 6.205347, half 6.205347 x .01 / sqrt(3) = .035827
+if ./spectrum --paired "$T/g/init" "$T/g/trained" --plan 3,6 >"$T/out" 2>"$T/err"; then
+    has "paired: --plan 3,6 takes the intervals at 97.5%" "$T/out" \
+        "the seed plan's look 1: the first 3 pairs, intervals at 97.5%" \
+        "2       0.6000   0.7100   +0.1000  +0.1100  +0.1200    +0.1100  [+0.0742, +0.1458]    excludes 0, B > A"
+else
+    fail "paired: --plan 3,6" "exit $?"
+fi
+
+# --ladder: the same two arms as both rungs of a ladder (one budget, so no slope), the claim
+# oriented so that below 0 it holds: layer 2 (the last) c, init - trained, -0.1100
+if ./spectrum --ladder "$T/g/init" "$T/g/trained" "$T/g/init" "$T/g/trained" --out "$T/lad" >"$T/out" 2>"$T/err" &&
+    [ -f "$T/lad/ladder.md" ] && [ -f "$T/lad/ladder.csv" ] && [ -f "$T/lad/index.html" ]; then
+    has "ladder: the last layer's c(T/4), init - trained" "$T/lad/ladder.md" \
+        "## last layer, c(T/4): initialisation < trained" \
+        "| g | 842496 | 2.05e+05 | 1.17e+12 | 3 (1 apart) | -0.1100 | [-0.1348, -0.0852] | agrees | 0.0 h |"
+else
+    fail "ladder: the last layer's c(T/4), init - trained" "exit $?: $(cat "$T/err")"
+fi
+
 # the same from an archived grid (scripts/results.sh spectrum-paired), the arms named as given
 mkdir -p "$T/arch"
 cp -r "$T/g/"* "$T/arch/"
@@ -139,6 +160,10 @@ expect "paired: bad --within" 2 "--within: 'x' is not a positive number" ./spect
 expect "paired: --within_k 0" 2 "--within_k: '0' is not a positive number" ./spectrum --paired "$T/g/init" "$T/g/trained" --within_k 0
 expect "paired: --out" 2 "--out, --eigen and --length are for measuring" ./spectrum --paired "$T/g/init" "$T/g/trained" --out "$T/bad"
 expect "--within without --paired" 2 "go with --paired" ./spectrum "$T/g/init_seed-1" --within 0.1
+expect "paired: a bad plan" 2 "--plan:" ./spectrum --paired "$T/g/init" "$T/g/trained" --plan 6,3
+expect "ladder: no --out" 2 "no --out folder" ./spectrum --ladder "$T/g/init" "$T/g/trained" "$T/g/init" "$T/g/trained"
+expect "ladder: an odd number of arms" 2 "each two arms" ./spectrum --ladder "$T/g/init" "$T/g/trained" "$T/g/init" --out "$T/lad2"
+expect "ladder: and --paired" 2 "one at a time" ./spectrum --ladder --paired "$T/g/init" "$T/g/trained" --out "$T/lad2"
 expect "paired: no grid folder" 1 "no such grid folder" ./spectrum --paired "$T/nowhere/init" "$T/g/trained"
 expect "paired: no runs" 1 "no runs (nothing_seed-<n>" ./spectrum --paired "$T/g/nothing" "$T/g/trained"
 mkdir -p "$T/lone"

@@ -139,15 +139,20 @@ check_ladder() {
     [ -n "$cmd" ] || { echo "results_layout: $l: ladder.md names no command"; return 1; }
     rm -rf "$tmp/lad"
     mkdir -p "$tmp/lad"
-    # the rungs: the words after --ladder up to the first option
-    set -- $(printf '%s\n' "$cmd" | sed 's/^\.\/ablate --ladder //; s/ --.*//')
+    # the rungs: the words after --ladder up to the first option, each a grid (./ablate) or
+    # a grid's arm GRID/POINT (./spectrum)
+    prog=${cmd%% *}
+    set -- $(printf '%s\n' "$cmd" | sed 's/^\.\/[a-z]* --ladder //; s/ --.*//')
     for r in "$@"; do
-        [ -f "$r/runs.tar.xz" ] || { echo "results_layout: $l: rung $r has no runs.tar.xz"; return 1; }
-        mkdir -p "$tmp/lad/$r"
-        xz -dc "$r/runs.tar.xz" | tar -x -C "$tmp/lad/$r" -f - || return 1
+        g=$r
+        [ -f "$g/runs.tar.xz" ] || g=$(dirname "$r")
+        [ -f "$g/runs.tar.xz" ] || { echo "results_layout: $l: rung $r has no runs.tar.xz"; return 1; }
+        [ ! -d "$tmp/lad/$g" ] || continue
+        mkdir -p "$tmp/lad/$g"
+        xz -dc "$g/runs.tar.xz" | tar -x -C "$tmp/lad/$g" -f - || return 1
     done
     root=$(pwd)
-    (cd "$tmp/lad" && eval "\"$root/ablate\" ${cmd#./ablate}" >/dev/null) ||
+    (cd "$tmp/lad" && eval "\"$root/${prog#./}\" ${cmd#"$prog"}" >/dev/null) ||
         { echo "results_layout: $l: the command of its ladder.md failed"; return 1; }
     out=$(printf '%s\n' "$cmd" | sed 's/.*--out //')
     cmp -s "$tmp/lad/$out/ladder.csv" "$l/ladder.csv" ||

@@ -565,6 +565,102 @@ START_TEST(test_ladder) {
 }
 END_TEST
 
+/* A fake run's spectrum.csv: 2 layers, 1 head, K = 4 values, layer 0's c
+ * at k = 1 (c(T/4)) c0 and c reaching 0.9 at k90; layer 1 0.5 then linear. */
+static void fake_spectrum(const char *grid, const char *name, double c0, int k90) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s/spectrum.csv", grid, name);
+    FILE *f = fopen(path, "w");
+    fputs("layer,head,k,c,s\n", f);
+    for (int k = 1; k <= 4; k++) {
+        double c = k == 4 ? 1 : k >= k90 ? 0.9 + 0.01 * k : k == 1 ? c0 : 0.85;
+        fprintf(f, "0,0,%d,%.6f,1\n", k, c);
+    }
+    for (int k = 1; k <= 4; k++) fprintf(f, "1,0,%d,%.6f,1\n", k, 0.5 + 0.125 * k);
+    fclose(f);
+}
+
+/* A fake initialisation: a fake run at learning rate 0 and one step. */
+static void fake_init(const char *grid, const char *name) {
+    char path[700];
+    fake_run(grid, name, 1, 4.0);
+    Config c;
+    config_defaults(&c);
+    c.train.steps = 1, c.train.lr = 0;
+    cJSON *j = config_to_json(&c);
+    char *text = cJSON_Print(j);
+    snprintf(path, sizeof path, "%s/%s/config.json", grid, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    free(text), cJSON_Delete(j);
+}
+
+/* ./spectrum --ladder on two fake rungs (the trained models twice the steps
+ * at the second): layer 0's c(T/4) 0.5 at initialisation, 0.6 + noise and
+ * 0.7 + noise trained, so init - trained is -0.1 and -0.2 with the same
+ * +-0.02 noise as test_ladder: the same slope, -0.3322 [-0.4828, -0.1816]
+ * per decade; k 90% 3 -> 2 at both (no spread: an interval of width 0
+ * excludes 0); layer 1 unchanged: no effect. */
+START_TEST(test_spectrum_ladder) {
+    char root[256], i0[400], t0[400], i1[400], t1[400], out[400];
+    test_tmpdir(root, sizeof root, "spladder");
+    snprintf(i0, sizeof i0, "%s/init-s0", root), snprintf(t0, sizeof t0, "%s/th-s0", root);
+    snprintf(i1, sizeof i1, "%s/init-s1", root), snprintf(t1, sizeof t1, "%s/th-s1", root);
+    snprintf(out, sizeof out, "%s/out", root);
+    const char *grids[] = {i0, t0, i1, t1};
+    for (int g = 0; g < 4; g++) ck_assert_int_eq(mkdir(grids[g], 0755), 0);
+    static const double noise[3] = {0, -0.02, 0.02};
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "heads-4_seed-%d", 1337 + s), snprintf(b, sizeof b, "plain_seed-%d", 1337 + s);
+        for (int r = 0; r < 2; r++) {
+            fake_init(grids[2 * r], a);
+            fake_spectrum(grids[2 * r], a, 0.5, 3);
+            fake_run(grids[2 * r + 1], b, 1000 * (r + 1), 2.5);
+            fake_spectrum(grids[2 * r + 1], b, 0.6 + 0.1 * r - noise[s], 2);
+        }
+    }
+    char arms[4][500];
+    for (int r = 0; r < 2; r++)
+        snprintf(arms[2 * r], sizeof arms[0], "%s/heads-4", grids[2 * r]),
+            snprintf(arms[2 * r + 1], sizeof arms[0], "%s/plain", grids[2 * r + 1]);
+    const char *v[] = {arms[0], arms[1], arms[2], arms[3]};
+    SeedPlan none = {.n_looks = 0};
+    Err e;
+    ck_assert_msg(ladder_spectrum_run(v, 4, &none, 0.02, 2, out, &e) == 0, "%s", e.msg);
+    char path[500], text[16384];
+    snprintf(path, sizeof path, "%s/ladder.md", out);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "## first layer, c(T/4): initialisation < trained\n"), "%s", text);
+    ck_assert_msg(strstr(text, "| th-s0 | ") && strstr(text, " | 3 | -0.1000 | [-0.1497, -0.0503] | agrees |"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "| th-s1 | ") && strstr(text, " | 3 | -0.2000 | [-0.2497, -0.1503] | agrees |"), "%s",
+                  text);
+    ck_assert_msg(strstr(text, "slope: -0.3322 c(T/4) per decade of FLOPs, 95% interval [-0.4828, -0.1816] (6 pairs)"),
+                  "%s", text);
+    ck_assert_msg(strstr(text, "## last layer, c(T/4): initialisation < trained\n\n| rung |"), "%s", text);
+    ck_assert_msg(strstr(text, " | 3 | +0.0000 | [+0.0000, +0.0000] | no effect larger than 0.0000 |"), "%s", text);
+    ck_assert_msg(strstr(text, " | 3 | -1.00 | [-1.00, -1.00] | agrees |"), "%s", text);
+    ck_assert_msg(strstr(text, "command: ./spectrum --ladder "), "%s", text);
+    /* the arms the wrong way round: the claims disagree */
+    const char *swapped[] = {arms[1], arms[0], arms[3], arms[2]};
+    ck_assert_int_eq(ladder_spectrum_run(swapped, 4, &none, 0.02, 2, out, &e), 0);
+    f = fopen(path, "r");
+    n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, " | 3 | +0.1000 | [+0.0503, +0.1497] | disagrees |"), "%s", text);
+    /* an odd number of arms is a usage error */
+    ck_assert_int_eq(ladder_spectrum_run(v, 3, &none, 0.02, 2, out, &e), 2);
+    ck_assert_msg(strstr(e.msg, "each two arms"), "%s", e.msg);
+    test_rmtree(root);
+}
+END_TEST
+
 /* A malformed claim is refused, naming what is wrong. */
 START_TEST(test_expect_refused) {
     Grid g;
@@ -656,6 +752,7 @@ Suite *grid_suite(void) {
     tcase_add_test(tc, test_kernels_and_plan);
     tcase_add_test(tc, test_provenance_segments);
     tcase_add_test(tc, test_ladder);
+    tcase_add_test(tc, test_spectrum_ladder);
     tcase_add_test(tc, test_expect_refused);
     tcase_add_test(tc, test_expect_comma_values);
     tcase_add_test(tc, test_plateau);

@@ -63,7 +63,13 @@ static GridPaired paired_of(const GridRun *const *a, const GridRun *const *b, in
         x[found] = a[s]->result.val_bpb;
         y[found++] = b[s]->result.val_bpb;
     }
-    const SeedPlan *plan = rule->plan;
+    GridPaired q = grid_paired_values(x, y, found, rule->plan);
+    q.apart = p.apart, q.mixed = p.mixed;
+    return q;
+}
+
+GridPaired grid_paired_values(const double *x, const double *y, int found, const SeedPlan *plan) {
+    GridPaired p = {.pairs = 0, .look = -1, .next_look = -1};
     p.planned = plan && plan->n_looks;
     p.level = p.planned ? seed_plan_level(plan) : 0.95;
     p.pairs = found;

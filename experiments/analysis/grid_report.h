@@ -56,6 +56,10 @@ int grid_write_outputs(const char *dir, const Grid *g, const GridRun *runs, int 
  * when an arm has no runs. */
 int grid_arm_pairs(const char *arm_a, const char *arm_b, const SeedPlan *plan, bool mixed_kernels, GridPaired *out,
                    Config *cfg, Err *e);
+/* The pairs (x[i], y[i]) already matched and counted, as paired_of counts
+ * them: y - x under plan (its looks; NULL or none: one 95% interval), with
+ * the interval's power; apart, mixed and time_s are left 0. */
+GridPaired grid_paired_values(const double *x, const double *y, int found, const SeedPlan *plan);
 /* The verdict rule's words for a claim "b < a" tested on b - a (agrees,
  * disagrees, no effect larger than X, inconclusive with what would decide). */
 void grid_verdict_words(const GridPaired *p, double within, char *buf, size_t size);

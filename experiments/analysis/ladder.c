@@ -4,6 +4,7 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "page.h"
 #include "plot.h"
 #include "run.h"
+#include "spectrum_pairs.h"
 
 /* One claim at one rung. */
 typedef struct {
@@ -89,7 +91,8 @@ static const char *verdict_kind(const char *words) {
 }
 
 /* Whether the first rung's verdict holds at every later rung, in words. */
-static void survival(const Rung *r, int n, double slope, double half, char *buf, size_t size) {
+static void survival(const Rung *r, int n, double slope, double half, const char *unit, const char *fmt, char *buf,
+                     size_t size) {
     const char *first = r[0].ok ? verdict_kind(r[0].verdict) : "missing";
     size_t k = (size_t)snprintf(buf, size, "the first rung's verdict (%s) ", first);
     bool same = true, all = true;
@@ -108,11 +111,12 @@ static void survival(const Rung *r, int n, double slope, double half, char *buf,
                                   i == 1 ? "at the second rung" : i == 2 ? "at the third" : "further", i + 1 < n ? ";" : "");
     }
     if (k >= size) return;
-    if (isfinite(half))
-        snprintf(buf + k, size - k, "; the effect %s with compute (slope %+.4f bpb per decade of FLOPs [%+.4f, %+.4f])",
-                 fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", slope, slope - half,
-                 slope + half);
-    else
+    if (isfinite(half)) {
+        char a[64], lo[64], hi[64];
+        snprintf(a, sizeof a, fmt, slope), snprintf(lo, sizeof lo, fmt, slope - half), snprintf(hi, sizeof hi, fmt, slope + half);
+        snprintf(buf + k, size - k, "; the effect %s with compute (slope %s %s per decade of FLOPs [%s, %s])",
+                 fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", a, unit, lo, hi);
+    } else
         snprintf(buf + k, size - k, "; too few pairs for a slope");
 }
 
@@ -121,8 +125,8 @@ static void claim_rungs(const Ladder *l, const char *lower, const char *higher, 
     for (int i = 0; i < l->n_grids; i++) {
         char a[1300], b[1300];
         Err e;
-        snprintf(a, sizeof a, "%s/%s", l->grids[i], higher);
-        snprintf(b, sizeof b, "%s/%s", l->grids[i], lower);
+        snprintf(a, sizeof a, "%.800s/%.400s", l->grids[i], higher);
+        snprintf(b, sizeof b, "%.800s/%.400s", l->grids[i], lower);
         memset(&r[i], 0, sizeof r[i]);
         r[i].flops = r[i].tokens = NAN;
         if (grid_arm_pairs(a, b, l->plan, l->mixed_kernels, &r[i].p, &r[i].cfg, &e) != 0) {
@@ -130,15 +134,32 @@ static void claim_rungs(const Ladder *l, const char *lower, const char *higher, 
             continue;
         }
         r[i].ok = true;
-        const Config *c = &r[i].cfg;
-        r[i].params = model_param_count(&c->model);
-        r[i].tokens = (double)c->train.steps * c->train.batch * c->model.context;
-        r[i].flops = model_flops_per_token(&c->model) * r[i].tokens;
         grid_verdict_words(&r[i].p, l->within, r[i].verdict, sizeof r[i].verdict);
     }
 }
 
-static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
+/* A rung's model and budget, from its config. */
+static void rung_budget(Rung *r) {
+    const Config *c = &r->cfg;
+    r->params = model_param_count(&c->model);
+    r->tokens = (double)c->train.steps * c->train.batch * c->model.context;
+    r->flops = model_flops_per_token(&c->model) * r->tokens;
+}
+
+/* What a ladder's tables say beside the rungs: the claims, the measure and
+ * its unit, the rungs' names, the command that makes them again. */
+typedef struct {
+    const char *const *claims;
+    int n_claims, n_rungs;
+    const char *measure;     /* "final val bpb" */
+    const char *const *unit; /* per claim: "bpb" */
+    const char *const *fmt;  /* per claim: the effect's printf format, "%+.4f" */
+    char names[LADDER_MAX_RUNGS][256];
+    const SeedPlan *plan;
+    const char *command;
+} LadderText;
+
+static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
     /* per claim: the effect line and its intervals as vertical bars (NaN breaks them) */
     enum { MAXC = 16 };
     static double ex[MAXC][LADDER_MAX_RUNGS], ey[MAXC][LADDER_MAX_RUNGS], bx[MAXC][3 * LADDER_MAX_RUNGS],
@@ -146,9 +167,9 @@ static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MA
     PlotSeries s[2 * MAXC + 1];
     int ns = 0;
     double lo = INFINITY, hi = -INFINITY;
-    for (int c = 0; c < l->n_claims && c < MAXC; c++) {
+    for (int c = 0; c < t->n_claims && c < MAXC; c++) {
         int n = 0, m = 0;
-        for (int i = 0; i < l->n_grids; i++) {
+        for (int i = 0; i < t->n_rungs; i++) {
             const Rung *r = &rungs[c][i];
             if (!r->ok || !isfinite(r->p.d.diff)) continue;
             ex[c][n] = r->flops, ey[c][n++] = r->p.d.diff;
@@ -158,7 +179,7 @@ static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MA
             m += 3;
         }
         for (int i = 0; i < n; i++) lo = fmin(lo, ex[c][i]), hi = fmax(hi, ex[c][i]);
-        s[ns++] = (PlotSeries){l->claims[c], ex[c], ey[c], n, 0};
+        s[ns++] = (PlotSeries){t->claims[c], ex[c], ey[c], n, 0};
         if (m) s[ns++] = (PlotSeries){NULL, bx[c], by[c], m, 1};
     }
     static double zx[2], zy[2];
@@ -166,17 +187,14 @@ static int write_plot(const char *path, const Ladder *l, Rung (*rungs)[LADDER_MA
         zx[0] = lo / 1.3, zx[1] = hi * 1.3;
         s[ns++] = (PlotSeries){"no effect", zx, zy, 2, 1};
     }
-    PlotSpec spec = {"each claim's effect A - B against training FLOPs",
-                     "training FLOPs", "effect, bpb (below 0: the claim holds)", 1, 0, 0, 0, 0};
+    char ylabel[120];
+    snprintf(ylabel, sizeof ylabel, "effect, %s (below 0: the claim holds)", t->unit[0]);
+    PlotSpec spec = {"each claim's effect A - B against training FLOPs", "training FLOPs", ylabel, 1, 0, 0, 0, 0};
     return plot_lines(path, &spec, s, ns, e);
 }
 
-int ladder_run(const Ladder *l, const char *dir, Err *e) {
-    static Rung rungs[16][LADDER_MAX_RUNGS];
-    if (l->n_claims > 16) return err_set(e, "--ladder: at most 16 claims"), 2;
-    char lower[16][400], higher[16][400];
-    for (int c = 0; c < l->n_claims; c++)
-        if (claim_sides(l->claims[c], lower[c], higher[c], sizeof lower[c], e) != 0) return 2;
+/* ladder.md, ladder.csv, ladder.png and the page into dir. */
+static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
     if (make_dirs(dir, e) != 0) return 1;
     char *md_text = NULL, *csv_text = NULL;
     size_t md_len, csv_len;
@@ -184,41 +202,43 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
     if (!md || !csv) DIE("out of memory");
     fprintf(md, "Each claim across compute: at each rung, side B's model (parameters, training tokens = steps x batch "
                 "x context, FLOPs = 3 x 2 x its multiply-adds per token, the score matrix counted whole, times the "
-                "tokens), the seed pairs, the effect A - B (final val bpb; below 0 the claim holds) with its "
-                "interval");
-    if (l->plan && l->plan->n_looks)
-        fprintf(md, " at %.1f%% (the seed plan's looks, --plan)", 100 * seed_plan_level(l->plan));
+                "tokens), the seed pairs, the effect A - B (%s; below 0 the claim holds) with its "
+                "interval",
+            t->measure);
+    if (t->plan && t->plan->n_looks)
+        fprintf(md, " at %.1f%% (the seed plan's looks, --plan)", 100 * seed_plan_level(t->plan));
     else
         fprintf(md, " at 95%% (no seed plan: valid when the pairs were fixed in advance)");
     fprintf(md, ", the verdict and the training time of both arms' runs (their time_s, summed); then the slope of the pairs' effects against log10 FLOPs with its 95%% interval "
                 "(least squares over every pair, t on N - 2 degrees of freedom).\n");
     fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict\n");
-    int rc = 0;
-    for (int c = 0; c < l->n_claims; c++) {
+    for (int c = 0; c < t->n_claims; c++) {
         Rung *r = rungs[c];
-        claim_rungs(l, lower[c], higher[c], r);
+        const char *f = t->fmt[c];
+        char cell[160];
         fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict | training time |\n"
                     "|---|---|---|---|---|---|---|---|---|\n",
-                l->claims[c]);
-        for (int i = 0; i < l->n_grids; i++) {
-            char name[256];
-            run_name_of(l->grids[i], name, sizeof name);
+                t->claims[c]);
+        for (int i = 0; i < t->n_rungs; i++) {
+            const char *name = t->names[i];
             if (!r[i].ok) {
                 fprintf(md, "| %s | - | - | - | 0 | - | - | %s | - |\n", name, r[i].why);
-                fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", l->claims[c], name);
+                fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", t->claims[c], name);
                 continue;
             }
             const GridPaired *p = &r[i].p;
             fprintf(md, "| %s | %ld | %.3g | %.3g | %d", name, r[i].params, r[i].tokens, r[i].flops, p->pairs);
             if (p->apart) fprintf(md, " (%d apart)", p->apart);
             if (p->mixed) fprintf(md, " (%d mixed kernels)", p->mixed);
-            fprintf(md, " | %+.4f | ", p->d.diff);
-            if (isfinite(p->d.half))
-                fprintf(md, "[%+.4f, %+.4f] | %s | %.1f h |\n", p->d.diff - p->d.half, p->d.diff + p->d.half,
-                        r[i].verdict, p->time_s / 3600);
-            else
+            snprintf(cell, sizeof cell, f, p->d.diff);
+            fprintf(md, " | %s | ", cell);
+            if (isfinite(p->d.half)) {
+                char lo[64], hi[64];
+                snprintf(lo, sizeof lo, f, p->d.diff - p->d.half), snprintf(hi, sizeof hi, f, p->d.diff + p->d.half);
+                fprintf(md, "[%s, %s] | %s | %.1f h |\n", lo, hi, r[i].verdict, p->time_s / 3600);
+            } else
                 fprintf(md, "- | %s | %.1f h |\n", r[i].verdict, p->time_s / 3600);
-            fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,%.6f,", l->claims[c], name, r[i].params, r[i].tokens,
+            fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,%.6f,", t->claims[c], name, r[i].params, r[i].tokens,
                     r[i].flops, p->pairs, p->apart, p->mixed, p->d.diff);
             if (isfinite(p->d.half))
                 fprintf(csv, "%.6f,%.6f,", p->d.diff - p->d.half, p->d.diff + p->d.half);
@@ -228,28 +248,23 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
         }
         double slope, half;
         int pairs;
-        slope_of(r, l->n_grids, &slope, &half, &pairs);
-        if (isfinite(half))
-            fprintf(md, "\nslope: %+.4f bpb per decade of FLOPs, 95%% interval [%+.4f, %+.4f] (%d pairs)\n", slope,
-                    slope - half, slope + half, pairs);
-        else
+        slope_of(r, t->n_rungs, &slope, &half, &pairs);
+        if (isfinite(half)) {
+            char a[64], lo[64], hi[64];
+            snprintf(a, sizeof a, f, slope), snprintf(lo, sizeof lo, f, slope - half),
+                snprintf(hi, sizeof hi, f, slope + half);
+            fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", a, t->unit[c], lo, hi,
+                    pairs);
+        } else
             fprintf(md, "\nslope: too few pairs (%d) or rungs for one\n", pairs);
         char words[600];
-        survival(r, l->n_grids, slope, half, words, sizeof words);
+        survival(r, t->n_rungs, slope, half, t->unit[c], f, words, sizeof words);
         fprintf(md, "\nacross scale: %s\n", words);
-        printf("%s: %s\n", l->claims[c], words);
+        printf("%s: %s\n", t->claims[c], words);
     }
     /* the command that remade these tables (tests/results_layout.sh runs it again) */
-    fprintf(md, "\ncommand: ./ablate --ladder");
-    for (int i = 0; i < l->n_grids; i++) fprintf(md, " %s", l->grids[i]);
-    for (int c = 0; c < l->n_claims; c++) fprintf(md, " --expect \"%s\"", l->claims[c]);
-    if (l->plan && l->plan->n_looks) {
-        fprintf(md, " --plan ");
-        for (int i = 0; i < l->plan->n_looks; i++) fprintf(md, "%s%d", i ? "," : "", l->plan->looks[i]);
-    }
-    if (l->within != 0.02) fprintf(md, " --within %g", l->within);
-    if (l->mixed_kernels) fprintf(md, " --mixed-kernels");
-    fprintf(md, " --out %s\n", dir);
+    fprintf(md, "\ncommand: %s\n", t->command);
+    int rc = 0;
     if (fclose(md) != 0 || fclose(csv) != 0) DIE("out of memory");
     char path[1200];
     if (path_join(path, sizeof path, dir, "ladder.md", e) || write_file_atomic(path, md_text, e) ||
@@ -257,10 +272,118 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
         rc = 1;
     if (rc == 0 && path_join(path, sizeof path, dir, "ladder.png", e) == 0) {
         Err pe;
-        if (write_plot(path, l, rungs, &pe) != 0) fprintf(stderr, "note: ladder.png: %s\n", pe.msg);
+        if (write_plot(path, t, rungs, &pe) != 0) fprintf(stderr, "note: ladder.png: %s\n", pe.msg);
     }
     if (rc == 0 && page_write_ladder(dir, e) != 0) rc = 1;
     free(md_text), free(csv_text);
     if (rc == 0) printf("wrote %s/ladder.md, ladder.csv, ladder.png, index.html\n", dir);
     return rc;
+}
+
+/* " --plan 3,6,12" (nothing without looks) appended to buf. */
+static void plan_words(const SeedPlan *plan, char *buf, size_t size) {
+    if (!plan || !plan->n_looks) return;
+    size_t k = strlen(buf);
+    k += (size_t)snprintf(buf + k, k < size ? size - k : 0, " --plan ");
+    for (int i = 0; i < plan->n_looks && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%d", i ? "," : "", plan->looks[i]);
+}
+
+/* Appends printf-formatted words to buf. */
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...) {
+    size_t k = strlen(buf);
+    if (k >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + k, size - k, fmt, ap);
+    va_end(ap);
+}
+
+int ladder_run(const Ladder *l, const char *dir, Err *e) {
+    static Rung rungs[16][LADDER_MAX_RUNGS];
+    if (l->n_claims > 16) return err_set(e, "--ladder: at most 16 claims"), 2;
+    char lower[16][400], higher[16][400];
+    for (int c = 0; c < l->n_claims; c++)
+        if (claim_sides(l->claims[c], lower[c], higher[c], sizeof lower[c], e) != 0) return 2;
+    static const char *const bpb[16] = {"bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb",
+                                        "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb"};
+    static const char *const f4[16] = {"%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f",
+                                       "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f"};
+    static LadderText t;
+    static char command[8192];
+    memset(&t, 0, sizeof t);
+    t.claims = l->claims, t.n_claims = l->n_claims, t.n_rungs = l->n_grids;
+    t.measure = "final val bpb", t.unit = bpb, t.fmt = f4, t.plan = l->plan;
+    for (int i = 0; i < l->n_grids; i++) run_name_of(l->grids[i], t.names[i], sizeof t.names[i]);
+    for (int c = 0; c < l->n_claims; c++) {
+        claim_rungs(l, lower[c], higher[c], rungs[c]);
+        for (int i = 0; i < l->n_grids; i++)
+            if (rungs[c][i].ok) rung_budget(&rungs[c][i]);
+    }
+    snprintf(command, sizeof command, "./ablate --ladder");
+    for (int i = 0; i < l->n_grids; i++) append(command, sizeof command, " %s", l->grids[i]);
+    for (int c = 0; c < l->n_claims; c++) append(command, sizeof command, " --expect \"%s\"", l->claims[c]);
+    plan_words(l->plan, command, sizeof command);
+    if (l->within != 0.02) append(command, sizeof command, " --within %g", l->within);
+    if (l->mixed_kernels) append(command, sizeof command, " --mixed-kernels");
+    append(command, sizeof command, " --out %s", dir);
+    t.command = command;
+    return write_ladder(dir, &t, rungs, e);
+}
+
+int ladder_spectrum_run(const char *const *arms, int n_arms, const SeedPlan *plan, double within_c,
+                        double within_k, const char *dir, Err *e) {
+    static Rung rungs[4][LADDER_MAX_RUNGS];
+    if (n_arms % 2 || n_arms < 4 || n_arms > 2 * LADDER_MAX_RUNGS)
+        return err_set(e, "--ladder: takes 2 to %d rungs, each two arms INIT/POINT TRAINED/POINT (got %d words)",
+                       LADDER_MAX_RUNGS, n_arms),
+               2;
+    static const char *const claims[4] = {"first layer, c(T/4): initialisation < trained",
+                                          "last layer, c(T/4): initialisation < trained",
+                                          "first layer, k 90%: trained < initialisation",
+                                          "last layer, k 90%: trained < initialisation"};
+    static const char *const units[4] = {"c(T/4)", "c(T/4)", "values", "values"};
+    static const char *const fmts[4] = {"%+.4f", "%+.4f", "%+.2f", "%+.2f"};
+    static LadderText t;
+    static char command[8192];
+    memset(&t, 0, sizeof t);
+    t.claims = claims, t.n_claims = 4, t.n_rungs = n_arms / 2;
+    t.measure = "the spectrum of P: c(T/4), the mean over heads of the share of the singular values' energy in the "
+                "largest T/4, or the k that reaches 90%; training makes P more skewed when c rises and k falls";
+    t.unit = units, t.fmt = fmts, t.plan = plan;
+    for (int c = 0; c < 4; c++)
+        for (int i = 0; i < t.n_rungs; i++) {
+            Rung *r = &rungs[c][i];
+            const char *init = arms[2 * i], *trained = arms[2 * i + 1];
+            char grid[1300];
+            snprintf(grid, sizeof grid, "%s", trained);
+            char *slash = strrchr(grid, '/');
+            if (slash && slash != grid) *slash = '\0';
+            run_name_of(grid, t.names[i], sizeof t.names[i]);
+            memset(r, 0, sizeof *r);
+            r->flops = r->tokens = NAN;
+            static SpectrumPairs sp;
+            Err pe;
+            if (spectrum_arm_pairs(init, trained, c % 2 ? -1 : 0, c / 2, plan, &sp, &pe) != 0) {
+                snprintf(r->why, sizeof r->why, "%s", pe.msg);
+                continue;
+            }
+            r->ok = true, r->p = sp.p, r->cfg = sp.cfg;
+            rung_budget(r);
+            double within = c / 2 ? within_k : within_c;
+            grid_verdict_words(&r->p, within, r->verdict, sizeof r->verdict);
+            Verdict v = verdict_rule(&r->p.d, within);
+            if (v.kind == VERDICT_NO_EFFECT) /* in the statistic's unit, not bpb */
+                snprintf(r->verdict, sizeof r->verdict, c / 2 ? "no effect larger than %.2f values" : "no effect larger than %.4f",
+                         v.bound);
+        }
+    snprintf(command, sizeof command, "./spectrum --ladder");
+    for (int i = 0; i < n_arms; i++) append(command, sizeof command, " %s", arms[i]);
+    plan_words(plan, command, sizeof command);
+    if (within_c != 0.02) append(command, sizeof command, " --within %g", within_c);
+    if (within_k != 2) append(command, sizeof command, " --within_k %g", within_k);
+    append(command, sizeof command, " --out %s", dir);
+    t.command = command;
+    return write_ladder(dir, &t, rungs, e);
 }

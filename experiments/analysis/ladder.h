@@ -38,4 +38,14 @@ typedef struct {
  * a usage error (a claim that does not parse), or 1 with e set. */
 int ladder_run(const Ladder *l, const char *dir, Err *e);
 
+/* The spectrum claim across compute (./spectrum --ladder): arms[2i] the
+ * initialisations and arms[2i + 1] the trained models of rung i, each
+ * GRID/POINT with spectrum.csv in its runs. Four claims: training makes P
+ * more skewed in the first and in the last layer, by c(T/4) (rises) and by
+ * the k reaching 90% (falls), paired seed by seed (spectrum_pairs.h), the
+ * verdict's X within_c for c and within_k for k. The same tables as
+ * ladder_run. 0, 2 on a usage error, or 1 with e set. */
+int ladder_spectrum_run(const char *const *arms, int n_arms, const SeedPlan *plan, double within_c,
+                        double within_k, const char *dir, Err *e);
+
 #endif

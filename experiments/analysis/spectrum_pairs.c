@@ -134,6 +134,8 @@ typedef struct {
     double val_bpb; /* NAN without a curve */
     bool init;      /* trained at learning rate 0: an initialisation */
     bool plateau;
+    double time_s; /* its training time (0 when not logged) */
+    Config cfg;
     char why[128], folder[1300];
 } ArmRun;
 
@@ -155,6 +157,8 @@ static int arm_run(ArmRun *r, const char *folder, long long seed, Err *e) {
     r->val_bpb = g.n_points ? g.result.val_bpb : NAN;
     r->init = g.cfg.train.lr == 0;
     r->plateau = !r->init && grid_plateau(&g, r->why, sizeof r->why);
+    r->time_s = isfinite(g.time_s) ? g.time_s : 0;
+    r->cfg = g.cfg;
     free(g.steps), free(g.bpb);
     return 0;
 }
@@ -190,11 +194,14 @@ static void verdict_text(char *buf, size_t size, const Difference *d, double wit
 
 /* One table: per layer, the arms' means, B - A seed by seed, the mean with
  * its paired interval, and the verdict. which: 0 c(T/4), 1 k 90%. */
-static void paired_table(FILE *out, const ArmRun *const *a, const ArmRun *const *b, int n, int which, double within) {
+static void paired_table(FILE *out, const ArmRun *const *a, const ArmRun *const *b, int n, int which, double within,
+                         const SeedPlan *plan) {
     const char *fmt = which ? "%.2f" : "%.4f";
+    char level[32];
+    snprintf(level, sizeof level, "%.4g%% interval", plan && plan->n_looks ? 100 * seed_plan_level(plan) : 95.0);
     fprintf(out, "\n%s\n%-5s %8s %8s  %-*s  %9s  %-20s  %s\n",
             which ? "k for 90%" : "c(T/4), the mean over heads of c at k = T/4", "layer", "A", "B",
-            n * 9 - 1, "B - A by seed", "B - A", "95% interval", "verdict");
+            n * 9 - 1, "B - A by seed", "B - A", level, "verdict");
     for (int l = 0; l < a[0]->skew.layers; l++) {
         double x[ARM_MAX], y[ARM_MAX], sa = 0, sb = 0;
         for (int i = 0; i < n; i++) {
@@ -202,7 +209,7 @@ static void paired_table(FILE *out, const ArmRun *const *a, const ArmRun *const 
             y[i] = which ? b[i]->skew.k90[l] : b[i]->skew.c_quarter[l];
             sa += x[i] / n, sb += y[i] / n;
         }
-        Difference d = paired_difference(y, x, n);
+        Difference d = grid_paired_values(x, y, n < GRID_MAX_PAIRS ? n : GRID_MAX_PAIRS, plan).d;
         char cell[64], verdict[96];
         fprintf(out, which ? "%-5d %8.2f %8.2f " : "%-5d %8.4f %8.4f ", l, sa, sb);
         for (int i = 0; i < n; i++) fprintf(out, which ? " %+8.0f" : " %+8.4f", y[i] - x[i]);
@@ -224,6 +231,10 @@ static int pair_runs(FILE *out, const ArmRun *ra, int na, const ArmRun *rb, int 
         int i = 0;
         while (i < na && ra[i].seed != rb[j].seed) i++;
         if (i == na) continue;
+        if (!out) {
+            if (!ra[i].plateau && !rb[j].plateau) a[k] = &ra[i], b[k++] = &rb[j];
+            continue;
+        }
         fprintf(out, "  seed %lld: A val bpb %.4f%s  B val bpb %.4f%s", rb[j].seed, ra[i].val_bpb,
                 ra[i].init ? " (initialisation)" : "", rb[j].val_bpb, rb[j].init ? " (initialisation)" : "");
         if (ra[i].plateau || rb[j].plateau) {
@@ -238,7 +249,7 @@ static int pair_runs(FILE *out, const ArmRun *ra, int na, const ArmRun *rb, int 
 }
 
 int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within_c, double within_k,
-                           Err *e) {
+                           const SeedPlan *plan, Err *e) {
     static ArmRun ra[ARM_MAX], rb[ARM_MAX];
     int na = arm_read(arm_a, ra, e), nb = na < 0 ? -1 : arm_read(arm_b, rb, e);
     if (nb < 0) return -1;
@@ -260,11 +271,56 @@ int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, doub
     static const ArmRun *a[ARM_MAX], *b[ARM_MAX];
     int n = pair_runs(out, ra, na, rb, nb, a, b);
     fprintf(out, "%d seed pair(s) counted\n", n);
+    if (plan && plan->n_looks) {
+        int look = seed_plan_look(plan, n);
+        if (look >= 0)
+            fprintf(out, "the seed plan's look %d: the first %d pairs, intervals at %.4g%%\n", look + 1,
+                    plan->looks[look], 100 * seed_plan_level(plan));
+        else
+            fprintf(out, "the seed plan's first look is at %d pairs: no interval yet\n", plan->looks[0]);
+    }
     if (n == 0) {
         fprintf(out, "verdict: inconclusive; every pair is set apart\n");
         return 0;
     }
-    paired_table(out, a, b, n, 0, within_c);
-    paired_table(out, a, b, n, 1, within_k);
+    paired_table(out, a, b, n, 0, within_c, plan);
+    paired_table(out, a, b, n, 1, within_k, plan);
+    return 0;
+}
+
+int spectrum_arm_pairs(const char *arm_a, const char *arm_b, int layer, int which, const SeedPlan *plan,
+                       SpectrumPairs *out, Err *e) {
+    static ArmRun ra[ARM_MAX], rb[ARM_MAX];
+    static const ArmRun *a[ARM_MAX], *b[ARM_MAX];
+    int na = arm_read(arm_a, ra, e), nb = na < 0 ? -1 : arm_read(arm_b, rb, e);
+    if (nb < 0) return -1;
+    memset(out, 0, sizeof *out);
+    int all = na + nb, L = rb[0].skew.layers;
+    for (int i = 0; i < all; i++) {
+        const ArmRun *r = i < na ? &ra[i] : &rb[i - na];
+        if (r->skew.layers != L || r->skew.values != rb[0].skew.values)
+            return err_set(e, "%s: %d layers of %d values, but %s has %d of %d: the spectra cannot be compared",
+                           r->folder, r->skew.layers, r->skew.values, rb[0].folder, L, rb[0].skew.values);
+        out->p.time_s += r->time_s;
+    }
+    int l = layer < 0 ? L + layer : layer;
+    if (l < 0 || l >= L || l >= SKEW_MAX_LAYERS)
+        return err_set(e, "%s: layer %d: its models have %d layers", arm_b, layer, L);
+    int apart = 0;
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++) apart += ra[i].seed == rb[j].seed && (ra[i].plateau || rb[j].plateau);
+    int n = pair_runs(NULL, ra, na, rb, nb, a, b);
+    double x[ARM_MAX], y[ARM_MAX];
+    for (int i = 0; i < n && i < GRID_MAX_PAIRS; i++) {
+        double va = which ? a[i]->skew.k90[l] : a[i]->skew.c_quarter[l];
+        double vb = which ? b[i]->skew.k90[l] : b[i]->skew.c_quarter[l];
+        /* claimed lower minus claimed higher: c rises, k 90% falls when P grows more skewed */
+        x[i] = which ? va : vb, y[i] = which ? vb : va;
+    }
+    double t = out->p.time_s;
+    out->p = grid_paired_values(x, y, n < GRID_MAX_PAIRS ? n : GRID_MAX_PAIRS, plan);
+    out->p.time_s = t, out->p.apart = apart;
+    out->cfg = rb[0].cfg;
+    out->layer = l;
     return 0;
 }

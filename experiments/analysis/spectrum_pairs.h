@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "grid_report.h"
 #include "util.h"
 
 #define SKEW_MAX_LAYERS 64
@@ -32,11 +33,27 @@ int spectrum_csv_read(const char *path, double **c, int *L, int *H, int *K, Err 
 /* ./spectrum --paired A B: each arm GRID/POINT, its runs the folders
  * GRID/POINT_seed-<n> with a spectrum.csv. Over the seeds both arms have,
  * per layer B - A of c(T/4) and of k 90% seed by seed, the paired 95% t
- * interval and the verdict rule's answer (no effect larger than X when the
+ * interval (under plan, when it has looks: the first pairs of the last look
+ * reached, at its level) and the verdict rule's answer (no effect larger than X when the
  * interval lies within +-X, X at most within_c for c and within_k for k).
  * A run still on the byte plateau is set apart with its pair, unless it
  * trained at learning rate 0: an initialisation. -1 with e set. */
 int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within_c, double within_k,
-                           Err *e);
+                           const SeedPlan *plan, Err *e);
+
+/* One statistic of one layer, two arms paired for a ladder rung (ladder.h):
+ * arm A the initialisations, arm B the trained models, each GRID/POINT.
+ * which 0: c(T/4), the claim "A < B" (training makes P more skewed), the
+ * pairs' A - B; which 1: k 90%, the claim "B < A", the pairs' B - A. So
+ * below 0 the claim holds, as in ./ablate --ladder. layer: an index, or
+ * negative from the last (-1: the last layer). Pairs as
+ * spectrum_paired_report sets them apart, under plan. */
+typedef struct {
+    GridPaired p;
+    Config cfg; /* arm B's first run's */
+    int layer;  /* the layer's index */
+} SpectrumPairs;
+int spectrum_arm_pairs(const char *arm_a, const char *arm_b, int layer, int which, const SeedPlan *plan,
+                       SpectrumPairs *out, Err *e);
 
 #endif

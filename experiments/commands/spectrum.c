@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "corpus.h"
 #include "interrupt.h"
+#include "ladder.h"
 #include "memory.h"
 #include "open.h"
 #include "output_check.h"
@@ -117,7 +118,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ./spectrum RUN_DIR_OR_CHECKPOINT [...] [corpus.txt] [--samples N] [--length T] [--eigen] [--out DIR]\n"
             "                  [--threads N]\n"
-            "       ./spectrum --paired GRID/POINT_A GRID/POINT_B [--within X] [--within_k K]\n"
+            "       ./spectrum --paired GRID/POINT_A GRID/POINT_B [--within X] [--within_k K] [--plan 3,6,12]\n"
+            "       ./spectrum --ladder INIT_S0/POINT TRAINED_S0/POINT INIT_S1/POINT TRAINED_S1/POINT ... --out DIR\n"
+            "                  [--within X] [--within_k K] [--plan 3,6,12]\n"
             "\n"
             "Takes the attention matrix P of every layer and head over N held-out windows of T bytes\n"
             "(the validation split's fixed windows) and computes its singular values with LAPACK's\n"
@@ -153,7 +156,17 @@ static void usage(FILE *f) {
             "+-X, X at most --within for c, 0.02, and --within_k for k, 2), or inconclusive with the\n"
             "pairs that would resolve the difference seen (95%%, 80%% power). A run still on the byte\n"
             "plateau is set apart with its pair, unless it trained at learning rate 0 (an\n"
-            "initialisation). sh scripts/results.sh spectrum-paired runs it on archived grids.\n");
+            "initialisation). sh scripts/results.sh spectrum-paired runs it on archived grids.\n"
+            "--plan 3,6,12: the seed plan fixed before the runs (as ./ablate's): each interval at the\n"
+            "plan's level over the first pairs of the last look reached.\n"
+            "\n"
+            "--ladder measures nothing either: the claim \"training makes P more skewed than its\n"
+            "initialisation\" across compute, each rung two arms, the initialisations and the trained\n"
+            "models, in order of compute. For the first and the last layer, c(T/4) (rises when P grows\n"
+            "more skewed) and k 90%% (falls): per rung the model, tokens, FLOPs, pairs, the effect with\n"
+            "its interval and the verdict, then the slope against log10 FLOPs and whether the first\n"
+            "rung's verdict survives, as ./ablate --ladder writes them: DIR/ladder.md, ladder.csv,\n"
+            "ladder.png and index.html.\n");
 }
 
 /* What ./spectrum measures, from the command line. */
@@ -470,9 +483,49 @@ static int read_bound(const char *flag, const char *text, double def, double *x)
     return 0;
 }
 
-/* ./spectrum --paired A B: the two arms, the only positional words. */
-static int paired_main(const ArgPositional *pos, const char *within, const char *within_k, const SpectrumArgs *a) {
+/* --plan 3,6,12 into plan (no looks when not given); 2 on a bad plan. */
+static int read_plan(const char *text, SeedPlan *plan) {
+    char why[200];
+    plan->n_looks = 0;
+    if (!text) return 0;
+    if (seed_plan_parse(text, plan, why, sizeof why) != 0) {
+        fprintf(stderr, "error: --plan: %s\nhint: --plan 3,6,12 (the seed pairs at which intervals are looked at)\n", why);
+        return 2;
+    }
+    return 0;
+}
+
+/* ./spectrum --ladder INIT TRAINED ...: the arms, the only positional words. */
+static int ladder_main(const ArgPositional *pos, const char *within, const char *within_k, const char *plan_text,
+                       const SpectrumArgs *a) {
     double wc, wk;
+    SeedPlan plan;
+    if (!a->out_dir) {
+        fprintf(stderr, "error: --ladder: no --out folder for ladder.md, ladder.csv and ladder.png\n");
+        return 2;
+    }
+    if (a->eigen || a->length) {
+        fprintf(stderr, "error: --ladder: reads the runs' spectrum.csv; --eigen and --length are for measuring\n");
+        return 2;
+    }
+    if (read_bound("--within", within, 0.02, &wc) != 0 || read_bound("--within_k", within_k, 2, &wk) != 0 ||
+        read_plan(plan_text, &plan) != 0)
+        return 2;
+    Err e;
+    int rc = ladder_spectrum_run((const char *const *)pos->v, pos->n, &plan, wc, wk, a->out_dir, &e);
+    if (rc != 0) {
+        err_print(&e);
+        if (rc == 2) fprintf(stderr, "hint: ./spectrum --ladder results/ladder-init-s0/heads-4 "
+                                     "results/ladder-th-s0/heads-4_talking_heads-none ... --out DIR\n");
+    }
+    return rc;
+}
+
+/* ./spectrum --paired A B: the two arms, the only positional words. */
+static int paired_main(const ArgPositional *pos, const char *within, const char *within_k, const char *plan_text,
+                       const SpectrumArgs *a) {
+    double wc, wk;
+    SeedPlan plan;
     if (pos->n != 2) {
         fprintf(stderr, "error: --paired: takes two arms, GRID/POINT_A GRID/POINT_B (got %d words)\n", pos->n);
         return 2;
@@ -481,13 +534,15 @@ static int paired_main(const ArgPositional *pos, const char *within, const char 
         fprintf(stderr, "error: --paired: reads the runs' spectrum.csv; --out, --eigen and --length are for measuring\n");
         return 2;
     }
-    if (read_bound("--within", within, 0.02, &wc) != 0 || read_bound("--within_k", within_k, 2, &wk) != 0) return 2;
+    if (read_bound("--within", within, 0.02, &wc) != 0 || read_bound("--within_k", within_k, 2, &wk) != 0 ||
+        read_plan(plan_text, &plan) != 0)
+        return 2;
     Err e;
     char *text;
     size_t len;
     FILE *mem = open_memstream(&text, &len);
     if (!mem) DIE("out of memory");
-    int rc = spectrum_paired_report(mem, pos->v[0], pos->v[1], wc, wk, &e);
+    int rc = spectrum_paired_report(mem, pos->v[0], pos->v[1], wc, wk, &plan, &e);
     if (fclose(mem) != 0) DIE("out of memory");
     if (rc == 0) fputs(text, stdout); /* all or nothing: an error is one line */
     free(text);
@@ -499,8 +554,8 @@ int main(int argc, char **argv) {
     command_startup(argc, argv);
     interrupt_install();
     SpectrumArgs a = {.samples = 8};
-    bool paired = false;
-    const char *within = NULL, *within_k = NULL;
+    bool paired = false, ladder = false;
+    const char *within = NULL, *within_k = NULL, *plan = NULL;
     const ArgFlag flags[] = {
         {"--samples", .integer = &a.samples, .lo = 1, .hi = 100000},
         {"--length", .integer = &a.length, .lo = 2, .hi = 1 << 20},
@@ -510,15 +565,22 @@ int main(int argc, char **argv) {
         {"--paired", .on = &paired},
         {"--within", .text = &within, .needs = "a number"},
         {"--within_k", .text = &within_k, .needs = "a number of values"},
+        {"--ladder", .on = &ladder},
+        {"--plan", .text = &plan, .needs = "the looks, e.g. 3,6,12"},
     };
     const ArgSpec cli = {.command = "spectrum", .usage = usage, .flags = flags,
                          .n_flags = (int)(sizeof flags / sizeof *flags)};
     ArgPositional pos;
     int status = args_parse(&cli, argc, argv, &pos);
     if (status != ARGS_OK) return status;
-    if (paired) return paired_main(&pos, within, within_k, &a);
-    if (within || within_k) {
-        fprintf(stderr, "error: --within and --within_k go with --paired\n");
+    if (paired && ladder) {
+        fprintf(stderr, "error: --paired and --ladder: one at a time\n");
+        return 2;
+    }
+    if (paired) return paired_main(&pos, within, within_k, plan, &a);
+    if (ladder) return ladder_main(&pos, within, within_k, plan, &a);
+    if (within || within_k || plan) {
+        fprintf(stderr, "error: --within, --within_k and --plan go with --paired or --ladder\n");
         return 2;
     }
     if (pos.n == 0) {
