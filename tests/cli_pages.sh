@@ -125,6 +125,28 @@ expect "report: nothing given" 2 "no run folder or grid given" ./report
 if [ -z "$(find "$T" -name '*.tmp')" ]; then pass "no .tmp file left"; else fail "no .tmp file left" "$(find "$T" -name '*.tmp' | head -n 2)"; fi
 
 # ---------------------------------------------------------------- in the browser
+# a ladder (./ablate --ladder) over two hand-made rungs, 100 and 200 steps, 3 seeds each:
+# phi=relu 0.1 and 0.2 below phi=elu, so a claim that holds at both, with a slope
+fake_run() { # GRID POINT SEED STEPS FINAL
+    d="$T/$1/$2_seed-$3"
+    mkdir -p "$d"
+    printf '{\n\t"objective":\t"clm",\n\t"steps":\t%s,\n\t"phi":\t"%s"\n}\n' "$4" "${2#phi-}" >"$d/config.json"
+    printf '{"step": 10, "val_bpb": 3.0}\n{"step": %s, "val_bpb": %s}\n' "$4" "$5" >"$d/metrics.jsonl"
+    printf '{"status": "done", "step": %s, "val_bpb": %s}\n' "$4" "$5" >"$d/result.json"
+}
+for s in 1 2 3; do
+    fake_run rung0 phi-elu $s 100 2.5$s
+    fake_run rung0 phi-relu $s 100 2.4$((s * s))
+    fake_run rung1 phi-elu $s 200 2.3$s
+    fake_run rung1 phi-relu $s 200 2.1$((s * s))
+done
+if ./ablate --ladder "$T/rung0" "$T/rung1" --expect "phi=relu < phi=elu" --out "$T/ladder" >"$T/out" 2>"$T/err" &&
+    [ -s "$T/ladder/index.html" ] && [ -s "$T/ladder/ladder.csv" ]; then
+    pass "./ablate --ladder writes the ladder's page"
+else
+    fail "./ablate --ladder writes the ladder's page" "exit or no page: $(head -n 2 "$T/err")"
+fi
+
 "${PYTHON:-/usr/bin/python3}" tests/pages_browser.py "$T" ./train "$T/small.txt" >"$T/browser" 2>"$T/browser.err"
 rc=$?
 cat "$T/browser"

@@ -556,7 +556,8 @@
       series.push({label: c + " (low)", x: flops, y: flops.map(function (f) { return at(f, "low"); }), color: fade(color(i), 0.5)});
       series.push({label: c + " (high)", x: flops, y: flops.map(function (f) { return at(f, "high"); }), color: fade(color(i), 0.5)});
     });
-    if (flops.length) chart(s, "effect, bpb, against training FLOPs", series, {xlabel: "training FLOPs", ylabel: "effect, bpb", logx: true});
+    /* the unit is the claim's: bpb for ./ablate --ladder, c(T/4) or values for ./spectrum --ladder */
+    if (flops.length) chart(s, "effect A - B against training FLOPs", series, {xlabel: "training FLOPs", ylabel: "effect A - B", logx: true});
     else add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
     if (D.ladder_md) {
       var d = section("Tables");
