@@ -63,7 +63,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample report
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+.PHONY: check-no-bf16 all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
 	grid-page-png
 
 all: deps
@@ -93,9 +93,11 @@ check-asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan FLAVOUR_CFLAGS="$(ASAN)" run-tests-asan
 
 # The test binary lives in $(BUILD)/, not beside vendor/: ATTNLAB_UPLOT names
-# the pages' chart library for the pages its tests write.
+# the pages' chart library for the pages its tests write. Check's time limits
+# guard against hangs, not speed: tripled, so that a busy machine does not trip
+# them.
 run-tests: $(BUILD)/test_all $(COMMANDS) python/attnlab_tables.json
-	ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot ./$(BUILD)/test_all
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-3} ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot ./$(BUILD)/test_all
 	sh tests/cli.sh
 	sh tests/cli_experiments.sh
 	sh tests/cli_spectrum_paired.sh
@@ -119,6 +121,24 @@ run-tests: $(BUILD)/test_all $(COMMANDS) python/attnlab_tables.json
 	sh tests/cli_describe.sh
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
+	@$(MAKE) --no-print-directory check-no-bf16
+
+# The tests as on a CPU without AVX512-BF16 or AMX-BF16: oneDNN held below its
+# bf16 ISA (ONEDNN_MAX_CPU_ISA) and gemm's own kernel off (ATTNLAB_NO_AVX512BF16).
+# Every test must pass, the bf16 ones saying why they skip, and --precision bf16
+# must be refused in one line.
+check-no-bf16: $(BUILD)/test_all $(COMMANDS)
+	@CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-3} ONEDNN_MAX_CPU_ISA=AVX512_CORE ATTNLAB_NO_AVX512BF16=1 \
+	    ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot \
+	    ./$(BUILD)/test_all >$(BUILD)/no-bf16.log 2>&1 || { tail -n 30 $(BUILD)/no-bf16.log; exit 1; }
+	@grep -q "bf16 tests skipped: precision=bf16: this CPU has neither AVX512-BF16 nor AMX-BF16" \
+	    $(BUILD)/no-bf16.log || { echo "check-no-bf16: no bf16 test said why it skips"; exit 1; }
+	@head -c 100000 /dev/zero | tr '\0' 'a' >$(BUILD)/no-bf16.txt; rm -rf $(BUILD)/no-bf16-run
+	@! ONEDNN_MAX_CPU_ISA=AVX512_CORE ATTNLAB_NO_AVX512BF16=1 ./train --precision bf16 --steps 1 \
+	    --out $(BUILD)/no-bf16-run $(BUILD)/no-bf16.txt >/dev/null 2>$(BUILD)/no-bf16.err
+	@grep -q "^error: precision=bf16: this CPU has neither" $(BUILD)/no-bf16.err && [ ! -e $(BUILD)/no-bf16-run ] || \
+	    { echo "check-no-bf16: --precision bf16 was not refused in one line"; cat $(BUILD)/no-bf16.err; exit 1; }
+	@echo "check-no-bf16: $$(grep -c 'bf16 tests skipped' $(BUILD)/no-bf16.log) bf16 tests skipped, saying why; $$(tail -n 1 $(BUILD)/no-bf16.log)"
 
 # What a folder's files compile with (tests/layering.sh): make -s layering-flags DIR=core
 layering-flags:

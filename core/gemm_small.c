@@ -37,7 +37,11 @@ bool gemm_small_available(void) {
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+        /* ATTNLAB_NO_AVX512BF16 set: as on a CPU without the instructions
+         * (make check-no-bf16, with oneDNN's DNNL_MAX_CPU_ISA below them) */
+        const char *off = getenv("ATTNLAB_NO_AVX512BF16");
+        have = !(off && *off) && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
     }
     return have;
 }

@@ -248,6 +248,8 @@ END_TEST
 Suite *stats_suite(void) {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("intervals");
+    /* the seed plans' coverage simulates 10,000 experiments per plan: seconds on a busy machine */
+    tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_t_quantiles);
     tcase_add_test(tc, test_summary_and_welch);
     tcase_add_test(tc, test_paired);
