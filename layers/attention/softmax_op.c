@@ -146,9 +146,31 @@ int attn_flash_fault;
 /* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
  * s q.k, then on each row's own keys its log-n factor and the bias, as
  * attn_block_scores has them; -inf outside the row's keys. */
-static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, const float *q, const float *k, int dk,
+/* A head's rows of q, k or v as stored: floats, or bf16 values (under
+ * precision bf16 the module stores them so, tensor.h: this path reads them
+ * through products alone, and a product of bf16 values is the one it makes
+ * of the fp32 values it would round). */
+typedef struct {
+    const void *p;
+    bool h;
+} HeadRows;
+
+static HeadRows head_rows(const Tensor *t, long off) {
+    return (HeadRows){tensor_is16(t) ? (const void *)(t->data16 + off) : (const void *)(t->data + off), tensor_is16(t)};
+}
+
+static const void *rows_at(HeadRows x, long off) {
+    return x.h ? (const void *)((const uint16_t *)x.p + off) : (const void *)((const float *)x.p + off);
+}
+
+static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, HeadRows q, HeadRows k, int dk,
                          float scale, const float *bias, bool causal, float *S) {
-    gemm(false, true, r1 - r0, wc, dk, scale, q + (long)r0 * dk, dk, k + (long)c0 * dk, dk, 0.0f, S, wc);
+    if (q.h || k.h)
+        gemm_ex(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, rows_at(k, (long)c0 * dk),
+                k.h, dk, 0.0f, S, wc, NULL);
+    else
+        gemm(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), dk, rows_at(k, (long)c0 * dk), dk, 0.0f,
+             S, wc);
     for (int r = 0; r < r1 - r0; r++) {
         int i = r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1; /* the row's keys [lo, e) in the tile */
         lo = lo < 0 ? 0 : lo > wc ? wc : lo;
@@ -185,8 +207,8 @@ static FlashTiles flash_tiles(float *scratch, int qb, int dv) {
     return f;
 }
 
-static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const float *qh, const float *kh,
-                                const float *vh, const float *bias, int dk, int dv, float scale, bool causal,
+static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, HeadRows qh, HeadRows kh, HeadRows vh,
+                                const float *bias, int dk, int dv, float scale, bool causal,
                                 float *stats, float *oh, FlashTiles *f) {
     int R = b->r1 - b->r0;
     for (int r = 0; r < R; r++) f->m[r] = -INFINITY, f->l[r] = 0.0f;
@@ -219,8 +241,8 @@ static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const flo
                 for (int d = 0; d < dv; d++) a[d] *= alpha;
             }
         }
-        gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh + (long)c0 * dv, false, dv, 1.0f, f->acc, dv,
-                NULL);
+        gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, rows_at(vh, (long)c0 * dv), vh.h, dv, 1.0f, f->acc,
+                dv, NULL);
     }
     for (int r = 0; r < R; r++) {
         int i = b->r0 + r;
@@ -234,7 +256,7 @@ static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const flo
 }
 
 static void flash_backward_block(const AttnPlan *p, const AttnBlock *b, const AttnGrad *ag, long bh,
-                                 const float *qh, const float *kh, const float *oh, const float *bias, int dk,
+                                 HeadRows qh, HeadRows kh, const float *oh, const float *bias, int dk,
                                  float scale, bool causal, const float *stats, double *gh, FlashTiles *f) {
     int R = b->r1 - b->r0, dv = ag->v->shape[3], T = p->T;
     const float *dO = ag->dO + (bh * T + b->r0) * (long)dv;
@@ -295,8 +317,8 @@ static void attn_softmax_forward(Node *n) {
         for (int bh = 0; bh < BH; bh++) {
             FlashTiles f = flash_tiles(tiles, p.qb, dv);
             for (int b = 0; b < p.n; b++)
-                flash_forward_block(&p, &p.b[b], q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
-                                    v->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk, dv,
+                flash_forward_block(&p, &p.b[b], head_rows(q, (long)bh * T * dk), head_rows(k, (long)bh * T * dk),
+                                    head_rows(v, (long)bh * T * dv), bias ? bias + (long)(bh % H) * T : NULL, dk, dv,
                                     scale, causal, stats ? stats + 2L * bh * T : NULL,
                                     n->out->data + (long)bh * T * dv, &f);
         }
@@ -342,7 +364,7 @@ static void attn_softmax_backward(Node *n) {
         for (int bh = 0; bh < BH; bh++) {
             FlashTiles f = flash_tiles(tiles, p.qb, dv);
             for (int b = 0; b < p.n; b++)
-                flash_backward_block(&p, &p.b[b], &ag, bh, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                flash_backward_block(&p, &p.b[b], &ag, bh, head_rows(q, (long)bh * T * dk), head_rows(k, (long)bh * T * dk),
                                      n->out->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk,
                                      a->scale, causal, stats + 2L * bh * T, g ? g + (long)bh * T : NULL, &f);
         }
@@ -387,7 +409,10 @@ static void attn_softmax_backward(Node *n) {
     scheme->param_grads(&b, gsum, dp);
 }
 
-OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward};
+/* q, k, v may be stored in bf16 on the key tiles' path (flash: precision
+ * bf16), which reads them through products alone; plain_node refuses them
+ * otherwise. */
+OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward, .in16 = 7u};
 
 /* The node of a call, its inputs and attributes set, nothing run. */
 static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
@@ -419,6 +444,11 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
         .qb = qb > 0 && qb < 1 << 14 ? qb : SOFTMAX_QUERY_BLOCK,
         .flash = gemm_precision() == PRECISION_BF16,
     };
+    if (!NODE_ATTRS(n, SoftmaxAttrs)->flash)
+        for (int i = 0; i < 3; i++)
+            if (tensor_is16(n->in[i]))
+                DIE("%s: q, k, v stored in bf16 need precision bf16's key tiles (the fp32 blocks read floats)",
+                    attn_softmax_op.name);
     return n;
 }
 
@@ -440,6 +470,7 @@ Tensor *attn_softmax_plain(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
 Tensor *attn_softmax_plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Node *n = plain_node(c, q, k, q);
+    (void)tensor_f32(q, "attn_softmax probs"), (void)tensor_f32(k, "attn_softmax probs"); /* block_probs reads floats */
     AttnPlan p = plan_make(n, T);
     n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->cfg->pos, H, T) + 1) * sizeof(float));
     const float *bias = node_bias(n, H, T, dk);
