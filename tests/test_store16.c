@@ -142,10 +142,19 @@ END_TEST
  * ln2 output, made again by the first backward that reads it (the MLP's),
  * is alive at the peak: one [B, T, d] tensor's 2 bytes an element, less
  * the row a thread makes in fp32 before rounding it (d floats a thread,
- * taken once from the arena and reused by every norm after). */
+ * taken once from the arena and reused by every norm after). The peak
+ * comes inside the attention's backward, which, with k and v in bf16,
+ * packs a head's k once per thread for gemm's kernel (scratch it hands
+ * back): that costs what the packing takes. */
 static long predicted_saving(const Variant *v, unsigned store, int layers) {
     long tokens = (long)v->B * v->T, saved = 0;
+    int dk = v->d / v->heads;
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    bool packs = gemm_packed_usable();
+    gemm_set_precision(was);
     if (store & BF16_STORE_QKV) saved += layers * 3 * tokens * v->d * 2;
+    if ((store & BF16_STORE_QKV) && packs)
+        saved -= (long)engine_threads() * (gemm_packed_words(dk, v->T) + gemm_packed_words(v->T, dk)) * 4;
     if (store & BF16_STORE_MERGED) saved += layers * tokens * v->d * 2;
     if (store & BF16_STORE_NORM) saved += tokens * v->d * 2 - (long)engine_threads() * v->d * 4;
     return saved;
