@@ -368,7 +368,8 @@ END_TEST
 START_TEST(test_store16_every_kernel_declares) {
     for (int k = 0; k < attn_kernel_count(); k++) {
         const AttnKernel *kern = attn_kernels[k];
-        ck_assert_msg(kern->qkv16, "attention kernel %s does not say whether it reads q, k, v in bf16 (AttnKernel.qkv16)",
+        ck_assert_msg(kern->qkv16,
+                      "attention kernel %s does not say whether it reads q, k, v in bf16 (AttnKernel.qkv16)",
                       kern->name);
         if (kern->forward_qkv) continue; /* the module splits nothing for it */
         ModelConfig m;

@@ -143,9 +143,6 @@ static long bias_floats(int pos, int H, int T) { return pos_scheme(pos)->bias ? 
 
 int attn_flash_fault;
 
-/* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
- * s q.k, then on each row's own keys its log-n factor and the bias, as
- * attn_block_scores has them; -inf outside the row's keys. */
 /* A head's rows of q, k or v as stored: floats, or bf16 values (under
  * precision bf16 the module stores them so, tensor.h: this path reads them
  * through products alone, and a product of bf16 values is the one it makes
@@ -167,7 +164,6 @@ static HeadRows head_rows(const Tensor *t, long off) {
 /* One thread's packing of a head's k (as Kᵀ [dk, T]) and v ([T, dv]), when
  * they are stored in bf16 and gemm's kernel runs the products. */
 typedef struct {
-    uint32_t *kt_words, *v_words;
     GemmPackedB kt, v;
 } HeadPack;
 
@@ -207,6 +203,9 @@ static const void *rows_at(HeadRows x, long off) {
     return x.h ? (const void *)((const uint16_t *)x.p + off) : (const void *)((const float *)x.p + off);
 }
 
+/* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
+ * s q.k, then on each row's own keys its log-n factor and the bias, as
+ * attn_block_scores has them; -inf outside the row's keys. */
 static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, HeadRows q, HeadRows k, int dk,
                          float scale, const float *bias, bool causal, float *S) {
     if (k.packed && gemm_packed(false, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, k.packed, 0, c0,
@@ -288,7 +287,8 @@ static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, HeadRows 
                 for (int d = 0; d < dv; d++) a[d] *= alpha;
             }
         }
-        if (!vh.packed || !gemm_packed(false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh.packed, c0, 0, 1.0f, f->acc, dv))
+        if (!vh.packed ||
+            !gemm_packed(false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh.packed, c0, 0, 1.0f, f->acc, dv))
             gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, rows_at(vh, (long)c0 * dv), vh.h, dv, 1.0f,
                     f->acc, dv, NULL);
     }

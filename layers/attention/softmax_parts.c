@@ -154,7 +154,9 @@ bool attn_grad_pv(const AttnGrad *g, long bh, int r0, int R, int k0, int w, cons
 void attn_grad_qk(const AttnGrad *g, long bh, int r0, int R, int k0, int w, const float *D) {
     int T = g->q->shape[2], n = g->k->shape[2], dk = g->q->shape[3];
     if (g->dq) /* dQ[rows] += s dz K[keys] */
-        gemm_by(false, false, R, dk, w, g->scale, D, w, g->k, at(bh, n, k0, dk), dk, 1.0f, g->dq + at(bh, T, r0, dk), dk);
+        gemm_by(false, false, R, dk, w, g->scale, D, w, g->k, at(bh, n, k0, dk), dk, 1.0f, g->dq + at(bh, T, r0, dk),
+                dk);
     if (g->dk) /* dK[keys] += s dz^T Q[rows] */
-        gemm_by(true, false, w, dk, R, g->scale, D, w, g->q, at(bh, T, r0, dk), dk, 1.0f, g->dk + at(bh, n, k0, dk), dk);
+        gemm_by(true, false, w, dk, R, g->scale, D, w, g->q, at(bh, T, r0, dk), dk, 1.0f, g->dk + at(bh, n, k0, dk),
+                dk);
 }
