@@ -99,6 +99,7 @@ void tensor_wrap(Tensor *t, float *data, int ndim, const int *shape);
  * Give it back with tensor_scratch_release once nothing reads it. */
 float *tensor_scratch(long n);
 void tensor_scratch_release(float *p, long n);
+
 /* ---- storage of either element type -------------------------------------- */
 
 /* Whether t holds its values now (data or data16 set). */
