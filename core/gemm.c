@@ -524,6 +524,34 @@ static void gemm_ex_unfused(bool ta, bool tb, int M, int N, int K, float alpha, 
     for (int r = 0; r < M; r++) gemm_epilogue_run(ep, fault, C + (long)r * ldc, N, r, 0, C + (long)r * ldc);
 }
 
+bool gemm_packed_usable(void) {
+    return precision == PRECISION_BF16 && jitter == 0 && !force_unfused && !force_rounded_sgemm &&
+           gemm_small_available();
+}
+
+long gemm_packed_words(int K, int N) { return gemm_small_packed_words(K, N); }
+
+GemmPackedB gemm_pack_b(uint32_t *words, bool tb, const uint16_t *B, int ldb, int K, int N) {
+    if (!gemm_small_available()) DIE("gemm_pack_b: gemm's kernel cannot run on this CPU (gemm_packed_usable)");
+    gemm_small_pack_b(words, tb, B, ldb, K, N);
+    return (GemmPackedB){words, K, N};
+}
+
+bool gemm_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const GemmPackedB *b,
+                 int k0, int n0, float beta, float *C, int ldc) {
+    if (k0 < 0 || n0 < 0 || k0 + K > b->K || n0 + N > b->N) DIE("gemm_packed: a block outside the packed op(B)");
+    if (M <= 0 || N <= 0 || K <= 0 || !C || !gemm_packed_usable() || gemm_bf16_to_dnnl(M, N, K)) return false;
+    if (k0 % 2 || n0 % 32 || (K % 2 && k0 + K != b->K)) return false;
+    gemm_small_packed(ta, M, N, K, alpha, A, a16, lda, b->p, b->K, k0, n0, beta, C, ldc);
+#pragma omp atomic
+    bf16_calls++;
+#pragma omp atomic
+    bf16_madds += (double)M * N * K;
+#pragma omp atomic
+    bf16_sgemm_madds += (double)M * N * K;
+    return true;
+}
+
 void gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const void *B,
              bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     if (M <= 0 || N <= 0) return;

@@ -76,6 +76,30 @@ typedef struct {
 void gemm_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const void *B,
              bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep);
 
+/* op(B) packed once for gemm's own kernel, for an operand that many
+ * products read in blocks (an attention head's keys and values, read by
+ * every block of queries, which would each pack them again): gemm_pack_b
+ * packs op(B) (K x N, stored in bf16, row stride ldb) into `words`
+ * (gemm_packed_words(K, N) of them); gemm_packed then makes
+ *   C = alpha op(A) op(B)[k0 .. k0 + K', n0 .. n0 + N'] + beta C
+ * reading the packing in place: the product gemm_ex makes of the same
+ * values, bit for bit (the same pairs, the same order of sums). It returns
+ * false, having done nothing, where gemm_ex would not run gemm's kernel
+ * (fp32, oneDNN's products, CPUs without AVX512-BF16, the tests' switches)
+ * or the block is off the packing's grid (k0 odd, n0 not a multiple of 32,
+ * an odd K' that stops short of op(B)'s end): the caller runs gemm_ex. */
+typedef struct {
+    const uint32_t *p;
+    int K, N;
+} GemmPackedB;
+long gemm_packed_words(int K, int N);
+GemmPackedB gemm_pack_b(uint32_t *words, bool tb, const uint16_t *B, int ldb, int K, int N);
+bool gemm_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda, const GemmPackedB *b,
+                 int k0, int n0, float beta, float *C, int ldc);
+/* Whether gemm_packed can run here now (as gemm_ex's kernel could): a
+ * caller packs only then. */
+bool gemm_packed_usable(void);
+
 /* For the tests: gemm_ex's epilogues made wrong on purpose, to show that the
  * checks catch them (GEMM_FAULT_NONE at start). Returns the previous one. */
 typedef enum {

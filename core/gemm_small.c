@@ -283,31 +283,35 @@ AVX512_BF16 static const uint32_t *pack_panel(bool tb, Operand B, int ldb, int K
     return panel_buf;
 }
 
+/* op(A) (M x K) as the tiles read it: rows of Kp pairs (*ar = Kp, *ap = 1),
+ * or pair rows of width Mp (*ar = 1, *ap = Mp); bf16 rows of even K and
+ * stride that fill whole row tiles are read where they are, as pairs
+ * already. */
+AVX512_BF16 static const uint32_t *pack_a(bool ta, int M, int K, Operand A, int lda, long *ar, long *ap) {
+    /* Mp: M padded to whole vectors of 16, which pack_across writes, and so to row tiles */
+    int Kp = (K + 1) / 2, Mp = (M + 15) & ~15;
+    if (!ta && A.h && K % 2 == 0 && lda % 2 == 0 && M % MR == 0 && ((uintptr_t)A.p & 3) == 0) {
+        *ar = lda / 2, *ap = 1;
+        return A.p;
+    }
+    uint32_t *buf = pack_space((size_t)Mp * Kp);
+    if (!ta) {
+        for (int i = 0; i < M; i++) pack_row_of(buf + (long)i * Kp, A, (long)i * lda, K);
+        memset(buf + (long)M * Kp, 0, sizeof *buf * (size_t)(Mp - M) * Kp);
+        *ar = Kp, *ap = 1;
+    } else {
+        pack_across(buf, Mp, A, 0, lda, K, M);
+        *ar = 1, *ap = Mp;
+    }
+    return buf;
+}
+
 /* One block of K: the whole product when K is short. */
 AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, Operand A, int lda,
                                     Operand B, int ldb, float beta, float *C, int ldc, const TileEnd *end) {
-    /* Mp: M padded to whole vectors of 16, which pack_across writes, and so to row tiles */
-    int Kp = (K + 1) / 2, Mp = (M + 15) & ~15;
-    /* op(A) once: rows of Kp pairs (ar = Kp, ap = 1), or pair rows of width Mp
-     * (ar = 1, ap = Mp); bf16 rows of even K and stride that fill whole row
-     * tiles are read where they are, as pairs already */
-    const uint32_t *pa;
+    int Kp = (K + 1) / 2;
     long ar, ap;
-    if (!ta && A.h && K % 2 == 0 && lda % 2 == 0 && M % MR == 0 && ((uintptr_t)A.p & 3) == 0) {
-        pa = A.p;
-        ar = lda / 2, ap = 1;
-    } else if (!ta) {
-        uint32_t *buf = pack_space((size_t)Mp * Kp);
-        for (int i = 0; i < M; i++) pack_row_of(buf + (long)i * Kp, A, (long)i * lda, K);
-        memset(buf + (long)M * Kp, 0, sizeof *buf * (size_t)(Mp - M) * Kp);
-        pa = buf;
-        ar = Kp, ap = 1;
-    } else {
-        uint32_t *buf = pack_space((size_t)Mp * Kp);
-        pack_across(buf, Mp, A, 0, lda, K, M);
-        pa = buf;
-        ar = 1, ap = Mp;
-    }
+    const uint32_t *pa = pack_a(ta, M, K, A, lda, &ar, &ap);
     /* op(B) a panel of NR columns at a time, packed where it is used: the
      * panel stays in L1 while every row tile of A passes over it */
     int tiles_n = (N + NR - 1) / NR;
@@ -342,6 +346,43 @@ void gemm_small_ex(bool ta, bool tb, int M, int N, int K, float alpha, const voi
                        .fault = fault};
         small_block(ta, tb, M, N, k, alpha, ak, lda, bk, ldb, k0 ? 1.0f : beta, C, ldc,
                     end.bias || end.ep ? &end : NULL);
+    }
+}
+
+long gemm_small_packed_words(int K, int N) { return (long)((N + NR - 1) / NR) * ((K + 1) / 2) * NR; }
+
+AVX512_BF16 void gemm_small_pack_b(uint32_t *out, bool tb, const uint16_t *B, int ldb, int K, int N) {
+    Operand b = {B, true};
+    int Kp = (K + 1) / 2;
+    for (int j0 = 0; j0 < N; j0 += NR) {
+        const uint32_t *panel = pack_panel(tb, b, ldb, K, N, j0);
+        memcpy(out + (long)j0 / NR * Kp * NR, panel, sizeof *out * (size_t)Kp * NR);
+    }
+}
+
+/* The panels of a packed op(B) are read in place: panel (n0 + j0) / NR of
+ * the packing, from pair row k0 / 2. Blocks of K as gemm_small_ex takes them,
+ * so the sums are its own. */
+AVX512_BF16 void gemm_small_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                                   const uint32_t *packed, int packed_K, int k0, int n0, float beta, float *C,
+                                   int ldc) {
+    int packed_Kp = (packed_K + 1) / 2;
+    for (int kb = 0; kb < K; kb += GEMM_SMALL_KC) {
+        int k = K - kb < GEMM_SMALL_KC ? K - kb : GEMM_SMALL_KC, Kp = (k + 1) / 2;
+        Operand a = {at((Operand){A, a16}, ta ? (long)kb * lda : kb), a16};
+        long ar, ap;
+        const uint32_t *pa = pack_a(ta, M, k, a, lda, &ar, &ap);
+        float b = kb ? 1.0f : beta;
+        int tiles_n = (N + NR - 1) / NR;
+        bool split = !omp_in_parallel() && (long)M * N * k >= GEMM_SMALL_PARALLEL_MADDS;
+#pragma omp parallel for schedule(static) if (split)
+        for (int tj = 0; tj < tiles_n; tj++) {
+            int j0 = tj * NR;
+            const uint32_t *pb = packed + ((long)(n0 + j0) / NR * packed_Kp + (k0 + kb) / 2) * NR;
+            for (int i0 = 0; i0 < M; i0 += MR)
+                tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, b,
+                     C + (long)i0 * ldc + j0, ldc, i0, j0, NULL);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 #define ATTNLAB_GEMM_SMALL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "gemm.h"
 
@@ -27,6 +28,15 @@ void gemm_small(bool ta, bool tb, int M, int N, int K, float alpha, const float 
 void gemm_small_ex(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
                    const void *B, bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep,
                    int fault);
+
+/* op(B) packed once as the kernel reads it (gemm.h, GemmPackedB): words
+ * for op(B) K x N, the packing from bf16 values, and a product that reads
+ * the block op(B)[k0 .., n0 ..] of it in place (k0 even, n0 a multiple of
+ * 32; the caller checks). */
+long gemm_small_packed_words(int K, int N);
+void gemm_small_pack_b(uint32_t *out, bool tb, const uint16_t *B, int ldb, int K, int N);
+void gemm_small_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                       const uint32_t *packed, int packed_K, int k0, int n0, float beta, float *C, int ldc);
 
 #define GEMM_SMALL_PARALLEL_MADDS (1L << 18)
 

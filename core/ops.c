@@ -8,14 +8,14 @@
 
 OpDef op_defs[] = {
     [OP_MATMUL] = {"matmul", op_matmul_forward, op_matmul_backward},
-    [OP_LINEAR] = {"linear", op_linear_forward, op_linear_backward},
+    [OP_LINEAR] = {"linear", op_linear_forward, op_linear_backward, .in16 = 1u << 0}, /* x: products only */
     [OP_ADD] = {"add", op_add_forward, op_add_backward},
     [OP_MUL] = {"mul", op_mul_forward, op_mul_backward},
     [OP_DIV] = {"div", op_div_forward, op_div_backward},
     [OP_SCALE] = {"scale", op_scale_forward, op_scale_backward},
     [OP_SUM] = {"sum", op_sum_forward, op_sum_backward},
     [OP_MEAN] = {"mean", op_mean_forward, op_mean_backward},
-    [OP_RESHAPE] = {"reshape", op_view_forward, op_view_backward},
+    [OP_RESHAPE] = {"reshape", op_view_forward, op_view_backward, .in16 = 1u << 0}, /* a view reads nothing */
     [OP_SPLIT_HEADS] = {"split_heads", op_split_heads_forward, op_split_heads_backward},
     [OP_MERGE_HEADS] = {"merge_heads", op_merge_heads_forward, op_merge_heads_backward},
     [OP_GELU] = {"gelu", op_gelu_forward, op_gelu_backward},
@@ -24,7 +24,7 @@ OpDef op_defs[] = {
     [OP_ELU] = {"elu", op_elu_forward, op_elu_backward},
     [OP_EXP] = {"exp", op_exp_forward, op_exp_backward},
     [OP_SIGMOID] = {"sigmoid", op_sigmoid_forward, op_sigmoid_backward},
-    [OP_IDENTITY] = {"identity", op_view_forward, op_view_backward},
+    [OP_IDENTITY] = {"identity", op_view_forward, op_view_backward, .in16 = 1u << 0},
     [OP_LAYERNORM] = {"layernorm", op_layernorm_forward, op_layernorm_backward},
     [OP_RMSNORM] = {"rmsnorm", op_rmsnorm_forward, op_rmsnorm_backward},
     [OP_ADD_LAYERNORM] = {"add_layernorm", op_add_layernorm_forward, op_add_layernorm_backward},

@@ -63,11 +63,13 @@ Tensor *op_matmul(Tensor *a, Tensor *b, bool ta, bool tb);
 
 /* nn.Linear: y = x W^T + b, x [..., in], W [out, in] (PyTorch's layout), b
  * [out] or NULL. One sgemm: the bias is written into y first and sgemm adds
- * onto it; backward takes db as a column sum with sgemv. */
+ * onto it; backward takes db as a column sum with sgemv. x may be stored in
+ * bf16 (tensor.h): it is read only by the products y = x W^T and dW = dy^T x. */
 Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b);
 /* op_linear's two halves, for fused kernels outside core: y [M, out] = x [M,
- * in] W^T + b (b may be NULL), and db += the column sums of dy [M, out]. */
-void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, long M);
+ * in] W^T + b (b may be NULL), x floats or (x16) bf16; and db += the column
+ * sums of dy [M, out]. */
+void linear_rows(float *y, const void *x, bool x16, const Tensor *w, const Tensor *b, long M);
 void bias_grad_rows(Tensor *b, const float *dy, long M);
 
 /* GELU (tanh form, op_gelu's formula) over n floats, threaded as the ops are,
@@ -99,6 +101,11 @@ Tensor *op_reshape(Tensor *a, int ndim, const int *shape);
 /* [B, T, H*D] -> [B, H, T, D], and back. */
 Tensor *op_split_heads(Tensor *x, int heads);
 Tensor *op_merge_heads(Tensor *x);
+/* The same with the output stored as `out` says (tensor.h): in bf16 for a
+ * reader that takes it through products only (the attention's q, k, v,
+ * its merged output for the output projection); x stays fp32. */
+Tensor *op_split_heads_to(Tensor *x, int heads, DType out);
+Tensor *op_merge_heads_to(Tensor *x, DType out);
 
 /* ---- pointwise ---------------------------------------------------------- */
 
@@ -122,6 +129,12 @@ Tensor *op_identity(Tensor *x);
 Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps);
 /* x / sqrt(mean(x^2) + eps) * w. */
 Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps);
+/* The norms (and the fused ones below) with the output stored as `out`
+ * says: in bf16 (its fp32 values rounded to nearest even) when only
+ * products read it, as the model's linear layers do. Their backward reads
+ * x, never the output, so nothing fp32 is lost; x must be fp32. */
+Tensor *op_layernorm_to(Tensor *x, Tensor *w, Tensor *b, float eps, DType out);
+Tensor *op_rmsnorm_to(Tensor *x, Tensor *w, float eps, DType out);
 /* A residual add and the norm after it, fused: *sum = x + y (x and y of one
  * shape) and the result norm(*sum), in one pass over memory forward and one
  * backward (core/ops_norm.c says which passes it saves). The same values as
@@ -131,6 +144,8 @@ Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps);
  * backward does the add's as well. */
 Tensor *op_add_layernorm(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, Tensor **sum);
 Tensor *op_add_rmsnorm(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum);
+Tensor *op_add_layernorm_to(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, Tensor **sum, DType out);
+Tensor *op_add_rmsnorm_to(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum, DType out);
 
 /* ---- probabilities ------------------------------------------------------ */
 

@@ -139,11 +139,11 @@ Tensor *op_linear(Tensor *x, Tensor *w, Tensor *b) {
 /* y = x W^T + b: rows of y start as b, then sgemm adds x W^T (beta = 1). In
  * bf16 the bias is the product's epilogue instead (gemm_ex: the same bits,
  * without the pass that copies it). */
-void linear_rows(float *y, const float *x, const Tensor *w, const Tensor *b, long M) {
+void linear_rows(float *y, const void *x, bool x16, const Tensor *w, const Tensor *b, long M) {
     long N = w->shape[0], K = w->shape[1];
-    if (b && gemm_precision() == PRECISION_BF16) {
-        gemm_ex(false, true, M, N, K, 1.0f, x, false, K, w->data, false, K, 0.0f, y, N,
-                &(GemmEpilogue){.bias = b->data});
+    if (x16 || (b && gemm_precision() == PRECISION_BF16)) {
+        gemm_ex(false, true, M, N, K, 1.0f, x, x16, K, w->data, false, K, 0.0f, y, N,
+                b ? &(GemmEpilogue){.bias = b->data} : NULL);
         return;
     }
     if (b) {
@@ -163,7 +163,7 @@ void bias_grad_rows(Tensor *b, const float *dy, long M) {
 
 void op_linear_forward(Node *n) {
     const Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
-    linear_rows(n->out->data, x->data, w, b, x->n / w->shape[1]);
+    linear_rows(n->out->data, tensor_values(x), tensor_is16(x), w, b, x->n / w->shape[1]);
 }
 
 /* dx += dy W,  dW += dy^T x,  db += dy^T 1 (column sums) */
@@ -173,7 +173,9 @@ void op_linear_backward(Node *n) {
     const float *dy = n->out->grad;
     if (x->requires_grad)
         gemm(false, false, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
-    if (w->requires_grad)
+    if (w->requires_grad && tensor_is16(x))
+        gemm_ex(true, false, N, K, M, 1.0f, dy, false, N, x->data16, true, K, 1.0f, tensor_grad(w), K, NULL);
+    else if (w->requires_grad)
         gemm(true, false, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
     if (b && b->requires_grad) bias_grad_rows(b, dy, M);
 }

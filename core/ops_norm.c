@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "ops_impl.h"
 
 /* layernorm's and rmsnorm's: 1 / sqrt(var + eps) */
@@ -16,12 +17,50 @@ static void check_norm(const char *op, const Tensor *x, const Tensor *w) {
     SHAPE_CHECK(w->ndim == 1 && w->shape[0] == x->shape[x->ndim - 1], op, "weight must be [D], D = last dim", x, w);
 }
 
-Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps) {
+/* Where a norm's rows go. An fp32 output's rows are written in place; a
+ * bf16 output's (the norm's only readers are products: ops.h) are made in
+ * this thread's row of tmp, as fp32's are, then rounded into it, so its
+ * values are fp32's rounded to nearest even, the ones a product would read. */
+typedef struct {
+    float *y, *tmp;
+    uint16_t *y16;
+    int D, threads;
+} NormOut;
+
+static NormOut norm_out_begin(Tensor *out) {
+    int D = out->shape[out->ndim - 1];
+    NormOut o = {.y = out->data, .y16 = out->data16, .D = D};
+    if (out->dtype == DTYPE_BF16) {
+        o.threads = omp_get_max_threads();
+        o.tmp = tensor_scratch((long)o.threads * D);
+    }
+    return o;
+}
+
+static float *norm_out_row(const NormOut *o, long r) {
+    return o->y ? o->y + r * o->D : o->tmp + (long)omp_get_thread_num() * o->D;
+}
+
+/* Row r, made in `row` (norm_out_row's), is done. */
+static void norm_out_row_done(const NormOut *o, long r, const float *row) {
+    if (!o->y16) return;
+    uint16_t *h = o->y16 + r * o->D;
+    #pragma omp simd
+    for (int i = 0; i < o->D; i++) h[i] = bf16_from_float(row[i]);
+}
+
+static void norm_out_end(NormOut *o) {
+    if (o->tmp) tensor_scratch_release(o->tmp, (long)o->threads * o->D);
+}
+
+Tensor *op_layernorm(Tensor *x, Tensor *w, Tensor *b, float eps) { return op_layernorm_to(x, w, b, eps, DTYPE_F32); }
+
+Tensor *op_layernorm_to(Tensor *x, Tensor *w, Tensor *b, float eps, DType out) {
     check_norm("layernorm", x, w);
     check_norm("layernorm", x, b);
     Node *n = node_with(OP_LAYERNORM, 3, x, w, b);
     NODE_ATTRS(n, NormAttrs)->eps = eps;
-    n->out = tensor_new(x->ndim, x->shape);
+    n->out = tensor_new_of(out, x->ndim, x->shape);
     long rows = x->n / x->shape[x->ndim - 1];
     n->saved = arena_alloc(engine_arena(), 2 * (size_t)rows * sizeof(float)); /* mean, then rstd */
     return node_run(n);
@@ -46,16 +85,21 @@ static void layernorm_row(const float *restrict x, const float *restrict w, cons
 }
 
 /* y = layernorm(x), saved = the rows' means, then their rstd */
-static void layernorm_rows(const Tensor *x, const Tensor *w, const Tensor *b, float *y, float eps, float *saved) {
+static void layernorm_rows(const Tensor *x, const Tensor *w, const Tensor *b, Tensor *y, float eps, float *saved) {
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;
+    NormOut o = norm_out_begin(y);
     #pragma omp parallel for if (x->n > PAR_MIN)
-    for (long r = 0; r < rows; r++)
-        layernorm_row(x->data + r * D, w->data, b->data, y + r * D, D, eps, saved + r, saved + rows + r);
+    for (long r = 0; r < rows; r++) {
+        float *yr = norm_out_row(&o, r);
+        layernorm_row(x->data + r * D, w->data, b->data, yr, D, eps, saved + r, saved + rows + r);
+        norm_out_row_done(&o, r, yr);
+    }
+    norm_out_end(&o);
 }
 
 void op_layernorm_forward(Node *n) {
-    layernorm_rows(n->in[0], n->in[1], n->in[2], n->out->data, NODE_ATTRS(n, NormAttrs)->eps, n->saved);
+    layernorm_rows(n->in[0], n->in[1], n->in[2], n->out, NODE_ATTRS(n, NormAttrs)->eps, n->saved);
 }
 
 /* dx for one row: with xhat = (x - m) s and g = dy w,
@@ -123,11 +167,13 @@ void op_layernorm_backward(Node *n) {
     layernorm_dwb(n);
 }
 
-Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps) {
+Tensor *op_rmsnorm(Tensor *x, Tensor *w, float eps) { return op_rmsnorm_to(x, w, eps, DTYPE_F32); }
+
+Tensor *op_rmsnorm_to(Tensor *x, Tensor *w, float eps, DType out) {
     check_norm("rmsnorm", x, w);
     Node *n = node_with(OP_RMSNORM, 2, x, w, NULL);
     NODE_ATTRS(n, NormAttrs)->eps = eps;
-    n->out = tensor_new(x->ndim, x->shape);
+    n->out = tensor_new_of(out, x->ndim, x->shape);
     n->saved = arena_alloc(engine_arena(), (size_t)(x->n / x->shape[x->ndim - 1]) * sizeof(float)); /* rstd */
     return node_run(n);
 }
@@ -145,15 +191,21 @@ static void rmsnorm_row(const float *restrict x, const float *restrict w, float 
 }
 
 /* y = rmsnorm(x), saved = the rows' rstd */
-static void rmsnorm_rows(const Tensor *x, const Tensor *w, float *y, float eps, float *saved) {
+static void rmsnorm_rows(const Tensor *x, const Tensor *w, Tensor *y, float eps, float *saved) {
     int D = x->shape[x->ndim - 1];
     long rows = x->n / D;
+    NormOut o = norm_out_begin(y);
     #pragma omp parallel for if (x->n > PAR_MIN)
-    for (long r = 0; r < rows; r++) rmsnorm_row(x->data + r * D, w->data, y + r * D, D, eps, saved + r);
+    for (long r = 0; r < rows; r++) {
+        float *yr = norm_out_row(&o, r);
+        rmsnorm_row(x->data + r * D, w->data, yr, D, eps, saved + r);
+        norm_out_row_done(&o, r, yr);
+    }
+    norm_out_end(&o);
 }
 
 void op_rmsnorm_forward(Node *n) {
-    rmsnorm_rows(n->in[0], n->in[1], n->out->data, NODE_ATTRS(n, NormAttrs)->eps, n->saved);
+    rmsnorm_rows(n->in[0], n->in[1], n->out, NODE_ATTRS(n, NormAttrs)->eps, n->saved);
 }
 
 /* With xhat = x * rstd and g = dy * w:  dx = base + rstd * (g - xhat * mean(g * xhat)),
@@ -319,21 +371,29 @@ static void add_layernorm_fused(Node *n) {
     const float *w = n->in[1]->data, *b = n->in[2]->data;
     int D = s->shape[s->ndim - 1];
     long rows = s->n / D;
+    NormOut o = norm_out_begin(n->out);
     #pragma omp parallel for if (s->n > PAR_MIN)
     for (long r = 0; r < rows; r++) {
+        float *hr = norm_out_row(&o, r);
         add_row(x->data + r * D, y->data + r * D, s->data + r * D, D);
-        layernorm_row(s->data + r * D, w, b, n->out->data + r * D, D, a->eps, n->saved + r, n->saved + rows + r);
+        layernorm_row(s->data + r * D, w, b, hr, D, a->eps, n->saved + r, n->saved + rows + r);
+        norm_out_row_done(&o, r, hr);
     }
+    norm_out_end(&o);
 }
 
 Tensor *op_add_layernorm(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, Tensor **sum_out) {
+    return op_add_layernorm_to(x, y, w, b, eps, sum_out, DTYPE_F32);
+}
+
+Tensor *op_add_layernorm_to(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, Tensor **sum_out, DType out) {
     const char *op = op_defs[OP_ADD_LAYERNORM].name;
     check_norm(op, x, w);
     check_norm(op, x, b);
     Node *sum = sum_node(op, x, y);
     Node *n = node_with(OP_ADD_LAYERNORM, 3, sum->out, w, b);
     *NODE_ATTRS(n, AddNormAttrs) = (AddNormAttrs){eps, sum};
-    n->out = tensor_new(x->ndim, x->shape);
+    n->out = tensor_new_of(out, x->ndim, x->shape);
     long rows = x->n / x->shape[x->ndim - 1];
     n->saved = arena_alloc(engine_arena(), 2 * (size_t)rows * sizeof(float)); /* mean, then rstd */
     *sum_out = sum->out;
@@ -342,7 +402,7 @@ Tensor *op_add_layernorm(Tensor *x, Tensor *y, Tensor *w, Tensor *b, float eps, 
 
 /* The node's own forward, h = layernorm(s): h made again from s. */
 void op_add_layernorm_forward(Node *n) {
-    layernorm_rows(n->in[0], n->in[1], n->in[2], n->out->data, NODE_ATTRS(n, AddNormAttrs)->eps, n->saved);
+    layernorm_rows(n->in[0], n->in[1], n->in[2], n->out, NODE_ATTRS(n, AddNormAttrs)->eps, n->saved);
 }
 
 /* dw and db; then ds = s's gradient + layernorm's dx, formed in dh, into dx
@@ -372,20 +432,28 @@ static void add_rmsnorm_fused(Node *n) {
     Tensor *s = n->in[0];
     int D = s->shape[s->ndim - 1];
     long rows = s->n / D;
+    NormOut o = norm_out_begin(n->out);
     #pragma omp parallel for if (s->n > PAR_MIN)
     for (long r = 0; r < rows; r++) {
+        float *hr = norm_out_row(&o, r);
         add_row(x->data + r * D, y->data + r * D, s->data + r * D, D);
-        rmsnorm_row(s->data + r * D, n->in[1]->data, n->out->data + r * D, D, a->eps, n->saved + r);
+        rmsnorm_row(s->data + r * D, n->in[1]->data, hr, D, a->eps, n->saved + r);
+        norm_out_row_done(&o, r, hr);
     }
+    norm_out_end(&o);
 }
 
 Tensor *op_add_rmsnorm(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum_out) {
+    return op_add_rmsnorm_to(x, y, w, eps, sum_out, DTYPE_F32);
+}
+
+Tensor *op_add_rmsnorm_to(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum_out, DType out) {
     const char *op = op_defs[OP_ADD_RMSNORM].name;
     check_norm(op, x, w);
     Node *sum = sum_node(op, x, y);
     Node *n = node_with(OP_ADD_RMSNORM, 2, sum->out, w, NULL);
     *NODE_ATTRS(n, AddNormAttrs) = (AddNormAttrs){eps, sum};
-    n->out = tensor_new(x->ndim, x->shape);
+    n->out = tensor_new_of(out, x->ndim, x->shape);
     n->saved = arena_alloc(engine_arena(), (size_t)(x->n / x->shape[x->ndim - 1]) * sizeof(float)); /* rstd */
     *sum_out = sum->out;
     return node_run_fused(sum, n, add_rmsnorm_fused);
@@ -393,7 +461,7 @@ Tensor *op_add_rmsnorm(Tensor *x, Tensor *y, Tensor *w, float eps, Tensor **sum_
 
 /* The node's own forward, h = rmsnorm(s): h made again from s. */
 void op_add_rmsnorm_forward(Node *n) {
-    rmsnorm_rows(n->in[0], n->in[1], n->out->data, NODE_ATTRS(n, AddNormAttrs)->eps, n->saved);
+    rmsnorm_rows(n->in[0], n->in[1], n->out, NODE_ATTRS(n, AddNormAttrs)->eps, n->saved);
 }
 
 /* dw; then ds = s's gradient + rmsnorm's dx, formed in dh, into dx and dy. */

@@ -1,6 +1,7 @@
 /* ops_shape.c: reshape and identity (views), and the head split/merge permutes. */
 #include <string.h>
 
+#include "gemm.h"
 #include "ops_impl.h"
 
 static Tensor *view(OpId id, Tensor *a, int ndim, const int *shape) {
@@ -10,6 +11,7 @@ static Tensor *view(OpId id, Tensor *a, int ndim, const int *shape) {
      * output after forward, so sharing is safe. */
     n->out = arena_alloc(engine_arena(), sizeof(Tensor));
     tensor_wrap(n->out, a->data, ndim, shape);
+    tensor_storage_share(n->out, a); /* of either element type */
     return node_run(n);
 }
 
@@ -37,18 +39,22 @@ void op_view_backward(Node *n) {
     for (long i = 0; i < a->n; i++) da[i] += g[i];
 }
 
-Tensor *op_split_heads(Tensor *x, int heads) {
+Tensor *op_split_heads(Tensor *x, int heads) { return op_split_heads_to(x, heads, DTYPE_F32); }
+
+Tensor *op_split_heads_to(Tensor *x, int heads, DType out) {
     SHAPE_CHECK(x->ndim == 3, "split_heads", "wants [B, T, H*D]", x, NULL);
     SHAPE_CHECK(heads > 0 && x->shape[2] % heads == 0, "split_heads", "last dim not divisible by heads", x, NULL);
     Node *n = node_with(OP_SPLIT_HEADS, 1, x, NULL, NULL);
-    n->out = tensor_4d(x->shape[0], heads, x->shape[1], x->shape[2] / heads);
+    n->out = tensor_new_of(out, 4, (int[]){x->shape[0], heads, x->shape[1], x->shape[2] / heads});
     return node_run(n);
 }
 
-Tensor *op_merge_heads(Tensor *x) {
+Tensor *op_merge_heads(Tensor *x) { return op_merge_heads_to(x, DTYPE_F32); }
+
+Tensor *op_merge_heads_to(Tensor *x, DType out) {
     SHAPE_CHECK(x->ndim == 4, "merge_heads", "wants [B, H, T, D]", x, NULL);
     Node *n = node_with(OP_MERGE_HEADS, 1, x, NULL, NULL);
-    n->out = tensor_3d(x->shape[0], x->shape[2], x->shape[1] * x->shape[3]);
+    n->out = tensor_new_of(out, 3, (int[]){x->shape[0], x->shape[2], x->shape[1] * x->shape[3]});
     return node_run(n);
 }
 
@@ -76,10 +82,29 @@ static void permute_bthd(const float *src, float *dst, int B, int T, int H, int 
             }
 }
 
+/* The same copy into bf16 storage, each value rounded to nearest even (the
+ * value a bf16 product reads). */
+static void permute_bthd16(const float *src, uint16_t *dst, int B, int T, int H, int D, bool to_heads) {
+    #pragma omp parallel for collapse(2) if ((long)B * T * H * D > PAR_MIN)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                long heads_at = (((long)b * H + h) * T + t) * D;
+                long split_at = (((long)b * T + t) * H + h) * D;
+                const float *s = src + (to_heads ? split_at : heads_at);
+                uint16_t *d = dst + (to_heads ? heads_at : split_at);
+                #pragma omp simd
+                for (int k = 0; k < D; k++) d[k] = bf16_from_float(s[k]);
+            }
+}
+
 /* out[b, h, t, d] = x[b, t, h*D + d] */
 void op_split_heads_forward(Node *n) {
     const Tensor *o = n->out;
-    permute_bthd(n->in[0]->data, o->data, o->shape[0], o->shape[2], o->shape[1], o->shape[3], true, false);
+    if (tensor_is16(o))
+        permute_bthd16(n->in[0]->data, o->data16, o->shape[0], o->shape[2], o->shape[1], o->shape[3], true);
+    else
+        permute_bthd(n->in[0]->data, o->data, o->shape[0], o->shape[2], o->shape[1], o->shape[3], true, false);
 }
 
 void op_split_heads_backward(Node *n) {
@@ -91,7 +116,10 @@ void op_split_heads_backward(Node *n) {
 /* out[b, t, h*D + d] = x[b, h, t, d] */
 void op_merge_heads_forward(Node *n) {
     const Tensor *x = n->in[0];
-    permute_bthd(x->data, n->out->data, x->shape[0], x->shape[2], x->shape[1], x->shape[3], false, false);
+    if (tensor_is16(n->out))
+        permute_bthd16(x->data, n->out->data16, x->shape[0], x->shape[2], x->shape[1], x->shape[3], false);
+    else
+        permute_bthd(x->data, n->out->data, x->shape[0], x->shape[2], x->shape[1], x->shape[3], false, false);
 }
 
 void op_merge_heads_backward(Node *n) {

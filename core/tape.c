@@ -55,13 +55,25 @@ static void record(Node *n) {
     }
 }
 
+/* An input stored in bf16 where the op reads fp32 would be read as NULL
+ * data: a programming error, caught here with the op's name. */
+static void check_in16(const Node *n) {
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k]->dtype != DTYPE_F32 && !(n->def->in16 & (1u << k)))
+            DIE("op %s: input %d is stored in bf16, and the op reads it as fp32 (OpDef.in16 has no bit for it)",
+                n->def->name, k);
+}
+
 Tensor *node_run(Node *n) {
+    check_in16(n);
     run_watched(n, n->def->forward, false);
     record(n);
     return n->out;
 }
 
 Tensor *node_run_fused(Node *first, Node *n, void (*forward)(Node *n)) {
+    check_in16(first);
+    check_in16(n);
     run_watched(n, forward, false);
     record(first);
     record(n);
@@ -80,10 +92,10 @@ static bool is_view(const Node *n) { return n->view; }
  * producer's inputs (which are alive: nothing releases those) when the first
  * backward that reads it comes. */
 static void recompute(Tensor *t) {
-    if (t->data || !t->recompute) return;
+    if (tensor_has_data(t) || !t->recompute) return;
     Node *p = t->producer;
     for (int k = 0; k < p->n_in; k++) recompute(p->in[k]); /* a chain of them, from its start */
-    t->data = tensor_scratch(t->n);
+    tensor_storage_alloc(t);
     if (p->saved_n && !p->saved) p->saved = tensor_scratch(p->saved_n);
     p->def->forward(p);
 }
@@ -97,21 +109,20 @@ static void release_saved(Node *n) {
 
 /* Once its producer's backward has run, nothing reads the data again. */
 static void recomputed_done(Node *n) {
-    if (n->out->recompute && n->out->data && is_view(n)) {
+    if (n->out->recompute && tensor_has_data(n->out) && is_view(n)) {
         n->out->data = NULL;
+        n->out->data16 = NULL;
         return;
     }
-    if (n->out->recompute && n->out->data) {
-        tensor_scratch_release(n->out->data, n->out->n);
-        n->out->data = NULL;
+    if (n->out->recompute && tensor_has_data(n->out)) {
+        tensor_storage_release(n->out);
         release_saved(n);
     }
 }
 
 void tensor_release_recomputable(Tensor *t) {
     /* (not tensor_release_data: it may have several readers) */
-    tensor_scratch_release(t->data, t->n);
-    t->data = NULL;
+    tensor_storage_release(t);
     if (!t->producer) return; /* not on the tape: no backward will read it */
     release_saved(t->producer);
     t->recompute = true;
@@ -123,7 +134,7 @@ void tape_checkpoint(Node *before, Tensor *keep) {
         first = n;
         if (n->out == keep) continue;
         if (is_view(n))
-            n->out->data = NULL;
+            n->out->data = NULL, n->out->data16 = NULL;
         else
             tensor_release_recomputable(n->out);
         n->out->recompute = true;
@@ -144,20 +155,17 @@ static void rerun(Node *n) {
     }
     while (k--) {
         Node *m = span[k];
-        if (m->out->data) continue;
+        if (tensor_has_data(m->out)) continue;
         if (is_view(m)) {
-            m->out->data = m->in[0]->data;
+            tensor_storage_share(m->out, m->in[0]);
             continue;
         }
-        m->out->data = tensor_scratch(m->out->n);
+        tensor_storage_alloc(m->out);
         if (m->saved_n && !m->saved) m->saved = tensor_scratch(m->saved_n);
         m->def->forward(m);
         /* an input that forward handed back after its one reader: again now */
         for (int i = 0; i < m->n_in; i++)
-            if (m->in[i]->read_once && m->in[i]->data) {
-                tensor_scratch_release(m->in[i]->data, m->in[i]->n);
-                m->in[i]->data = NULL;
-            }
+            if (m->in[i]->read_once && tensor_has_data(m->in[i])) tensor_storage_release(m->in[i]);
     }
 }
 

@@ -31,6 +31,10 @@ typedef struct {
     const char *name;
     void (*forward)(Node *n);
     void (*backward)(Node *n);
+    /* Bit k set: input k may be stored in bf16 (tensor.h), because the op
+     * reads it, forward and backward, only as a bf16 product's operand
+     * (gemm_ex). node_run aborts when an input stored in bf16 lacks its bit. */
+    unsigned in16;
 } OpDef;
 
 struct Node {
@@ -69,7 +73,8 @@ bool grad_set(bool on);
 /* A node for `def` in the current arena, zeroed. */
 Node *node_new(const OpDef *def);
 /* Runs n's forward and records it when gradients are on and an input needs
- * one. Returns n->out. */
+ * one. Returns n->out. Aborts, naming the op, when an input is stored in
+ * bf16 and the op's in16 has no bit for it. */
 Tensor *node_run(Node *n);
 /* Two nodes made by one pass over memory: runs forward(n) once, in place of
  * both nodes' own forwards (it makes first's output as well as n's; timed as

@@ -95,9 +95,49 @@ Tensor *tensor_new(int ndim, const int *shape) {
     return t;
 }
 
-void tensor_release_data(Tensor *t) {
-    tensor_scratch_release(t->data, t->n);
+Tensor *tensor_new_of(DType dtype, int ndim, const int *shape) {
+    if (dtype == DTYPE_F32) return tensor_new(ndim, shape);
+    Arena *a = engine_arena();
+    Tensor *t = arena_alloc(a, sizeof *t);
+    tensor_wrap(t, NULL, ndim, shape);
+    t->dtype = DTYPE_BF16;
+    tensor_storage_alloc(t);
+    return t;
+}
+
+Tensor *tensor_new16(int ndim, const int *shape) { return tensor_new_of(DTYPE_BF16, ndim, shape); }
+
+long tensor_storage_floats(const Tensor *t) { return t->dtype == DTYPE_BF16 ? (t->n + 1) / 2 : t->n; }
+
+void tensor_storage_alloc(Tensor *t) {
+    float *p = tensor_scratch(tensor_storage_floats(t));
+    if (t->dtype == DTYPE_BF16)
+        t->data16 = (uint16_t *)p;
+    else
+        t->data = p;
+}
+
+void tensor_storage_release(Tensor *t) {
+    float *p = t->dtype == DTYPE_BF16 ? (float *)t->data16 : t->data;
+    tensor_scratch_release(p, tensor_storage_floats(t));
     t->data = NULL;
+    t->data16 = NULL;
+}
+
+void tensor_storage_share(Tensor *dst, const Tensor *src) {
+    dst->dtype = src->dtype;
+    dst->data = src->data;
+    dst->data16 = src->data16;
+}
+
+float *tensor_f32(const Tensor *t, const char *who) {
+    if (t->dtype != DTYPE_F32)
+        DIE("%s: reads a tensor stored in bf16 as fp32 (its values are in data16; only products may read it)", who);
+    return t->data;
+}
+
+void tensor_release_data(Tensor *t) {
+    tensor_storage_release(t);
     t->read_once = true;
 }
 

@@ -45,6 +45,7 @@ static const AttnKernel attn_kernel_relu2 = {
     .forward = relu2_forward,
     .probs = relu2_probs,
     .ops = {&scoremap_op},
+    .qkv16 = attn_qkv_fp32,
     .title = "attn=relu2",
     .validate = scoremap_validate,
     .flops = scoremap_flops,

@@ -54,7 +54,7 @@ static void snake_backward(Node *n) {
         }
 }
 
-static const OpDef snake_op = {"snake", snake_forward, snake_backward};
+static const OpDef snake_op = {"snake", snake_forward, snake_backward, 0};
 
 /* The constructor: checks the shapes, makes the output, runs and records the node. */
 static Tensor *op_snake(Tensor *x, Tensor *a) {

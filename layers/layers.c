@@ -65,13 +65,22 @@ void norm_declare(Norm *n, ParamSet *p, const char *name, int kind, int d) {
 
 #define NORM_EPS 1e-5f
 
-Tensor *norm_forward(const Norm *n, Tensor *x) {
-    return n->kind == NORM_LAYERNORM ? op_layernorm(x, n->w, n->b, NORM_EPS) : op_rmsnorm(x, n->w, NORM_EPS);
+unsigned bf16_store = BF16_STORE_ALL;
+
+Tensor *norm_forward(const Norm *n, Tensor *x) { return norm_forward_to(n, x, DTYPE_F32); }
+
+Tensor *norm_forward_to(const Norm *n, Tensor *x, DType out) {
+    return n->kind == NORM_LAYERNORM ? op_layernorm_to(x, n->w, n->b, NORM_EPS, out)
+                                     : op_rmsnorm_to(x, n->w, NORM_EPS, out);
 }
 
 Tensor *norm_add_forward(const Norm *n, Tensor *x, Tensor *y, Tensor **sum) {
-    return n->kind == NORM_LAYERNORM ? op_add_layernorm(x, y, n->w, n->b, NORM_EPS, sum)
-                                     : op_add_rmsnorm(x, y, n->w, NORM_EPS, sum);
+    return norm_add_forward_to(n, x, y, sum, DTYPE_F32);
+}
+
+Tensor *norm_add_forward_to(const Norm *n, Tensor *x, Tensor *y, Tensor **sum, DType out) {
+    return n->kind == NORM_LAYERNORM ? op_add_layernorm_to(x, y, n->w, n->b, NORM_EPS, sum, out)
+                                     : op_add_rmsnorm_to(x, y, n->w, NORM_EPS, sum, out);
 }
 
 void mlp_declare(Mlp *m, ParamSet *p, const char *name, int d, int hidden) {

@@ -10,6 +10,21 @@
 #include "tape.h"
 #include "rng.h"
 
+/* Under precision bf16, the activations that only products read are stored
+ * in bf16 (tensor.h): the bits of every result are the same, since a bf16
+ * product rounds its inputs to those values anyway (tests/test_store16.c),
+ * in less memory. Which ones, as bits of bf16_store (all at start):
+ *   BF16_STORE_NORM    the outputs of ln1 and ln2, read by the q, k, v and
+ *                      the MLP's first products (ln_f's, the loss's input,
+ *                      stays fp32);
+ *   BF16_STORE_QKV     the attention's q, k, v, when the kernel's call reads
+ *                      them through products alone (AttnKernel.qkv16);
+ *   BF16_STORE_MERGED  the heads merged for the output projection.
+ * The tests clear bits to compare the results, and the memory, with fp32
+ * copies kept. */
+enum { BF16_STORE_NORM = 1, BF16_STORE_QKV = 2, BF16_STORE_MERGED = 4, BF16_STORE_ALL = 7 };
+extern unsigned bf16_store;
+
 /* nn.Linear: y = x W^T + b, W is [out, in] as in PyTorch. */
 typedef struct {
     Tensor *w, *b; /* b is NULL without bias */
@@ -37,6 +52,9 @@ Tensor *norm_forward(const Norm *n, Tensor *x);
 /* norm(x + y), with x + y in *sum: a residual add and the norm after it in
  * one fused op (op_add_layernorm, op_add_rmsnorm). */
 Tensor *norm_add_forward(const Norm *n, Tensor *x, Tensor *y, Tensor **sum);
+/* The same with the output stored as `out` says (ops.h: op_layernorm_to). */
+Tensor *norm_forward_to(const Norm *n, Tensor *x, DType out);
+Tensor *norm_add_forward_to(const Norm *n, Tensor *x, Tensor *y, Tensor **sum, DType out);
 
 /* d -> mlp_ratio d -> d with GELU (tanh form) between. */
 typedef struct {

@@ -158,7 +158,7 @@ static void lm_cross_entropy_backward(Node *n) {
     tensor_scratch_release(dz, scratch_floats(M, V));
 }
 
-OpDef lm_cross_entropy_op = {"lm_cross_entropy", lm_cross_entropy_forward, lm_cross_entropy_backward};
+OpDef lm_cross_entropy_op = {"lm_cross_entropy", lm_cross_entropy_forward, lm_cross_entropy_backward, 0};
 
 Tensor *op_lm_cross_entropy(Tensor *x, Tensor *w, const int *targets, int ignore_index) {
     const char *name = lm_cross_entropy_op.name;

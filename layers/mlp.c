@@ -51,6 +51,12 @@ typedef struct {
 } MlpAttrs;
 NODE_ATTRS_DECLARE(MlpAttrs);
 
+/* x's values from element off on, as gemm_ex reads them (x may be stored
+ * in bf16: the op reads it through products alone). */
+static const void *rows_of(const Tensor *x, long off) {
+    return tensor_is16(x) ? (const void *)(x->data16 + off) : (const void *)(x->data + off);
+}
+
 /* Floats of arena memory that hold n bf16 values. */
 static long halves(long n) { return (n + 1) / 2; }
 
@@ -62,7 +68,8 @@ static void mlp_forward16(Node *n) {
         long m = R < M - r0 ? R : M - r0;
         GemmEpilogue e1 = {.bias = b1->data, .gelu = true, .pre16 = h + r0 * hid, .ld_pre = hid, .out16 = g,
                            .ld_out = hid};
-        gemm_ex(false, true, m, hid, d, 1.0f, x->data + r0 * d, false, d, w1->data, false, d, 0.0f, NULL, hid, &e1);
+        gemm_ex(false, true, m, hid, d, 1.0f, rows_of(x, r0 * d), tensor_is16(x), d, w1->data, false, d, 0.0f, NULL,
+                hid, &e1);
         GemmEpilogue e2 = {.bias = b2->data};
         gemm_ex(false, true, m, d, hid, 1.0f, g, true, hid, w2->data, false, hid, 0.0f, n->out->data + r0 * d, d,
                 &e2);
@@ -85,7 +92,7 @@ static void mlp_backward16(Node *n) {
     if (b2->requires_grad) bias_grad_rows(b2, dy_all, M);
     for (long r0 = 0; r0 < M; r0 += R) {
         long m = R < M - r0 ? R : M - r0;
-        const float *dy = dy_all + r0 * d, *xr = x->data + r0 * d;
+        const float *dy = dy_all + r0 * d;
         const uint16_t *h = h_all + r0 * hid;
         if (w2->requires_grad) {
             gelu16(h, buf, m * hid); /* g again */
@@ -99,7 +106,8 @@ static void mlp_backward16(Node *n) {
             gemm_ex(false, false, m, d, hid, 1.0f, buf, true, hid, w1->data, false, d, 1.0f, tensor_grad(x) + r0 * d,
                     d, NULL);
         if (w1->requires_grad)
-            gemm_ex(true, false, hid, d, m, 1.0f, buf, true, hid, xr, false, d, 1.0f, tensor_grad(w1), d, NULL);
+            gemm_ex(true, false, hid, d, m, 1.0f, buf, true, hid, rows_of(x, r0 * d), tensor_is16(x), d, 1.0f,
+                    tensor_grad(w1), d, NULL);
     }
     tensor_scratch_release((float *)buf, halves(R * hid));
 }
@@ -112,11 +120,11 @@ static void mlp_forward_op(Node *n) {
     const Tensor *x = n->in[0], *w1 = n->in[1], *b1 = n->in[2], *w2 = n->in[3], *b2 = n->in[4];
     long d = w1->shape[1], hid = w1->shape[0], M = x->n / d, R = pass_rows(M, hid);
     float *h = n->saved, *g = tensor_scratch(R * hid);
-    linear_rows(h, x->data, w1, b1, M);
+    linear_rows(h, tensor_values(x), tensor_is16(x), w1, b1, M);
     for (long r0 = 0; r0 < M; r0 += R) {
         long m = R < M - r0 ? R : M - r0;
         gelu_rows(h + r0 * hid, g, m * hid);
-        linear_rows(n->out->data + r0 * d, g, w2, b2, m);
+        linear_rows(n->out->data + r0 * d, g, false, w2, b2, m);
     }
     tensor_scratch_release(g, R * hid);
 }
@@ -133,7 +141,7 @@ static void mlp_backward_op(Node *n) {
     if (b2->requires_grad) bias_grad_rows(b2, dy_all, M);
     for (long r0 = 0; r0 < M; r0 += R) {
         long m = R < M - r0 ? R : M - r0;
-        const float *dy = dy_all + r0 * d, *h = h_all + r0 * hid, *xr = x->data + r0 * d;
+        const float *dy = dy_all + r0 * d, *h = h_all + r0 * hid;
         if (w2->requires_grad) {
             gelu_rows(h, buf, m * hid); /* g again */
             gemm(true, false, d, hid, m, 1.0f, dy, d, buf, hid, 1.0f,
@@ -145,15 +153,18 @@ static void mlp_backward_op(Node *n) {
         if (x->requires_grad)
             gemm(false, false, m, d, hid, 1.0f, buf, hid, w1->data, d, 1.0f,
                         tensor_grad(x) + r0 * d, d);
-        if (w1->requires_grad)
-            gemm(true, false, hid, d, m, 1.0f, buf, hid, xr, d, 1.0f,
-                        tensor_grad(w1), d);
+        if (w1->requires_grad && tensor_is16(x))
+            gemm_ex(true, false, hid, d, m, 1.0f, buf, false, hid, rows_of(x, r0 * d), true, d, 1.0f, tensor_grad(w1),
+                    d, NULL);
+        else if (w1->requires_grad)
+            gemm(true, false, hid, d, m, 1.0f, buf, hid, x->data + r0 * d, d, 1.0f, tensor_grad(w1), d);
         if (b1->requires_grad) bias_grad_rows(b1, buf, m);
     }
     tensor_scratch_release(buf, R * hid);
 }
 
-OpDef mlp_op = {"mlp", mlp_forward_op, mlp_backward_op};
+/* x (in[0]) may be stored in bf16: only products read it, forward and backward. */
+OpDef mlp_op = {"mlp", mlp_forward_op, mlp_backward_op, .in16 = 1u << 0};
 
 Tensor *op_mlp(Tensor *x, Tensor *w1, Tensor *b1, Tensor *w2, Tensor *b2) {
     const char *name = mlp_op.name;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "gemm.h"
 #include "ops.h"
 
 void model_declare(Model *m, const ModelConfig *c) {
@@ -81,9 +82,16 @@ static Tensor *embed(Model *m, const int *ids, int B, int T) {
  * read by nothing afterwards: neither the op that made it nor the fused op
  * reads it in backward, so its buffer is handed back for the next tensor of
  * its size. */
-static Tensor *residual_norm(const Norm *norm, Tensor *x, Tensor *y, Tensor **h) {
+/* ln1's and ln2's outputs are read by products alone (the attention's
+ * projections, the MLP's first product; their backward reads the norm's
+ * input): in bf16 under precision bf16 (layers.h, bf16_store). */
+static DType block_norm_out(void) {
+    return gemm_precision() == PRECISION_BF16 && (bf16_store & BF16_STORE_NORM) ? DTYPE_BF16 : DTYPE_F32;
+}
+
+static Tensor *residual_norm(const Norm *norm, Tensor *x, Tensor *y, Tensor **h, DType out) {
     Tensor *sum;
-    *h = norm_add_forward(norm, x, y, &sum);
+    *h = norm_add_forward_to(norm, x, y, &sum, out);
     tensor_release_data(y);
     return sum;
 }
@@ -94,17 +102,21 @@ static Tensor *residual_norm(const Norm *norm, Tensor *x, Tensor *y, Tensor **h)
  * of a sub-block is read again only by the backward of its products (their
  * dW): it is handed back after forward and made again from x in backward
  * (tape.h), one [B, T, d] tensor a sub-block for one more norm. */
-static Tensor *block_forward(Block *b, Tensor *x, Tensor **h, const Norm *next) {
+static Tensor *block_forward(Block *b, Tensor *x, Tensor **h, const Norm *next, DType next_out) {
     Tensor *y = attention_forward(&b->attn, *h);
     tensor_release_recomputable(*h);
-    x = residual_norm(&b->ln2, x, y, h);
+    x = residual_norm(&b->ln2, x, y, h, block_norm_out());
     y = mlp_forward(&b->mlp, *h);
     tensor_release_recomputable(*h);
-    return residual_norm(next, x, y, h);
+    return residual_norm(next, x, y, h, next_out);
 }
 
 /* The norm after block i: the next block's ln1, or ln_f after the last. */
 static const Norm *norm_after(Model *m, int i) { return i + 1 < m->cfg.layers ? &m->blocks[i + 1].ln1 : &m->ln_f; }
+
+/* How that norm's output is stored: ln1's (read by the projections alone)
+ * as block_norm_out says; ln_f's, the loss's input, in fp32. */
+static DType norm_after_out(Model *m, int i) { return i + 1 < m->cfg.layers ? block_norm_out() : DTYPE_F32; }
 
 /* ln_f of the last block's output: the LM head's input [B, T, d]. Each
  * residual add is fused with the norm after it, so a block's tape ends with
@@ -115,9 +127,9 @@ static Tensor *model_features(Model *m, const int *ids, int B, int T) {
     const ModelConfig *c = &m->cfg;
     Tensor *x = embed(m, ids, B, T);
     Node *before = tape_last();
-    Tensor *h = norm_forward(norm_after(m, -1), x);
+    Tensor *h = norm_forward_to(norm_after(m, -1), x, norm_after_out(m, -1));
     for (int i = 0; i < c->layers; i++) {
-        x = block_forward(&m->blocks[i], x, &h, norm_after(m, i));
+        x = block_forward(&m->blocks[i], x, &h, norm_after(m, i), norm_after_out(m, i));
         if (m->checkpoint && grad_enabled() && x->producer) {
             tape_checkpoint(before, x);
             before = x->producer;
@@ -141,11 +153,11 @@ void model_attention_probs(Model *m, const int *ids, int B, int T, void (*fn)(in
                            void *ctx) {
     bool was = grad_set(false);
     Tensor *x = embed(m, ids, B, T);
-    Tensor *h = norm_forward(norm_after(m, -1), x);
+    Tensor *h = norm_forward_to(norm_after(m, -1), x, norm_after_out(m, -1));
     for (int i = 0; i < m->cfg.layers; i++) {
         Block *b = &m->blocks[i];
         fn(i, attention_probs(&b->attn, h), ctx);
-        x = block_forward(b, x, &h, norm_after(m, i));
+        x = block_forward(b, x, &h, norm_after(m, i), norm_after_out(m, i));
     }
     grad_set(was);
 }

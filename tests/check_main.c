@@ -32,6 +32,7 @@ Suite *bf16_suite(void);
 Suite *fused_suite(void);
 Suite *stats_suite(void);
 Suite *records_suite(void);
+Suite *store16_suite(void);
 
 int main(void) {
     /* Tests are small; one thread keeps them deterministic and quick to fork. */
@@ -64,6 +65,7 @@ int main(void) {
     srunner_add_suite(sr, fused_suite());
     srunner_add_suite(sr, stats_suite());
     srunner_add_suite(sr, records_suite());
+    srunner_add_suite(sr, store16_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -68,6 +68,7 @@ static const AttnKernel attn_kernel_test_relu2 = {
     .name = "test_relu2",
     .forward = test_relu2_forward,
     .probs = test_relu2_probs,
+    .qkv16 = attn_qkv_fp32,
     .title = "attn=test_relu2",
     .option_rows = test_relu2_options,
     .options_size = sizeof(Relu2Opts),

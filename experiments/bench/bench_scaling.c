@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "gemm.h"
 #include "model.h"
 #include "ops.h"
 #include "plot.h"
@@ -102,7 +103,25 @@ typedef struct {
     float *seed_y, *seed_o;  /* the output gradients: layer [1, T, d], kernel [1, H, T, head_size]
                                 (or [1, T, H head_size], forward_qkv) */
     bool kernel_only;
+    /* q, k, v as the module stores them under precision bf16 (layers.h,
+     * bf16_store), made once from q, k, v; NULL: fp32 */
+    uint16_t *q16, *k16, *v16;
 } ScalingStep;
+
+/* t over n values stored in bf16 at p (the module's own tensors are). */
+static void wrap16(Tensor *t, uint16_t *p, int ndim, const int *shape) {
+    tensor_wrap(t, NULL, ndim, shape);
+    t->dtype = DTYPE_BF16;
+    t->data16 = p;
+}
+
+/* A bf16 copy of n floats, or NULL when `want` is false. */
+static uint16_t *copy16(const float *x, long n, bool want) {
+    if (!want) return NULL;
+    uint16_t *p = xmalloc((size_t)n * sizeof *p);
+    bf16_from_floats(p, x, n);
+    return p;
+}
 
 static void scaling_step(const ScalingStep *st) {
     params_zero_grad(st->ps);
@@ -123,9 +142,10 @@ static void scaling_step(const ScalingStep *st) {
         backward_seeded(a->kernel->forward_qkv(&c, &q), st->seed_o);
         return;
     }
-    tensor_wrap(&q, st->q, 4, (int[]){1, a->heads, st->T, a->key_size});
-    tensor_wrap(&k, st->k, 4, (int[]){1, a->heads, st->T, a->key_size});
-    tensor_wrap(&v, st->v, 4, (int[]){1, a->heads, st->T, a->head_size});
+    const int qk_shape[4] = {1, a->heads, st->T, a->key_size}, v_shape[4] = {1, a->heads, st->T, a->head_size};
+    if (st->q16) wrap16(&q, st->q16, 4, qk_shape); else tensor_wrap(&q, st->q, 4, qk_shape);
+    if (st->k16) wrap16(&k, st->k16, 4, qk_shape); else tensor_wrap(&k, st->k, 4, qk_shape);
+    if (st->v16) wrap16(&v, st->v16, 4, v_shape); else tensor_wrap(&v, st->v, 4, v_shape);
     q.requires_grad = k.requires_grad = v.requires_grad = true;
     backward_seeded(a->kernel->forward(&c, &q, &k, &v), st->seed_o);
 }
@@ -240,7 +260,15 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
                       fused ? NULL : random_buffer(&rng, nv),
                       random_buffer(&rng, n),
                       random_buffer(&rng, nv),
-                      false};
+                      false,
+                      NULL,
+                      NULL,
+                      NULL};
+    /* the kernel alone gets q, k, v stored as attention_forward stores them */
+    AttnCall call = attention_call(&a, 1, T);
+    bool v16 = !fused && gemm_precision() == PRECISION_BF16 && (bf16_store & BF16_STORE_QKV) && a.kernel->qkv16(&call);
+    bool qk16 = v16 && !(pos_scheme(mc.pos)->rotary && !a.kernel->rope_inside);
+    st.q16 = copy16(st.q, nk, qk16), st.k16 = copy16(st.k, nk, qk16), st.v16 = copy16(st.v, nv, v16);
     bool rss_reset = reset_rss_peak();
     row.layer = time_steps(o, &st);
     row.rss_mib = rss_reset ? rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */
@@ -250,6 +278,7 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
     ModelConfig eff = attn_effective(&mc); /* cosformer: linear with its options */
     row.kernel_gflop = a.kernel->flops ? a.kernel->flops(&eff, T) / 1e9 : NAN;
     free(st.x), free(st.q), free(st.k), free(st.v), free(st.seed_y), free(st.seed_o);
+    free(st.q16), free(st.k16), free(st.v16);
     params_free(&ps);
     return row;
 }

@@ -108,6 +108,16 @@ typedef struct {
      * features after phi); otherwise the module rotates q and k before the
      * kernel. */
     bool rope_inside;
+    /* Whether this call reads q, k and v through bf16 products alone
+     * (forward and backward), so that under precision bf16 the module may
+     * hand them over stored in bf16 (tensor.h): half their memory, and no
+     * rounding of them at each product; the kernel's ops then declare them
+     * in OpDef.in16. A kernel that reads them elementwise (feature maps,
+     * pooling, head mixing) sets attn_qkv_fp32 and gets fp32; q and k
+     * rotated by the module (pos = rope, xpos) are fp32 whatever it says.
+     * Every kernel sets it: a NULL one fails the registry's test, and the
+     * module refuses it. */
+    bool (*qkv16)(const AttnCall *c);
 
     /* ---- Planning and the command line: what the rest of the program asks
      * of a kernel, so that nothing outside this folder names one. ---- */
@@ -153,6 +163,9 @@ typedef struct {
     /* probs is not T x T (Linformer's is T x k), so it has no eigenvalues. */
     bool projected_probs;
 } AttnKernel;
+
+/* AttnKernel.qkv16 of a kernel that reads q, k, v as floats: false. */
+bool attn_qkv_fp32(const AttnCall *c);
 
 /* Every kernel once (layers/attention/kernels.c: the built-in ones, then any
  * added with attn_register); the tests walk this list. */

@@ -15,6 +15,11 @@ AttnStats attn_stats;
 
 void attn_stats_reset(void) { memset(&attn_stats, 0, sizeof attn_stats); }
 
+bool attn_qkv_fp32(const AttnCall *c) {
+    (void)c;
+    return false;
+}
+
 /* Every kernel once, one line each, in the order --help lists them; the
  * first is the default. A kernel's line both declares it and lists it; each
  * ends in a backslash, the list in the line after the last. */

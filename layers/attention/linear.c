@@ -128,6 +128,7 @@ const AttnKernel attn_kernel_linear = {
     .probs = attn_linear_probs,
     .ops = {&attn_linear_op},
     .rope_inside = true,
+    .qkv16 = attn_qkv_fp32, /* phi and the re-weighting read q, k elementwise */
     .forward_qkv = attn_linear_qkv,
     .presets = linear_presets,
     .title = "linear attention",

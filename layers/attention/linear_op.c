@@ -212,7 +212,7 @@ static void attn_linear_forward(Node *n) {
     attn_stats.den_rows += (long)BH * L.T;
 }
 
-OpDef attn_linear_op = {"attn_linear", attn_linear_forward, attn_linear_backward};
+OpDef attn_linear_op = {"attn_linear", attn_linear_forward, attn_linear_backward, 0};
 
 /* ---- the op as the kernel calls it ------------------------------------------- */
 

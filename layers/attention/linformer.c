@@ -218,7 +218,7 @@ static void lf_project_backward(Node *nd) {
     }
 }
 
-static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_project_backward};
+static OpDef lf_project_op = {"linformer_project", lf_project_forward, lf_project_backward, 0};
 
 /* x' of x [B, H, T, d] under the call's projection; w is E or F (NULL for
  * mean and max). */
@@ -303,7 +303,7 @@ static void lf_attend_backward(Node *nd) {
     }
 }
 
-static OpDef lf_attend_op = {"linformer_attend", lf_attend_forward, lf_attend_backward};
+static OpDef lf_attend_op = {"linformer_attend", lf_attend_forward, lf_attend_backward, 0};
 
 static Tensor *lf_attend(Tensor *q, Tensor *k, Tensor *v, float scale) {
     const char *name = lf_attend_op.name;
@@ -468,6 +468,7 @@ const AttnKernel attn_kernel_linformer = {
     .forward = attn_linformer,
     .probs = attn_linformer_probs,
     .ops = {&lf_project_op, &lf_attend_op},
+    .qkv16 = attn_qkv_fp32, /* the pooled projections read k, v as floats */
     .init = lf_init,
     .bidirectional_only = true,
     .title = "attn=linformer",

@@ -109,7 +109,7 @@ static void attn_rope_backward(Node *n) {
     }
 }
 
-OpDef attn_rope_op = {"attn_rope", attn_rope_forward, attn_rope_backward};
+OpDef attn_rope_op = {"attn_rope", attn_rope_forward, attn_rope_backward, 0};
 
 Tensor *attn_rope(const AttnCall *c, Tensor *x, bool key) {
     const char *name = attn_rope_op.name;

@@ -124,7 +124,7 @@ static void scoremap_backward(Node *n) {
     }
 }
 
-OpDef scoremap_op = {"attn_scoremap", scoremap_forward, scoremap_backward};
+OpDef scoremap_op = {"attn_scoremap", scoremap_forward, scoremap_backward, 0};
 
 static ScoreMapAttrs call_attrs(const ScoreMap *f, const AttnCall *c) {
     if (pos_param_count(c->cfg->pos))

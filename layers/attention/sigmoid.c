@@ -28,6 +28,7 @@ const AttnKernel attn_kernel_sigmoid = {
     .forward = sigmoid_forward,
     .probs = sigmoid_probs,         /* P [B, H, T, T] for ./spectrum */
     .ops = {&scoremap_op},          /* its fused ops, for the tests */
+    .qkv16 = attn_qkv_fp32,         /* q, k, v as floats (the score-map op reads no bf16) */
     .title = "attn=sigmoid",        /* how errors name it */
     .validate = scoremap_validate,  /* refuses the learned score biases */
     .flops = scoremap_flops,        /* its products, for ./bench --scaling */

@@ -25,6 +25,10 @@ static Tensor *attn_softmax(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) 
     return talking(c) ? attn_talking(c, q, k, v) : attn_softmax_plain(c, q, k, v);
 }
 
+/* The plain op's key tiles (precision bf16) read q, k, v through products
+ * alone (softmax_op.c); talking heads reads them as floats. */
+static bool attn_softmax_qkv16(const AttnCall *c) { return !talking(c); }
+
 static Tensor *attn_softmax_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     return talking(c) ? attn_talking_probs(c, q, k) : attn_softmax_plain_probs(c, q, k);
 }
@@ -109,6 +113,7 @@ const AttnKernel attn_kernel_softmax = {
     .forward = attn_softmax,
     .probs = attn_softmax_probs,
     .ops = {&attn_softmax_op, &attn_talking_op},
+    .qkv16 = attn_softmax_qkv16,
     .title = "attn=softmax",
     .option_rows = softmax_options,
     .options_size = sizeof(SoftmaxOpts),

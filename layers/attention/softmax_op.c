@@ -143,12 +143,80 @@ static long bias_floats(int pos, int H, int T) { return pos_scheme(pos)->bias ? 
 
 int attn_flash_fault;
 
+/* A head's rows of q, k or v as stored: floats, or bf16 values (under
+ * precision bf16 the module stores them so, tensor.h: this path reads them
+ * through products alone, and a product of bf16 values is the one it makes
+ * of the fp32 values it would round). */
+typedef struct {
+    const void *p;
+    bool h;
+    /* bf16 k or v packed once for the head as gemm's kernel reads it in the
+     * products that take it as B (gemm_packed: k as Kᵀ for the scores, v for
+     * P V), instead of at every block's every tile; NULL: not packed */
+    const GemmPackedB *packed;
+} HeadRows;
+
+static HeadRows head_rows(const Tensor *t, long off) {
+    return (HeadRows){tensor_is16(t) ? (const void *)(t->data16 + off) : (const void *)(t->data + off), tensor_is16(t),
+                      NULL};
+}
+
+/* One thread's packing of a head's k (as Kᵀ [dk, T]) and v ([T, dv]), when
+ * they are stored in bf16 and gemm's kernel runs the products. */
+typedef struct {
+    GemmPackedB kt, v;
+} HeadPack;
+
+static long pack_words(int T, int dk, int dv) { return gemm_packed_words(dk, T) + gemm_packed_words(T, dv); }
+
+/* The threads' packing space, scratch handed back by pack_space_done (NULL:
+ * no packing: k and v not both bf16, or the products not on gemm's kernel). */
+static long pack_space_floats(const Tensor *k, const Tensor *v) {
+    return (long)omp_get_max_threads() * pack_words(k->shape[2], k->shape[3], v->shape[3]);
+}
+
+static uint32_t *pack_space_of(const Tensor *k, const Tensor *v) {
+    if (!tensor_is16(k) || !tensor_is16(v) || !gemm_packed_usable()) return NULL;
+    _Static_assert(sizeof(uint32_t) == sizeof(float), "packed words in float scratch");
+    return (uint32_t *)tensor_scratch(pack_space_floats(k, v));
+}
+
+static void pack_space_done(uint32_t *space, const Tensor *k, const Tensor *v) {
+    if (space) tensor_scratch_release((float *)space, pack_space_floats(k, v));
+}
+
+/* Packs head bh's k into this thread's space and points kh at it; and its
+ * v, pointing vh at it, unless vh is NULL (backward reads v elsewhere). */
+static void head_pack(uint32_t *space, const Tensor *k, const Tensor *v, long bh, HeadPack *hp, HeadRows *kh,
+                      HeadRows *vh) {
+    if (!space) return;
+    int T = k->shape[2], dk = k->shape[3], dv = v->shape[3];
+    uint32_t *w = space + (long)omp_get_thread_num() * pack_words(T, dk, dv);
+    hp->kt = gemm_pack_b(w, true, k->data16 + bh * T * dk, dk, dk, T);
+    kh->packed = &hp->kt;
+    if (!vh) return;
+    hp->v = gemm_pack_b(w + gemm_packed_words(dk, T), false, v->data16 + bh * T * dv, dv, T, dv);
+    vh->packed = &hp->v;
+}
+
+static const void *rows_at(HeadRows x, long off) {
+    return x.h ? (const void *)((const uint16_t *)x.p + off) : (const void *)((const float *)x.p + off);
+}
+
 /* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
  * s q.k, then on each row's own keys its log-n factor and the bias, as
  * attn_block_scores has them; -inf outside the row's keys. */
-static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, const float *q, const float *k, int dk,
+static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, HeadRows q, HeadRows k, int dk,
                          float scale, const float *bias, bool causal, float *S) {
-    gemm(false, true, r1 - r0, wc, dk, scale, q + (long)r0 * dk, dk, k + (long)c0 * dk, dk, 0.0f, S, wc);
+    if (k.packed && gemm_packed(false, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, k.packed, 0, c0,
+                                0.0f, S, wc))
+        ; /* Kᵀ's columns c0 .. read where the head's packing has them */
+    else if (q.h || k.h)
+        gemm_ex(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, rows_at(k, (long)c0 * dk),
+                k.h, dk, 0.0f, S, wc, NULL);
+    else
+        gemm(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), dk, rows_at(k, (long)c0 * dk), dk, 0.0f,
+             S, wc);
     for (int r = 0; r < r1 - r0; r++) {
         int i = r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1; /* the row's keys [lo, e) in the tile */
         lo = lo < 0 ? 0 : lo > wc ? wc : lo;
@@ -185,8 +253,8 @@ static FlashTiles flash_tiles(float *scratch, int qb, int dv) {
     return f;
 }
 
-static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const float *qh, const float *kh,
-                                const float *vh, const float *bias, int dk, int dv, float scale, bool causal,
+static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, HeadRows qh, HeadRows kh, HeadRows vh,
+                                const float *bias, int dk, int dv, float scale, bool causal,
                                 float *stats, float *oh, FlashTiles *f) {
     int R = b->r1 - b->r0;
     for (int r = 0; r < R; r++) f->m[r] = -INFINITY, f->l[r] = 0.0f;
@@ -219,8 +287,10 @@ static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const flo
                 for (int d = 0; d < dv; d++) a[d] *= alpha;
             }
         }
-        gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh + (long)c0 * dv, false, dv, 1.0f, f->acc, dv,
-                NULL);
+        if (!vh.packed ||
+            !gemm_packed(false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh.packed, c0, 0, 1.0f, f->acc, dv))
+            gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, rows_at(vh, (long)c0 * dv), vh.h, dv, 1.0f,
+                    f->acc, dv, NULL);
     }
     for (int r = 0; r < R; r++) {
         int i = b->r0 + r;
@@ -234,7 +304,7 @@ static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, const flo
 }
 
 static void flash_backward_block(const AttnPlan *p, const AttnBlock *b, const AttnGrad *ag, long bh,
-                                 const float *qh, const float *kh, const float *oh, const float *bias, int dk,
+                                 HeadRows qh, HeadRows kh, const float *oh, const float *bias, int dk,
                                  float scale, bool causal, const float *stats, double *gh, FlashTiles *f) {
     int R = b->r1 - b->r0, dv = ag->v->shape[3], T = p->T;
     const float *dO = ag->dO + (bh * T + b->r0) * (long)dv;
@@ -291,15 +361,19 @@ static void attn_softmax_forward(Node *n) {
     if (a->flash) {
         float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
                                                        (size_t)flash_floats(p.qb, dv));
+        uint32_t *packs = pack_space_of(k, v);
         #pragma omp parallel for
         for (int bh = 0; bh < BH; bh++) {
             FlashTiles f = flash_tiles(tiles, p.qb, dv);
+            HeadRows kh = head_rows(k, (long)bh * T * dk), vh = head_rows(v, (long)bh * T * dv);
+            HeadPack hp;
+            head_pack(packs, k, v, bh, &hp, &kh, &vh);
             for (int b = 0; b < p.n; b++)
-                flash_forward_block(&p, &p.b[b], q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
-                                    v->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk, dv,
-                                    scale, causal, stats ? stats + 2L * bh * T : NULL,
-                                    n->out->data + (long)bh * T * dv, &f);
+                flash_forward_block(&p, &p.b[b], head_rows(q, (long)bh * T * dk), kh, vh,
+                                    bias ? bias + (long)(bh % H) * T : NULL, dk, dv, scale, causal,
+                                    stats ? stats + 2L * bh * T : NULL, n->out->data + (long)bh * T * dv, &f);
         }
+        pack_space_done(packs, k, v);
         return;
     }
     float *scratch = attn_block_scratch(&p, 1);
@@ -338,14 +412,19 @@ static void attn_softmax_backward(Node *n) {
         int dv = ag.v->shape[3];
         float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
                                                        (size_t)flash_floats(p.qb, dv));
+        uint32_t *packs = pack_space_of(k, ag.v);
         #pragma omp parallel for
         for (int bh = 0; bh < BH; bh++) {
             FlashTiles f = flash_tiles(tiles, p.qb, dv);
+            HeadRows kh = head_rows(k, (long)bh * T * dk);
+            HeadPack hp;
+            head_pack(packs, k, ag.v, bh, &hp, &kh, NULL);
             for (int b = 0; b < p.n; b++)
-                flash_backward_block(&p, &p.b[b], &ag, bh, q->data + (long)bh * T * dk, k->data + (long)bh * T * dk,
+                flash_backward_block(&p, &p.b[b], &ag, bh, head_rows(q, (long)bh * T * dk), kh,
                                      n->out->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk,
                                      a->scale, causal, stats + 2L * bh * T, g ? g + (long)bh * T : NULL, &f);
         }
+        pack_space_done(packs, k, ag.v);
     } else {
         /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
         float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
@@ -387,7 +466,10 @@ static void attn_softmax_backward(Node *n) {
     scheme->param_grads(&b, gsum, dp);
 }
 
-OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward};
+/* q, k, v may be stored in bf16 on the key tiles' path (flash: precision
+ * bf16), which reads them through products alone; plain_node refuses them
+ * otherwise. */
+OpDef attn_softmax_op = {"attn_softmax", attn_softmax_forward, attn_softmax_backward, .in16 = 7u};
 
 /* The node of a call, its inputs and attributes set, nothing run. */
 static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
@@ -419,6 +501,11 @@ static Node *plain_node(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
         .qb = qb > 0 && qb < 1 << 14 ? qb : SOFTMAX_QUERY_BLOCK,
         .flash = gemm_precision() == PRECISION_BF16,
     };
+    if (!NODE_ATTRS(n, SoftmaxAttrs)->flash)
+        for (int i = 0; i < 3; i++)
+            if (tensor_is16(n->in[i]))
+                DIE("%s: q, k, v stored in bf16 need precision bf16's key tiles (the fp32 blocks read floats)",
+                    attn_softmax_op.name);
     return n;
 }
 
@@ -440,6 +527,7 @@ Tensor *attn_softmax_plain(const AttnCall *c, Tensor *q, Tensor *k, Tensor *v) {
 Tensor *attn_softmax_plain_probs(const AttnCall *c, Tensor *q, Tensor *k) {
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Node *n = plain_node(c, q, k, q);
+    (void)tensor_f32(q, "attn_softmax probs"), (void)tensor_f32(k, "attn_softmax probs"); /* block_probs reads floats */
     AttnPlan p = plan_make(n, T);
     n->saved = arena_alloc(engine_arena(), (size_t)(bias_floats(c->cfg->pos, H, T) + 1) * sizeof(float));
     const float *bias = node_bias(n, H, T, dk);

@@ -130,22 +130,33 @@ AttnGrad attn_grad_of(Node *n, float scale) {
 /* Where row r of head bh starts in a [B, H, rows, cols] buffer. */
 static long at(long bh, int rows, int r, int cols) { return (bh * rows + r) * cols; }
 
+/* C = alpha op(A) op(B) + beta C with B = t's values from element off on, t
+ * stored in fp32 or in bf16 (tensor.h; an op that reads q, k or v only
+ * here and in products may take them in bf16). */
+static void gemm_by(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const Tensor *t,
+                    long off, int ldb, float beta, float *C, int ldc) {
+    if (tensor_is16(t))
+        gemm_ex(ta, tb, M, N, K, alpha, A, false, lda, t->data16 + off, true, ldb, beta, C, ldc, NULL);
+    else
+        gemm(ta, tb, M, N, K, alpha, A, lda, t->data + off, ldb, beta, C, ldc);
+}
+
 bool attn_grad_pv(const AttnGrad *g, long bh, int r0, int R, int k0, int w, const float *P, float *D, bool need) {
     int T = g->q->shape[2], n = g->k->shape[2], dv = g->v->shape[3];
-    const float *dO = g->dO + at(bh, T, r0, dv), *v = g->v->data + at(bh, n, k0, dv);
+    const float *dO = g->dO + at(bh, T, r0, dv);
     if (g->dv) /* dV[keys] += P^T dO[rows] */
         gemm(true, false, w, dv, R, 1.0f, P, w, dO, dv, 1.0f, g->dv + at(bh, n, k0, dv), dv);
     if (!g->dq && !g->dk && !need) return false;
-    gemm(false, true, R, w, dv, 1.0f, dO, dv, v, dv, 0.0f, D, w); /* dP = dO[rows] V[keys]^T */
+    gemm_by(false, true, R, w, dv, 1.0f, dO, dv, g->v, at(bh, n, k0, dv), dv, 0.0f, D, w); /* dP = dO[rows] V[keys]^T */
     return true;
 }
 
 void attn_grad_qk(const AttnGrad *g, long bh, int r0, int R, int k0, int w, const float *D) {
     int T = g->q->shape[2], n = g->k->shape[2], dk = g->q->shape[3];
     if (g->dq) /* dQ[rows] += s dz K[keys] */
-        gemm(false, false, R, dk, w, g->scale, D, w, g->k->data + at(bh, n, k0, dk), dk, 1.0f,
-             g->dq + at(bh, T, r0, dk), dk);
+        gemm_by(false, false, R, dk, w, g->scale, D, w, g->k, at(bh, n, k0, dk), dk, 1.0f, g->dq + at(bh, T, r0, dk),
+                dk);
     if (g->dk) /* dK[keys] += s dz^T Q[rows] */
-        gemm(true, false, w, dk, R, g->scale, D, w, g->q->data + at(bh, T, r0, dk), dk, 1.0f,
-             g->dk + at(bh, n, k0, dk), dk);
+        gemm_by(true, false, w, dk, R, g->scale, D, w, g->q, at(bh, T, r0, dk), dk, 1.0f, g->dk + at(bh, n, k0, dk),
+                dk);
 }

@@ -189,7 +189,7 @@ static void attn_talking_backward(Node *n) {
         }
 }
 
-OpDef attn_talking_op = {"attn_talking", attn_talking_forward, attn_talking_backward};
+OpDef attn_talking_op = {"attn_talking", attn_talking_forward, attn_talking_backward, 0};
 
 /* The mixing matrices of a call: c->params holds them in declaration order,
  * talking_pre's (pre, both) then talking_post's (post, both). */
