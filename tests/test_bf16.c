@@ -23,6 +23,7 @@
 
 #include "attention/positions.h"
 #include "attention/softmax_parts.h"
+#include "attention/tiles.h"
 #include "blas_stub.h"
 #include "cases_positions.h"
 #include "gemm.h"
@@ -211,21 +212,44 @@ START_TEST(test_bf16_check_catches_fp32) {
 }
 END_TEST
 
-/* The softmax kernel in bf16 runs each block over tiles of 256 keys
- * (softmax_op.c): at T = 600 a block spans up to three, so the running max
- * and sum carry across tiles, and masks and biases are cut at tile edges. */
+/* The kernels that form scores run each block over tiles of 256 keys in bf16
+ * (layers/attention/tiles.c): at T = 600 a block spans up to three, so the
+ * softmax's running max and sum carry across tiles, and masks and biases are
+ * cut at tile edges. The softmax kernel and the score-map kernel (sigmoid),
+ * each causal, bidirectional, with a window, a score bias and log-n. */
 enum { LONG_T = 600 };
-static Tensor *long_call(Tensor **in, bool causal, int pos, int window, bool logn) {
+static Tensor *long_call(Tensor **in, const char *kernel, bool causal, int pos, int window, bool logn) {
     ModelConfig m;
     AttnCall c = positions_call(&m, causal, pos, window, false, logn);
     c.B = 1;
     c.T = LONG_T;
-    return attn_kernel_softmax.forward(&c, in[0], in[1], in[2]);
+    return kernel_by_name(kernel)->forward(&c, in[0], in[1], in[2]);
 }
-static Tensor *long_causal(Tensor **in) { return long_call(in, true, pos_find("none"), 0, false); }
-static Tensor *long_bidirectional(Tensor **in) { return long_call(in, false, pos_find("none"), 0, false); }
-static Tensor *long_alibi_window(Tensor **in) { return long_call(in, true, pos_find("alibi"), 300, false); }
-static Tensor *long_alibi_and_logn(Tensor **in) { return long_call(in, false, pos_find("alibi"), 0, true); }
+static Tensor *long_causal(Tensor **in) { return long_call(in, "softmax", true, pos_find("none"), 0, false); }
+static Tensor *long_bidirectional(Tensor **in) {
+    return long_call(in, "softmax", false, pos_find("none"), 0, false);
+}
+static Tensor *long_alibi_window(Tensor **in) {
+    return long_call(in, "softmax", true, pos_find("alibi"), 300, false);
+}
+static Tensor *long_alibi_and_logn(Tensor **in) {
+    return long_call(in, "softmax", false, pos_find("alibi"), 0, true);
+}
+static Tensor *long_sigmoid_causal(Tensor **in) {
+    return long_call(in, "sigmoid", true, pos_find("none"), 0, false);
+}
+static Tensor *long_sigmoid_bidirectional(Tensor **in) {
+    return long_call(in, "sigmoid", false, pos_find("none"), 0, false);
+}
+static Tensor *long_sigmoid_window(Tensor **in) {
+    return long_call(in, "sigmoid", true, pos_find("none"), 300, false);
+}
+static Tensor *long_sigmoid_alibi(Tensor **in) {
+    return long_call(in, "sigmoid", true, pos_find("alibi"), 0, false);
+}
+static Tensor *long_sigmoid_logn(Tensor **in) {
+    return long_call(in, "sigmoid", false, pos_find("none"), 0, true);
+}
 
 #define LONG_QKV {{4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, {4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, \
                   {4, {1, KC_H, LONG_T, KC_DV}, GC_NORMAL}}
@@ -234,7 +258,13 @@ static const GradCase long_cases[] = {
     {"softmax bidirectional T 600", 3, LONG_QKV, long_bidirectional},
     {"softmax causal alibi window 300 T 600", 3, LONG_QKV, long_alibi_window},
     {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_and_logn},
+    {"sigmoid causal T 600", 3, LONG_QKV, long_sigmoid_causal},
+    {"sigmoid bidirectional T 600", 3, LONG_QKV, long_sigmoid_bidirectional},
+    {"sigmoid causal window 300 T 600", 3, LONG_QKV, long_sigmoid_window},
+    {"sigmoid causal alibi T 600", 3, LONG_QKV, long_sigmoid_alibi},
+    {"sigmoid bidirectional logn T 600", 3, LONG_QKV, long_sigmoid_logn},
 };
+enum { N_LONG = (int)(sizeof long_cases / sizeof *long_cases) };
 
 START_TEST(test_bf16_key_tiles) {
     if (!bf16_here()) return;
@@ -243,8 +273,16 @@ START_TEST(test_bf16_key_tiles) {
 }
 END_TEST
 
+/* The long case named `name`. */
+static const GradCase *long_case(const char *name) {
+    for (int i = 0; i < N_LONG; i++)
+        if (!strcmp(long_cases[i].name, name)) return &long_cases[i];
+    ck_abort_msg("no long case %s", name);
+    return NULL;
+}
+
 /* An accumulator left unscaled when a row's max grows, or backward without
- * the softmax's row sum, fails the check. */
+ * the softmax's row sum, fails the check (softmax_op.c's faults). */
 START_TEST(test_bf16_key_tiles_catch) {
     if (!bf16_here()) return;
     char msg[600];
@@ -257,6 +295,33 @@ START_TEST(test_bf16_key_tiles_catch) {
 }
 END_TEST
 
+/* A wrong tile of the shared piece (tiles.c) fails the check in each kernel
+ * that uses it: a mask offset by one tile (a causal case), a tile's bias
+ * skipped (ALiBi), P V made in fp32 without rounding P and V. (P rounded
+ * toward zero instead of to nearest, a bias of 2^-9 on average, lies inside
+ * the error analysis: not a fault the check can see.) */
+static const struct {
+    AttnTileFault fault;
+    const char *softmax, *sigmoid;
+} tile_faults[] = {
+    {ATTN_TILE_FAULT_MASK_SHIFT, "softmax causal T 600", "sigmoid causal T 600"},
+    {ATTN_TILE_FAULT_NO_BIAS, "softmax causal alibi window 300 T 600", "sigmoid causal alibi T 600"},
+    {ATTN_TILE_FAULT_FP32_PV, "softmax causal T 600", "sigmoid causal T 600"},
+};
+
+START_TEST(test_bf16_tile_faults_caught) {
+    if (!bf16_here()) return;
+    char msg[600];
+    int f = _i / 2;
+    const GradCase *c = long_case(_i % 2 ? tile_faults[f].sigmoid : tile_faults[f].softmax);
+    ck_assert_msg(case_holds(c, 7070, msg, sizeof msg), "%s", msg);
+    attn_tile_fault = tile_faults[f].fault;
+    bool held = case_holds(c, 7070, msg, sizeof msg);
+    attn_tile_fault = ATTN_TILE_FAULT_NONE;
+    ck_assert_msg(!held, "%s: the tiles' fault %d passed", c->name, (int)tile_faults[f].fault);
+}
+END_TEST
+
 Suite *bf16_suite(void) {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("against fp32");
@@ -264,8 +329,9 @@ Suite *bf16_suite(void) {
     tcase_add_loop_test(tc, test_bf16_op_cases, 0, n_op_cases);
     tcase_add_loop_test(tc, test_bf16_kernel_cases, 0, n_kernel_cases);
     tcase_add_test(tc, test_bf16_check_catches_fp32);
-    tcase_add_loop_test(tc, test_bf16_key_tiles, 0, (int)(sizeof long_cases / sizeof *long_cases));
+    tcase_add_loop_test(tc, test_bf16_key_tiles, 0, N_LONG);
     tcase_add_test(tc, test_bf16_key_tiles_catch);
+    tcase_add_loop_test(tc, test_bf16_tile_faults_caught, 0, 2 * (int)(sizeof tile_faults / sizeof *tile_faults));
     suite_add_tcase(s, tc);
     return s;
 }
