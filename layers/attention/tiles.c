@@ -65,10 +65,13 @@ static void row_keys(const AttnPlan *p, int r0, int i, int c0, int wc, int *lo, 
     attn_tile_keys(p, i, shift ? c0 - ATTN_TILE_KEYS : c0, wc, lo, e);
 }
 
-void attn_tile_scores(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S) {
-    const AttnPlan *p = h->p;
+void attn_tile_qk(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S) {
     gemm_ex(false, true, R, wc, h->dk, h->scale, attn_rows_at(h->q, r0), h->q.bf16, h->q.ld, attn_rows_at(h->k, c0),
             h->k.bf16, h->k.ld, 0.0f, S, wc, NULL);
+}
+
+void attn_tile_mask(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S) {
+    const AttnPlan *p = h->p;
     bool later = c0 > p->lo[r0]; /* not the block's first tile (for the fault) */
     const float *bias = later && attn_tile_fault == ATTN_TILE_FAULT_NO_BIAS ? NULL : h->bias;
     for (int r = 0; r < R; r++) {
@@ -87,6 +90,11 @@ void attn_tile_scores(const AttnTileHead *h, int r0, int R, int c0, int wc, floa
     }
 }
 
+void attn_tile_scores(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S) {
+    attn_tile_qk(h, r0, R, c0, wc, S);
+    attn_tile_mask(h, r0, R, c0, wc, S);
+}
+
 /* Floats per thread: S, P, D, P16 (half as many floats), then the extra. */
 static long tiles_floats(int qb, long extra) { return 3L * qb * ATTN_TILE_KEYS + qb * ATTN_TILE_KEYS / 2 + extra + 64; }
 
@@ -103,6 +111,13 @@ AttnTiles attn_tiles_of(float *scratch, int qb, long extra) {
     return t;
 }
 
+/* A row of P rounded to bf16 for P V (bf16_from_floats would open a
+ * parallel region per row). */
+static void round_row(uint16_t *restrict out, const float *restrict x, int n) {
+    #pragma omp simd
+    for (int c = 0; c < n; c++) out[c] = bf16_from_float(x[c]);
+}
+
 void attn_tiles_forward(const AttnTileHead *h, const AttnBlock *b, const AttnTileRule *f, void *ctx, AttnTiles *t,
                         float *acc, int ld_acc) {
     int R = b->r1 - b->r0, dv = h->dv;
@@ -115,7 +130,7 @@ void attn_tiles_forward(const AttnTileHead *h, const AttnBlock *b, const AttnTil
             row_keys(h->p, b->r0, i, c0, wc, &lo, &e);
             float *z = t->S + (long)r * wc;
             float alpha = f->forward(ctx, r, i, z, lo, e, wc);
-            bf16_from_floats(t->P16 + (long)r * ATTN_TILE_KEYS, z, wc); /* P rounded as it is made */
+            round_row(t->P16 + (long)r * ATTN_TILE_KEYS, z, wc);
             if (alpha != 1.0f) {
                 float *a = acc + (long)r * ld_acc;
                 #pragma omp simd

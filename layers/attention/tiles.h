@@ -1,8 +1,9 @@
 /* tiles.h: one block of query rows over its keys in tiles of ATTN_TILE_KEYS
  * keys (flash-style), the piece every kernel that forms scores shares under
- * precision bf16: the softmax kernel (softmax_op.c) and score-map attention
- * (scoremap.c). A tile's logits z = lambda s q.k + b(i - j) under the masks
- * (AttnPlan's rows), its P made by the kernel's rule (AttnTileRule) and
+ * precision bf16: the softmax kernel (softmax_op.c), score-map attention
+ * (scoremap.c) and, its scores, masks and tiles, Talking-Heads (talking.c).
+ * A tile's logits z = lambda s q.k + b(i - j) under the masks (AttnPlan's
+ * rows), its P made by the kernel's rule (AttnTileRule) and
  * rounded to bf16 as it is made, and P V added into an accumulator, so that
  * no score row is written whole: memory is O(T) per head plus a few tiles
  * per thread whatever T is. Backward makes each tile's z and P again and
@@ -59,9 +60,12 @@ static inline void attn_tile_keys(const AttnPlan *p, int i, int c0, int wc, int 
 }
 
 /* The logits of rows [r0, r0 + R) against keys [c0, c0 + wc) into S [R, wc]
- * (row stride wc): s q.k through gemm, then on each row's keys its log-n
- * factor and the bias; -inf outside them. */
+ * (row stride wc): s q.k through gemm (attn_tile_qk), then on each row's
+ * keys its log-n factor and the bias, -inf outside them (attn_tile_mask, on
+ * its own for Talking-Heads, which mixes the heads' s q.k before the mask). */
 void attn_tile_scores(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S);
+void attn_tile_qk(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S);
+void attn_tile_mask(const AttnTileHead *h, int r0, int R, int c0, int wc, float *S);
 
 /* What a kernel makes of its logits, row by row (query i, row r of the
  * block), on a tile of wc keys whose columns [lo, e) are the row's keys; ctx
