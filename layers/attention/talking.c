@@ -114,8 +114,12 @@ static int batch_threads(int B) {
  *   dV_h += P'_h^T dO_h,  dP' = dO V^T,  dWpost += dP' P^T,  dP = Wpost^T dP',
  *   dA = P (dP - D),  dWpre += dA S^T,  dS = Wpre^T dA,
  *   dQ_h += s dS_h K_h,  dK_h += s dS_h^T Q_h.
- * Forward makes the scores twice (pass 1 for the stats), backward two or
- * three times: the price of no T x T buffer. The sums run in another order
+ * A block whose keys fit one tile (T <= 256 causal) makes the stats and P
+ * from the same logits, and backward takes D from its one tile; a longer one
+ * makes the scores twice in forward (pass 1 for the stats) and, with post,
+ * three times in backward: the price of no T x T buffer. Forward runs the
+ * (batch element, block) pairs in parallel (each writes its own rows);
+ * backward, whose dK, dV and dW sum over blocks, the batch elements. The sums run in another order
  * than the fp32 path's, so bf16 is held to the error analysis
  * (tests/test_bf16.c). */
 
@@ -193,43 +197,70 @@ static long talk_extra(int H, int qb) { return (long)H * qb * ATTN_TILE_KEYS + (
     for (int c0 = (b)->k0, wc = 0; c0 < (b)->k0 + (b)->w; c0 += ATTN_TILE_KEYS)                                \
         if ((wc = (b)->k0 + (b)->w - c0 < ATTN_TILE_KEYS ? (b)->k0 + (b)->w - c0 : ATTN_TILE_KEYS), true)
 
+/* The rows' running max m and sum l over one more tile of A (st: the batch
+ * element's [H, T, 2], holding m and l). */
+static void talk_stats(const TalkBatch *t, const AttnBlock *b, int wc, const float *A, float *st) {
+    int R = b->r1 - b->r0;
+    for (int h = 0; h < t->H; h++)
+        for (int r = 0; r < R; r++) {
+            float *x = st + 2 * ((long)h * t->T + b->r0 + r), mx = x[0], sum = 0.0f;
+            const float *a = A + ((long)h * R + r) * wc;
+            #pragma omp simd reduction(max : mx)
+            for (int c = 0; c < wc; c++) mx = a[c] > mx ? a[c] : mx;
+            if (mx == -INFINITY) continue;
+            #pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < wc; c++) sum += fm_expf(a[c] - mx);
+            x[1] = x[1] * fm_expf(x[0] - mx) + sum;
+            x[0] = mx;
+        }
+}
+
+/* m and l of block b's rows into m and 1 / l. */
+static void talk_stats_end(const TalkBatch *t, const AttnBlock *b, float *st) {
+    for (int h = 0; h < t->H; h++)
+        for (int i = b->r0; i < b->r1; i++) {
+            float *x = st + 2 * ((long)h * t->T + i);
+            x[1] = x[1] > 0.0f ? 1.0f / x[1] : 0.0f;
+        }
+}
+
 static void talk_forward_block(const TalkBatch *t, const AttnBlock *b, float *st, float *out, AttnTiles *w) {
     int R = b->r1 - b->r0, H = t->H, dv = t->dv;
+    bool one = b->w <= ATTN_TILE_KEYS; /* one tile: the stats and P from the same logits */
     for (int h = 0; h < H; h++)
         for (int r = 0; r < R; r++) {
             float *x = st + 2 * ((long)h * t->T + b->r0 + r);
             x[0] = -INFINITY, x[1] = 0.0f; /* m and l, then 1 / l */
-        }
-    FOR_TILES(b, c0, wc) { /* pass 1: each row's max and sum */
-        float *A = talk_logits(t, b, c0, wc, w->S, w->P);
-        for (int h = 0; h < H; h++)
-            for (int r = 0; r < R; r++) {
-                float *x = st + 2 * ((long)h * t->T + b->r0 + r), mx = x[0], sum = 0.0f;
-                const float *a = A + ((long)h * R + r) * wc;
-                #pragma omp simd reduction(max : mx)
-                for (int c = 0; c < wc; c++) mx = a[c] > mx ? a[c] : mx;
-                if (mx == -INFINITY) continue;
-                #pragma omp simd reduction(+ : sum)
-                for (int c = 0; c < wc; c++) sum += fm_expf(a[c] - mx);
-                x[1] = x[1] * fm_expf(x[0] - mx) + sum;
-                x[0] = mx;
-            }
-    }
-    for (int h = 0; h < H; h++)
-        for (int r = 0; r < R; r++) {
-            float *x = st + 2 * ((long)h * t->T + b->r0 + r);
-            x[1] = x[1] > 0.0f ? 1.0f / x[1] : 0.0f;
             memset(out + ((long)h * t->T + b->r0 + r) * dv, 0, sizeof(float) * (size_t)dv);
         }
+    if (!one) {
+        FOR_TILES(b, c0, wc) talk_stats(t, b, wc, talk_logits(t, b, c0, wc, w->S, w->P), st); /* pass 1 */
+        talk_stats_end(t, b, st);
+    }
     FOR_TILES(b, c0, wc) { /* pass 2: P, P' and P' V */
         long n = (long)R * wc;
         float *P = talk_logits(t, b, c0, wc, w->S, w->P), *Pm = P;
+        if (one) {
+            talk_stats(t, b, wc, P, st);
+            talk_stats_end(t, b, st);
+        }
         talk_probs(t, b, wc, P, st);
         if (t->wpost) mix_tile(t->wpost, false, P, Pm = w->extra, H, n);
         for (long e = 0; e < H * n; e++) w->P16[e] = bf16_from_float(Pm[e]);
         for (int h = 0; h < H; h++) /* O_h[rows] += P'_h V_h[keys] */
             gemm_ex(false, false, R, dv, wc, 1.0f, w->P16 + h * n, true, wc, t->v + ((long)h * t->T + c0) * dv,
                     false, dv, 1.0f, out + ((long)h * t->T + b->r0) * dv, dv, NULL);
+    }
+}
+
+/* D_hi += sum_j P_hij dP_hij over one tile's [H, R, wc]. */
+static void talk_row_sums(long rows, int wc, const float *P, const float *dP, float *D) {
+    for (long rr = 0; rr < rows; rr++) {
+        const float *p = P + rr * wc, *d = dP + rr * wc;
+        float dot = 0.0f;
+        #pragma omp simd reduction(+ : dot)
+        for (int c = 0; c < wc; c++) dot += p[c] * d[c];
+        D[rr] += dot;
     }
 }
 
@@ -245,6 +276,7 @@ static void talk_backward_block(const TalkBatch *t, const AttnBlock *b, const fl
     int R = b->r1 - b->r0, H = t->H, dk = t->dk, dv = t->dv;
     long T = t->T;
     bool need_dA = g->dq || g->dk || g->dwpre, need_dP = need_dA || g->dwpost;
+    bool one = b->w <= ATTN_TILE_KEYS; /* one tile: D from the pass below */
     float *X = w->extra, *D = w->extra + (long)H * t->p->qb * ATTN_TILE_KEYS; /* D [H, R] */
     if (!t->wpost) /* D_hi = dO_hi . O_hi */
         for (int h = 0; h < H; h++)
@@ -257,22 +289,17 @@ static void talk_backward_block(const TalkBatch *t, const AttnBlock *b, const fl
             }
     else if (need_dA) {
         memset(D, 0, sizeof *D * (size_t)H * R);
-        FOR_TILES(b, c0, wc) { /* D_hi = sum_j P_hij dP_hij, dP = Wpost^T (dO V^T) */
-            long n = (long)R * wc;
-            float *P = talk_logits(t, b, c0, wc, w->S, w->P);
-            talk_probs(t, b, wc, P, st);
-            for (int h = 0; h < H; h++)
-                gemm(false, true, R, wc, dv, 1.0f, g->dO + (h * T + b->r0) * dv, dv, t->v + (h * T + c0) * dv, dv, 0.0f,
-                     w->D + h * n, wc);
-            mix_tile(t->wpost, true, w->D, X, H, n);
-            for (long rr = 0; rr < H * R; rr++) {
-                const float *p = P + rr * wc, *d = X + rr * wc;
-                float dot = 0.0f;
-                #pragma omp simd reduction(+ : dot)
-                for (int c = 0; c < wc; c++) dot += p[c] * d[c];
-                D[rr] += dot;
+        if (!one)
+            FOR_TILES(b, c0, wc) { /* D_hi = sum_j P_hij dP_hij, dP = Wpost^T (dO V^T) */
+                long n = (long)R * wc;
+                float *P = talk_logits(t, b, c0, wc, w->S, w->P);
+                talk_probs(t, b, wc, P, st);
+                for (int h = 0; h < H; h++)
+                    gemm(false, true, R, wc, dv, 1.0f, g->dO + (h * T + b->r0) * dv, dv, t->v + (h * T + c0) * dv, dv,
+                         0.0f, w->D + h * n, wc);
+                mix_tile(t->wpost, true, w->D, X, H, n);
+                talk_row_sums((long)H * R, wc, P, X, D);
             }
-        }
     }
     FOR_TILES(b, c0, wc) {
         long n = (long)R * wc;
@@ -294,6 +321,7 @@ static void talk_backward_block(const TalkBatch *t, const AttnBlock *b, const fl
             if (!need_dA) continue;
             mix_tile(t->wpost, true, dP, X, H, n); /* dP = Wpost^T dP' */
             dP = X;
+            if (one) talk_row_sums((long)H * R, wc, P, dP, D); /* the block's one tile: D from it */
         }
         for (int h = 0; h < H; h++) /* dA = P (dP - D) */
             for (int r = 0; r < R; r++) {
@@ -326,15 +354,15 @@ static void talking_tiles_forward(Node *n) {
     const TalkingAttrs *a = NODE_ATTRS(n, TalkingAttrs);
     int B = q->shape[0], H = q->shape[1], T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     AttnPlan p = attn_plan(T, SOFTMAX_QUERY_BLOCK, a->causal, 0, false, 0, false);
-    int nt = batch_threads(B);
     float *scratch = attn_tiles_scratch(H * p.qb, talk_extra(H, p.qb));
-    #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int b = 0; b < B; b++) {
+    /* each (batch element, block) writes only its rows: they run in parallel */
+    #pragma omp parallel for schedule(static)
+    for (long j = 0; j < (long)B * p.n; j++) {
         AttnTiles w = attn_tiles_of(scratch, H * p.qb, talk_extra(H, p.qb));
-        long e = (long)b * H * T;
+        long e = j / p.n * H * T;
         TalkBatch t = {&p, H, T, dk, dv, a->scale, a->causal, q->data + e * dk, k->data + e * dk, v->data + e * dv,
                        wpre ? wpre->data : NULL, wpost ? wpost->data : NULL};
-        for (int i = 0; i < p.n; i++) talk_forward_block(&t, &p.b[i], n->saved + 2 * e, n->out->data + e * dv, &w);
+        talk_forward_block(&t, &p.b[j % p.n], n->saved + 2 * e, n->out->data + e * dv, &w);
     }
 }
 
