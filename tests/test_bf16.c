@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "attention/positions.h"
+#include "attention/scoremap.h"
 #include "attention/softmax_parts.h"
 #include "attention/tiles.h"
 #include "blas_stub.h"
@@ -215,41 +216,36 @@ END_TEST
 /* The kernels that form scores run each block over tiles of 256 keys in bf16
  * (layers/attention/tiles.c): at T = 600 a block spans up to three, so the
  * softmax's running max and sum carry across tiles, and masks and biases are
- * cut at tile edges. The softmax kernel and the score-map kernel (sigmoid),
- * each causal, bidirectional, with a window, a score bias and log-n. */
+ * cut at tile edges. The softmax kernel, and each score-map kernel (every
+ * kernel whose ops list scoremap_op, found through the registry: "map"
+ * cases), each causal, bidirectional, with a window, a score bias and log-n. */
 enum { LONG_T = 600 };
-static Tensor *long_call(Tensor **in, const char *kernel, bool causal, int pos, int window, bool logn) {
+/* The score-map kernel the "map" cases run, set before each. */
+static const AttnKernel *map_kernel;
+static Tensor *long_call(Tensor **in, const AttnKernel *kern, bool causal, int pos, int window, bool logn) {
     ModelConfig m;
     AttnCall c = positions_call(&m, causal, pos, window, false, logn);
     c.B = 1;
     c.T = LONG_T;
-    return kernel_by_name(kernel)->forward(&c, in[0], in[1], in[2]);
+    return kern->forward(&c, in[0], in[1], in[2]);
 }
-static Tensor *long_causal(Tensor **in) { return long_call(in, "softmax", true, pos_find("none"), 0, false); }
+static Tensor *long_causal(Tensor **in) { return long_call(in, &attn_kernel_softmax, true, pos_find("none"), 0, false); }
 static Tensor *long_bidirectional(Tensor **in) {
-    return long_call(in, "softmax", false, pos_find("none"), 0, false);
+    return long_call(in, &attn_kernel_softmax, false, pos_find("none"), 0, false);
 }
 static Tensor *long_alibi_window(Tensor **in) {
-    return long_call(in, "softmax", true, pos_find("alibi"), 300, false);
+    return long_call(in, &attn_kernel_softmax, true, pos_find("alibi"), 300, false);
 }
 static Tensor *long_alibi_and_logn(Tensor **in) {
-    return long_call(in, "softmax", false, pos_find("alibi"), 0, true);
+    return long_call(in, &attn_kernel_softmax, false, pos_find("alibi"), 0, true);
 }
-static Tensor *long_sigmoid_causal(Tensor **in) {
-    return long_call(in, "sigmoid", true, pos_find("none"), 0, false);
+static Tensor *long_map_causal(Tensor **in) { return long_call(in, map_kernel, true, pos_find("none"), 0, false); }
+static Tensor *long_map_bidirectional(Tensor **in) {
+    return long_call(in, map_kernel, false, pos_find("none"), 0, false);
 }
-static Tensor *long_sigmoid_bidirectional(Tensor **in) {
-    return long_call(in, "sigmoid", false, pos_find("none"), 0, false);
-}
-static Tensor *long_sigmoid_window(Tensor **in) {
-    return long_call(in, "sigmoid", true, pos_find("none"), 300, false);
-}
-static Tensor *long_sigmoid_alibi(Tensor **in) {
-    return long_call(in, "sigmoid", true, pos_find("alibi"), 0, false);
-}
-static Tensor *long_sigmoid_logn(Tensor **in) {
-    return long_call(in, "sigmoid", false, pos_find("none"), 0, true);
-}
+static Tensor *long_map_window(Tensor **in) { return long_call(in, map_kernel, true, pos_find("none"), 300, false); }
+static Tensor *long_map_alibi(Tensor **in) { return long_call(in, map_kernel, true, pos_find("alibi"), 0, false); }
+static Tensor *long_map_logn(Tensor **in) { return long_call(in, map_kernel, false, pos_find("none"), 0, true); }
 
 /* Talking-Heads (talking.c): all heads of a block in tiles of keys; leaves
  * q, k, v, then the mixing matrices (not the identity: every mix counts). */
@@ -278,11 +274,11 @@ static const GradCase long_cases[] = {
     {"softmax bidirectional T 600", 3, LONG_QKV, long_bidirectional},
     {"softmax causal alibi window 300 T 600", 3, LONG_QKV, long_alibi_window},
     {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_and_logn},
-    {"sigmoid causal T 600", 3, LONG_QKV, long_sigmoid_causal},
-    {"sigmoid bidirectional T 600", 3, LONG_QKV, long_sigmoid_bidirectional},
-    {"sigmoid causal window 300 T 600", 3, LONG_QKV, long_sigmoid_window},
-    {"sigmoid causal alibi T 600", 3, LONG_QKV, long_sigmoid_alibi},
-    {"sigmoid bidirectional logn T 600", 3, LONG_QKV, long_sigmoid_logn},
+    {"map causal T 600", 3, LONG_QKV, long_map_causal},
+    {"map bidirectional T 600", 3, LONG_QKV, long_map_bidirectional},
+    {"map causal window 300 T 600", 3, LONG_QKV, long_map_window},
+    {"map causal alibi T 600", 3, LONG_QKV, long_map_alibi},
+    {"map bidirectional logn T 600", 3, LONG_QKV, long_map_logn},
     {"talking pre causal T 600", 4, LONG_QKVW, long_talking_pre},
     {"talking post bidirectional T 600", 4, LONG_QKVW, long_talking_post},
     {"talking both causal T 600", 5, LONG_QKVW, long_talking_both_causal},
@@ -290,10 +286,37 @@ static const GradCase long_cases[] = {
 };
 enum { N_LONG = (int)(sizeof long_cases / sizeof *long_cases) };
 
+/* Whether kernel k is a score-map kernel (lists scoremap_op). */
+static bool is_map_kernel(const AttnKernel *k) {
+    for (int i = 0; k->ops[i]; i++)
+        if (k->ops[i] == &scoremap_op) return true;
+    return false;
+}
+
+/* Case c against the error analysis (with the tiles' fault f, which must
+ * then fail it): once, or for a "map" case once per score-map kernel (none
+ * registered: nothing to check). */
+static void long_case_check(const GradCase *c, uint64_t seed, AttnTileFault f) {
+    char msg[600], name[160];
+    bool map = !strncmp(c->name, "map ", 4);
+    for (int i = 0; i < (map ? attn_kernel_count() : 1); i++) {
+        if (map && !is_map_kernel(attn_kernels[i])) continue;
+        map_kernel = map ? attn_kernels[i] : NULL;
+        GradCase k = *c;
+        snprintf(name, sizeof name, "%s%s%s", c->name, map ? " attn=" : "", map ? map_kernel->name : "");
+        k.name = name;
+        ck_assert_msg(case_holds(&k, seed, msg, sizeof msg), "%s", msg);
+        if (f == ATTN_TILE_FAULT_NONE) continue;
+        attn_tile_fault = f;
+        bool held = case_holds(&k, seed, msg, sizeof msg);
+        attn_tile_fault = ATTN_TILE_FAULT_NONE;
+        ck_assert_msg(!held, "%s: the tiles' fault %d passed", k.name, (int)f);
+    }
+}
+
 START_TEST(test_bf16_key_tiles) {
     if (!bf16_here()) return;
-    char msg[600];
-    ck_assert_msg(case_holds(&long_cases[_i], 7070 + (uint64_t)_i, msg, sizeof msg), "%s", msg);
+    long_case_check(&long_cases[_i], 7070 + (uint64_t)_i, ATTN_TILE_FAULT_NONE);
 }
 END_TEST
 
@@ -320,7 +343,8 @@ START_TEST(test_bf16_key_tiles_catch) {
 END_TEST
 
 /* A wrong tile of the shared piece (tiles.c) fails the check in each kernel
- * that uses it: a mask offset by one tile (causal cases), a tile's bias
+ * that uses it (each score-map kernel for the "map" cases): a mask offset by
+ * one tile (causal cases), a tile's bias
  * skipped (ALiBi), P V made in fp32 without rounding P and V. (P rounded
  * toward zero instead of to nearest, a bias of 2^-9 on average, lies inside
  * the error analysis: not a fault the check can see.) */
@@ -329,23 +353,17 @@ static const struct {
     const char *name;
 } tile_faults[] = {
     {ATTN_TILE_FAULT_MASK_SHIFT, "softmax causal T 600"},
-    {ATTN_TILE_FAULT_MASK_SHIFT, "sigmoid causal T 600"},
+    {ATTN_TILE_FAULT_MASK_SHIFT, "map causal T 600"},
     {ATTN_TILE_FAULT_MASK_SHIFT, "talking both causal T 600"},
     {ATTN_TILE_FAULT_NO_BIAS, "softmax causal alibi window 300 T 600"},
-    {ATTN_TILE_FAULT_NO_BIAS, "sigmoid causal alibi T 600"},
+    {ATTN_TILE_FAULT_NO_BIAS, "map causal alibi T 600"},
     {ATTN_TILE_FAULT_FP32_PV, "softmax causal T 600"},
-    {ATTN_TILE_FAULT_FP32_PV, "sigmoid causal T 600"},
+    {ATTN_TILE_FAULT_FP32_PV, "map causal T 600"},
 };
 
 START_TEST(test_bf16_tile_faults_caught) {
     if (!bf16_here()) return;
-    char msg[600];
-    const GradCase *c = long_case(tile_faults[_i].name);
-    ck_assert_msg(case_holds(c, 7070, msg, sizeof msg), "%s", msg);
-    attn_tile_fault = tile_faults[_i].fault;
-    bool held = case_holds(c, 7070, msg, sizeof msg);
-    attn_tile_fault = ATTN_TILE_FAULT_NONE;
-    ck_assert_msg(!held, "%s: the tiles' fault %d passed", c->name, (int)tile_faults[_i].fault);
+    long_case_check(long_case(tile_faults[_i].name), 7070, tile_faults[_i].fault);
 }
 END_TEST
 
