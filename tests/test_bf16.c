@@ -229,7 +229,9 @@ static Tensor *long_call(Tensor **in, const AttnKernel *kern, bool causal, int p
     c.T = LONG_T;
     return kern->forward(&c, in[0], in[1], in[2]);
 }
-static Tensor *long_causal(Tensor **in) { return long_call(in, &attn_kernel_softmax, true, pos_find("none"), 0, false); }
+static Tensor *long_causal(Tensor **in) {
+    return long_call(in, &attn_kernel_softmax, true, pos_find("none"), 0, false);
+}
 static Tensor *long_bidirectional(Tensor **in) {
     return long_call(in, &attn_kernel_softmax, false, pos_find("none"), 0, false);
 }
