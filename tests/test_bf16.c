@@ -22,7 +22,9 @@
 #include <string.h>
 
 #include "attention/positions.h"
+#include "attention/scoremap.h"
 #include "attention/softmax_parts.h"
+#include "attention/tiles.h"
 #include "blas_stub.h"
 #include "cases_positions.h"
 #include "gemm.h"
@@ -211,40 +213,125 @@ START_TEST(test_bf16_check_catches_fp32) {
 }
 END_TEST
 
-/* The softmax kernel in bf16 runs each block over tiles of 256 keys
- * (softmax_op.c): at T = 600 a block spans up to three, so the running max
- * and sum carry across tiles, and masks and biases are cut at tile edges. */
+/* The kernels that form scores run each block over tiles of 256 keys in bf16
+ * (layers/attention/tiles.c): at T = 600 a block spans up to three, so the
+ * softmax's running max and sum carry across tiles, and masks and biases are
+ * cut at tile edges. The softmax kernel, and each score-map kernel (every
+ * kernel whose ops list scoremap_op, found through the registry: "map"
+ * cases), each causal, bidirectional, with a window, a score bias and log-n. */
 enum { LONG_T = 600 };
-static Tensor *long_call(Tensor **in, bool causal, int pos, int window, bool logn) {
+/* The score-map kernel the "map" cases run, set before each. */
+static const AttnKernel *map_kernel;
+static Tensor *long_call(Tensor **in, const AttnKernel *kern, bool causal, int pos, int window, bool logn) {
     ModelConfig m;
     AttnCall c = positions_call(&m, causal, pos, window, false, logn);
     c.B = 1;
     c.T = LONG_T;
-    return attn_kernel_softmax.forward(&c, in[0], in[1], in[2]);
+    return kern->forward(&c, in[0], in[1], in[2]);
 }
-static Tensor *long_causal(Tensor **in) { return long_call(in, true, pos_find("none"), 0, false); }
-static Tensor *long_bidirectional(Tensor **in) { return long_call(in, false, pos_find("none"), 0, false); }
-static Tensor *long_alibi_window(Tensor **in) { return long_call(in, true, pos_find("alibi"), 300, false); }
-static Tensor *long_alibi_and_logn(Tensor **in) { return long_call(in, false, pos_find("alibi"), 0, true); }
+static Tensor *long_causal(Tensor **in) {
+    return long_call(in, &attn_kernel_softmax, true, pos_find("none"), 0, false);
+}
+static Tensor *long_bidirectional(Tensor **in) {
+    return long_call(in, &attn_kernel_softmax, false, pos_find("none"), 0, false);
+}
+static Tensor *long_alibi_window(Tensor **in) {
+    return long_call(in, &attn_kernel_softmax, true, pos_find("alibi"), 300, false);
+}
+static Tensor *long_alibi_and_logn(Tensor **in) {
+    return long_call(in, &attn_kernel_softmax, false, pos_find("alibi"), 0, true);
+}
+static Tensor *long_map_causal(Tensor **in) { return long_call(in, map_kernel, true, pos_find("none"), 0, false); }
+static Tensor *long_map_bidirectional(Tensor **in) {
+    return long_call(in, map_kernel, false, pos_find("none"), 0, false);
+}
+static Tensor *long_map_window(Tensor **in) { return long_call(in, map_kernel, true, pos_find("none"), 300, false); }
+static Tensor *long_map_alibi(Tensor **in) { return long_call(in, map_kernel, true, pos_find("alibi"), 0, false); }
+static Tensor *long_map_logn(Tensor **in) { return long_call(in, map_kernel, false, pos_find("none"), 0, true); }
+
+/* Talking-Heads (talking.c): all heads of a block in tiles of keys; leaves
+ * q, k, v, then the mixing matrices (not the identity: every mix counts). */
+static Tensor *long_talking(Tensor **in, int talking, bool causal) {
+    ModelConfig m;
+    AttnCall c = kernel_case_call(&m, &attn_kernel_softmax, causal);
+    softmax_opts(&m)->talking_heads = talking;
+    c.B = 1;
+    c.T = LONG_T;
+    c.params[0] = in[3];
+    if (talking == TALKING_BOTH) c.params[1] = in[4];
+    return kernel_by_name("softmax")->forward(&c, in[0], in[1], in[2]);
+}
+static Tensor *long_talking_pre(Tensor **in) { return long_talking(in, TALKING_PRE, true); }
+static Tensor *long_talking_post(Tensor **in) { return long_talking(in, TALKING_POST, false); }
+static Tensor *long_talking_both_causal(Tensor **in) { return long_talking(in, TALKING_BOTH, true); }
+static Tensor *long_talking_both_bidirectional(Tensor **in) { return long_talking(in, TALKING_BOTH, false); }
 
 #define LONG_QKV {{4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, {4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, \
                   {4, {1, KC_H, LONG_T, KC_DV}, GC_NORMAL}}
+#define LONG_W {2, {KC_H, KC_H}, GC_NORMAL}
+#define LONG_QKVW {{4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, {4, {1, KC_H, LONG_T, KC_DK}, GC_NORMAL}, \
+                   {4, {1, KC_H, LONG_T, KC_DV}, GC_NORMAL}, LONG_W, LONG_W}
 static const GradCase long_cases[] = {
     {"softmax causal T 600", 3, LONG_QKV, long_causal},
     {"softmax bidirectional T 600", 3, LONG_QKV, long_bidirectional},
     {"softmax causal alibi window 300 T 600", 3, LONG_QKV, long_alibi_window},
     {"softmax bidirectional alibi logn T 600", 3, LONG_QKV, long_alibi_and_logn},
+    {"map causal T 600", 3, LONG_QKV, long_map_causal},
+    {"map bidirectional T 600", 3, LONG_QKV, long_map_bidirectional},
+    {"map causal window 300 T 600", 3, LONG_QKV, long_map_window},
+    {"map causal alibi T 600", 3, LONG_QKV, long_map_alibi},
+    {"map bidirectional logn T 600", 3, LONG_QKV, long_map_logn},
+    {"talking pre causal T 600", 4, LONG_QKVW, long_talking_pre},
+    {"talking post bidirectional T 600", 4, LONG_QKVW, long_talking_post},
+    {"talking both causal T 600", 5, LONG_QKVW, long_talking_both_causal},
+    {"talking both bidirectional T 600", 5, LONG_QKVW, long_talking_both_bidirectional},
 };
+enum { N_LONG = (int)(sizeof long_cases / sizeof *long_cases) };
+
+/* Whether kernel k is a score-map kernel (lists scoremap_op). */
+static bool is_map_kernel(const AttnKernel *k) {
+    for (int i = 0; k->ops[i]; i++)
+        if (k->ops[i] == &scoremap_op) return true;
+    return false;
+}
+
+/* Case c against the error analysis (with the tiles' fault f, which must
+ * then fail it): once, or for a "map" case once per score-map kernel (none
+ * registered: nothing to check). */
+static void long_case_check(const GradCase *c, uint64_t seed, AttnTileFault f) {
+    char msg[600], name[160];
+    bool map = !strncmp(c->name, "map ", 4);
+    for (int i = 0; i < (map ? attn_kernel_count() : 1); i++) {
+        if (map && !is_map_kernel(attn_kernels[i])) continue;
+        map_kernel = map ? attn_kernels[i] : NULL;
+        GradCase k = *c;
+        snprintf(name, sizeof name, "%s%s%s", c->name, map ? " attn=" : "", map ? map_kernel->name : "");
+        k.name = name;
+        ck_assert_msg(case_holds(&k, seed, msg, sizeof msg), "%s", msg);
+        if (f == ATTN_TILE_FAULT_NONE) continue;
+        attn_tile_fault = f;
+        bool held = case_holds(&k, seed, msg, sizeof msg);
+        attn_tile_fault = ATTN_TILE_FAULT_NONE;
+        ck_assert_msg(!held, "%s: the tiles' fault %d passed", k.name, (int)f);
+    }
+}
 
 START_TEST(test_bf16_key_tiles) {
     if (!bf16_here()) return;
-    char msg[600];
-    ck_assert_msg(case_holds(&long_cases[_i], 7070 + (uint64_t)_i, msg, sizeof msg), "%s", msg);
+    long_case_check(&long_cases[_i], 7070 + (uint64_t)_i, ATTN_TILE_FAULT_NONE);
 }
 END_TEST
 
+/* The long case named `name`. */
+static const GradCase *long_case(const char *name) {
+    for (int i = 0; i < N_LONG; i++)
+        if (!strcmp(long_cases[i].name, name)) return &long_cases[i];
+    ck_abort_msg("no long case %s", name);
+    return NULL;
+}
+
 /* An accumulator left unscaled when a row's max grows, or backward without
- * the softmax's row sum, fails the check. */
+ * the softmax's row sum, fails the check (softmax_op.c's faults). */
 START_TEST(test_bf16_key_tiles_catch) {
     if (!bf16_here()) return;
     char msg[600];
@@ -257,6 +344,31 @@ START_TEST(test_bf16_key_tiles_catch) {
 }
 END_TEST
 
+/* A wrong tile of the shared piece (tiles.c) fails the check in each kernel
+ * that uses it (each score-map kernel for the "map" cases): a mask offset by
+ * one tile (causal cases), a tile's bias
+ * skipped (ALiBi), P V made in fp32 without rounding P and V. (P rounded
+ * toward zero instead of to nearest, a bias of 2^-9 on average, lies inside
+ * the error analysis: not a fault the check can see.) */
+static const struct {
+    AttnTileFault fault;
+    const char *name;
+} tile_faults[] = {
+    {ATTN_TILE_FAULT_MASK_SHIFT, "softmax causal T 600"},
+    {ATTN_TILE_FAULT_MASK_SHIFT, "map causal T 600"},
+    {ATTN_TILE_FAULT_MASK_SHIFT, "talking both causal T 600"},
+    {ATTN_TILE_FAULT_NO_BIAS, "softmax causal alibi window 300 T 600"},
+    {ATTN_TILE_FAULT_NO_BIAS, "map causal alibi T 600"},
+    {ATTN_TILE_FAULT_FP32_PV, "softmax causal T 600"},
+    {ATTN_TILE_FAULT_FP32_PV, "map causal T 600"},
+};
+
+START_TEST(test_bf16_tile_faults_caught) {
+    if (!bf16_here()) return;
+    long_case_check(long_case(tile_faults[_i].name), 7070, tile_faults[_i].fault);
+}
+END_TEST
+
 Suite *bf16_suite(void) {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("against fp32");
@@ -264,8 +376,9 @@ Suite *bf16_suite(void) {
     tcase_add_loop_test(tc, test_bf16_op_cases, 0, n_op_cases);
     tcase_add_loop_test(tc, test_bf16_kernel_cases, 0, n_kernel_cases);
     tcase_add_test(tc, test_bf16_check_catches_fp32);
-    tcase_add_loop_test(tc, test_bf16_key_tiles, 0, (int)(sizeof long_cases / sizeof *long_cases));
+    tcase_add_loop_test(tc, test_bf16_key_tiles, 0, N_LONG);
     tcase_add_test(tc, test_bf16_key_tiles_catch);
+    tcase_add_loop_test(tc, test_bf16_tile_faults_caught, 0, (int)(sizeof tile_faults / sizeof *tile_faults));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,12 +20,14 @@
 #include "attention/positions.h"
 #include "op_kernel.h"
 #include "softmax_parts.h"
+#include "tiles.h"
 
 typedef struct {
     const ScoreMap *f;
     float scale;
     int window, context, qb;
     bool causal, bca, logn;
+    bool tiles; /* bf16: each block in tiles of keys (tiles.c) */
 } ScoreMapAttrs;
 NODE_ATTRS_DECLARE(ScoreMapAttrs);
 
@@ -68,11 +70,90 @@ static void block_map(const ScoreMapAttrs *a, const AttnPlan *p, const AttnBlock
     }
 }
 
+/* ---- bf16: the blocks in tiles of keys (tiles.c) ----------------------------
+ *
+ * Under precision bf16 each block runs over its keys ATTN_TILE_KEYS at a
+ * time, with f as the tiles' rule: f needs no running max, so a tile's P is
+ * final as it is made (rounded to bf16 for P V) and the output is the
+ * accumulator itself. Backward makes each tile's z and P again. The products
+ * run on the same rounded inputs as the blocks' would, in another order of
+ * sums over the keys, so bf16 is held to the error analysis
+ * (tests/test_bf16.c). */
+
+/* The rule's context: the map and the sequence length it is told. */
+typedef struct {
+    const ScoreMap *f;
+    int T;
+} MapTiles;
+
+static float map_tile_forward(void *ctx, int r, int i, float *z, int lo, int e, int wc) {
+    (void)r, (void)i;
+    const MapTiles *a = ctx;
+    if (e > lo) a->f->map(z + lo, z + lo, e - lo, a->T);
+    for (int c = 0; c < lo; c++) z[c] = 0.0f;
+    for (int c = e; c < wc; c++) z[c] = 0.0f;
+    return 1.0f;
+}
+
+static void map_tile_again(void *ctx, int r, int i, const float *z, float *p, int lo, int e, int wc) {
+    (void)r, (void)i;
+    const MapTiles *a = ctx;
+    if (e > lo) a->f->map(z + lo, p + lo, e - lo, a->T);
+    for (int c = 0; c < lo; c++) p[c] = 0.0f;
+    for (int c = e; c < wc; c++) p[c] = 0.0f;
+}
+
+static void map_tile_grad(void *ctx, int r, int i, const float *z, const float *p, float *d, int lo, int e, int wc) {
+    (void)r, (void)i;
+    const MapTiles *a = ctx;
+    if (e > lo) a->f->grad(z + lo, p + lo, d + lo, e - lo, a->T);
+    for (int c = 0; c < lo; c++) d[c] = 0.0f;
+    for (int c = e; c < wc; c++) d[c] = 0.0f;
+}
+
+static const AttnTileRule map_tiles = {map_tile_forward, map_tile_again, map_tile_grad};
+
+static void tiles_forward(Node *n, const ScoreMapAttrs *a, const Plan *p) {
+    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dv = v->shape[3];
+    float *scratch = attn_tiles_scratch(p->rows.qb, 0);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        AttnTiles t = attn_tiles_of(scratch, p->rows.qb, 0);
+        MapTiles x = {a->f, p->rows.T};
+        AttnTileHead h = attn_tile_head(&p->rows, q, k, v, bh, a->scale, head_bias(p, bh, H), a->causal);
+        float *oh = n->out->data + (long)bh * T * dv;
+        for (int i = 0; i < p->rows.n; i++) {
+            const AttnBlock *b = &p->rows.b[i];
+            attn_tiles_forward(&h, b, &map_tiles, &x, &t, oh + (long)b->r0 * dv, dv);
+        }
+    }
+}
+
+static void tiles_backward(Node *n, const ScoreMapAttrs *a, const Plan *p) {
+    const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int H = q->shape[1], BH = q->shape[0] * H;
+    AttnGrad g = attn_grad_of(n, a->scale);
+    float *scratch = attn_tiles_scratch(p->rows.qb, 0);
+    #pragma omp parallel for
+    for (int bh = 0; bh < BH; bh++) {
+        AttnTiles t = attn_tiles_of(scratch, p->rows.qb, 0);
+        MapTiles x = {a->f, p->rows.T};
+        AttnTileHead h = attn_tile_head(&p->rows, q, k, v, bh, a->scale, head_bias(p, bh, H), a->causal);
+        AttnTileGrads tg = attn_tile_grads(&g, bh, NULL);
+        for (int i = 0; i < p->rows.n; i++) attn_tiles_backward(&h, &p->rows.b[i], &map_tiles, &x, &tg, &t);
+    }
+}
+
 static void scoremap_forward(Node *n) {
     const Tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3], dv = v->shape[3];
     Plan p = plan_make(a, n->saved, T);
+    if (a->tiles) {
+        tiles_forward(n, a, &p);
+        return;
+    }
     float *scratch = attn_block_scratch(&p.rows, 1);
     #pragma omp parallel for
     for (int bh = 0; bh < BH; bh++) {
@@ -107,6 +188,10 @@ static void scoremap_backward(Node *n) {
     const ScoreMapAttrs *a = NODE_ATTRS(n, ScoreMapAttrs);
     int H = q->shape[1], BH = q->shape[0] * H, T = q->shape[2], dk = q->shape[3];
     Plan p = plan_make(a, n->saved, T);
+    if (a->tiles) {
+        tiles_backward(n, a, &p);
+        return;
+    }
     AttnGrad g = attn_grad_of(n, a->scale);
     float *scratch = attn_block_scratch(&p.rows, 3);
     #pragma omp parallel for
@@ -138,6 +223,7 @@ static ScoreMapAttrs call_attrs(const ScoreMap *f, const AttnCall *c) {
         .causal = c->causal,
         .bca = c->causal && c->cfg->bca,
         .logn = c->cfg->logn,
+        .tiles = gemm_precision() == PRECISION_BF16,
     };
 }
 

@@ -5,16 +5,20 @@
  *   dV = P^T dO,  dP = dO V^T,  dS = f'(S) dP,  dQ = s dS K,  dK = s dS^T Q,
  * and the masks and biases the softmax kernel has: causal, window, bca, logn
  * (layers/attention/softmax.c gives the rules) and the fixed score biases of
- * the position schemes' bias hooks (alibi.c, sandwich.c). A pointwise variant on it is a
- * kernel of about 20 lines (docs/attention.md). */
+ * the position schemes' bias hooks (alibi.c, sandwich.c). Under precision bf16
+ * it runs in the tiles of keys the softmax kernel shares (tiles.h): no block
+ * of scores is written whole. A pointwise variant on it is a kernel of about
+ * 20 lines (docs/attention.md). */
 #ifndef ATTNLAB_SCOREMAP_H
 #define ATTNLAB_SCOREMAP_H
 
 #include "attention/kernel.h"
 
 typedef struct {
-    /* p[j] = f(s[j]) for the n scores one query row sees (p may be s: in
-     * place); T is the sequence length. */
+    /* p[j] = f(s[j]) for n scores of one query row (p may be s: in place):
+     * the keys the row sees in fp32, the part of them in one tile of keys in
+     * bf16 (tiles.h), so f acts on each score alone; T is the sequence
+     * length. */
     void (*map)(const float *s, float *p, int n, int T);
     /* d[j] = f'(s[j]) d[j], dP into dS in place, given the row's scores s and
      * its map p = f(s). */

@@ -10,10 +10,12 @@
 
 static void sigmoid_map(const float *s, float *p, int n, int T) {
     float b = -logf((float)T);
+    #pragma omp simd
     for (int j = 0; j < n; j++) p[j] = fm_sigmoidf(s[j] + b);
 }
 static void sigmoid_grad(const float *s, const float *p, float *d, int n, int T) {
     (void)s, (void)T;
+    #pragma omp simd
     for (int j = 0; j < n; j++) d[j] *= p[j] * (1.0f - p[j]); /* sigmoid' = p (1 - p) */
 }
 static const ScoreMap sigmoid_map_ = {sigmoid_map, sigmoid_grad};

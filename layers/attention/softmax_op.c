@@ -26,6 +26,7 @@
 #include "fastmath.h"
 #include "op_kernel.h"
 #include "softmax_parts.h"
+#include "tiles.h"
 #include "util.h"
 
 /* ---- the rows' keys and the blocks ------------------------------------------
@@ -127,226 +128,104 @@ static long bias_floats(int pos, int H, int T) { return pos_scheme(pos)->bias ? 
 /* ---- bf16: a block in tiles of keys (flash-style) ---------------------------
  *
  * Under precision bf16 a block of query rows runs over its keys
- * FLASH_KEYS at a time, so that a tile's scores, its P and the products'
- * packed operands stay in cache whatever T is (a 64 x 8192 block of fp32
- * scores is 2 MiB, past a Zen 5 core's L2). Forward keeps a running max m
- * and sum l per row (online softmax): per tile, P~ = exp(S - m_new) is
- * rounded to bf16 as it is made, which P V reads as it is (gemm_ex), and the
- * output's accumulator and l are rescaled by exp(m_old - m_new); at the end
- * O = acc / l, and the stats are (m, 1 / l) as the fp32 path keeps them.
- * Backward makes each tile's P = exp(S - m) / l again and takes the
- * softmax's row sum as D_i = dO_i . O_i (= sum_j P_ij dP_ij), so no row is
- * needed whole: dz = P (dP - D_i). The sums run in another order than the
- * fp32 path's (and D uses forward's O), so bf16 is held to the error
- * analysis (tests/test_bf16.c), not to fp32's bits; fp32 runs as above. */
-#define FLASH_KEYS 256
+ * ATTN_TILE_KEYS at a time (tiles.c, shared with score-map attention), the
+ * softmax as its rule. Forward keeps a running max m and sum l per row
+ * (online softmax): per tile, P~ = exp(S - m_new), which the tiles round to
+ * bf16 for P V, and the output's accumulator and l are rescaled by
+ * exp(m_old - m_new); at the end O = acc / l, and the stats are (m, 1 / l)
+ * as the fp32 path keeps them. Backward makes each tile's P = exp(S - m) / l
+ * again and takes the softmax's row sum as D_i = dO_i . O_i (= sum_j P_ij
+ * dP_ij), so no row is needed whole: dz = P (dP - D_i). The sums run in
+ * another order than the fp32 path's (and D uses forward's O), so bf16 is
+ * held to the error analysis (tests/test_bf16.c), not to fp32's bits; fp32
+ * runs as above. */
 
 int attn_flash_fault;
 
-/* A head's rows of q, k or v as stored: floats, or bf16 values (under
- * precision bf16 the module stores them so, tensor.h: this path reads them
- * through products alone, and a product of bf16 values is the one it makes
- * of the fp32 values it would round). */
+/* A thread's rows of the rule: m and l [qb] (backward: l holds D_i), the
+ * head's stats [T, 2] (backward reads them). */
 typedef struct {
-    const void *p;
-    bool h;
-    /* bf16 k or v packed once for the head as gemm's kernel reads it in the
-     * products that take it as B (gemm_packed: k as Kᵀ for the scores, v for
-     * P V), instead of at every block's every tile; NULL: not packed */
-    const GemmPackedB *packed;
-} HeadRows;
+    float *m, *l;
+    const float *stats;
+} SoftmaxTiles;
 
-static HeadRows head_rows(const Tensor *t, long off) {
-    return (HeadRows){tensor_is16(t) ? (const void *)(t->data16 + off) : (const void *)(t->data + off), tensor_is16(t),
-                      NULL};
-}
-
-/* One thread's packing of a head's k (as Kᵀ [dk, T]) and v ([T, dv]), when
- * they are stored in bf16 and gemm's kernel runs the products. */
-typedef struct {
-    GemmPackedB kt, v;
-} HeadPack;
-
-static long pack_words(int T, int dk, int dv) { return gemm_packed_words(dk, T) + gemm_packed_words(T, dv); }
-
-/* The threads' packing space, scratch handed back by pack_space_done (NULL:
- * no packing: k and v not both bf16, or the products not on gemm's kernel). */
-static long pack_space_floats(const Tensor *k, const Tensor *v) {
-    return (long)omp_get_max_threads() * pack_words(k->shape[2], k->shape[3], v->shape[3]);
-}
-
-static uint32_t *pack_space_of(const Tensor *k, const Tensor *v) {
-    if (!tensor_is16(k) || !tensor_is16(v) || !gemm_packed_usable()) return NULL;
-    _Static_assert(sizeof(uint32_t) == sizeof(float), "packed words in float scratch");
-    return (uint32_t *)tensor_scratch(pack_space_floats(k, v));
-}
-
-static void pack_space_done(uint32_t *space, const Tensor *k, const Tensor *v) {
-    if (space) tensor_scratch_release((float *)space, pack_space_floats(k, v));
-}
-
-/* Packs head bh's k into this thread's space and points kh at it; and its
- * v, pointing vh at it, unless vh is NULL (backward reads v elsewhere). */
-static void head_pack(uint32_t *space, const Tensor *k, const Tensor *v, long bh, HeadPack *hp, HeadRows *kh,
-                      HeadRows *vh) {
-    if (!space) return;
-    int T = k->shape[2], dk = k->shape[3], dv = v->shape[3];
-    uint32_t *w = space + (long)omp_get_thread_num() * pack_words(T, dk, dv);
-    hp->kt = gemm_pack_b(w, true, k->data16 + bh * T * dk, dk, dk, T);
-    kh->packed = &hp->kt;
-    if (!vh) return;
-    hp->v = gemm_pack_b(w + gemm_packed_words(dk, T), false, v->data16 + bh * T * dv, dv, T, dv);
-    vh->packed = &hp->v;
-}
-
-static const void *rows_at(HeadRows x, long off) {
-    return x.h ? (const void *)((const uint16_t *)x.p + off) : (const void *)((const float *)x.p + off);
-}
-
-/* Scores of rows [r0, r1) against keys [c0, c0 + wc) into S [r1 - r0, wc]:
- * s q.k, then on each row's own keys its log-n factor and the bias, as
- * attn_block_scores has them; -inf outside the row's keys. */
-static void flash_scores(const AttnPlan *p, int r0, int r1, int c0, int wc, HeadRows q, HeadRows k, int dk,
-                         float scale, const float *bias, bool causal, float *S) {
-    if (k.packed && gemm_packed(false, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, k.packed, 0, c0,
-                                0.0f, S, wc))
-        ; /* Kᵀ's columns c0 .. read where the head's packing has them */
-    else if (q.h || k.h)
-        gemm_ex(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), q.h, dk, rows_at(k, (long)c0 * dk),
-                k.h, dk, 0.0f, S, wc, NULL);
-    else
-        gemm(false, true, r1 - r0, wc, dk, scale, rows_at(q, (long)r0 * dk), dk, rows_at(k, (long)c0 * dk), dk, 0.0f,
-             S, wc);
-    for (int r = 0; r < r1 - r0; r++) {
-        int i = r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1; /* the row's keys [lo, e) in the tile */
-        lo = lo < 0 ? 0 : lo > wc ? wc : lo;
-        e = e > wc ? wc : e < lo ? lo : e;
-        float *s = S + (long)r * wc, l = p->lambda[i];
-        for (int c = 0; c < lo; c++) s[c] = -INFINITY;
-        for (int c = e; c < wc; c++) s[c] = -INFINITY;
-        if (l != 1.0f)
-            for (int c = lo; c < e; c++) s[c] *= l;
-        if (bias)
-            for (int c = lo; c < e; c++) {
-                int d = i - (c0 + c);
-                s[c] += bias[causal ? d : d < 0 ? -d : d];
-            }
+static float softmax_tile_forward(void *ctx, int r, int i, float *z, int lo, int e, int wc) {
+    (void)i, (void)lo, (void)e;
+    SoftmaxTiles *x = ctx;
+    float mx = x->m[r];
+    #pragma omp simd reduction(max : mx)
+    for (int c = 0; c < wc; c++) mx = z[c] > mx ? z[c] : mx;
+    if (mx == -INFINITY) { /* no key of the row yet */
+        memset(z, 0, sizeof *z * (size_t)wc);
+        return 1.0f;
     }
-}
-
-/* One thread's tiles: S and D [qb, FLASH_KEYS] floats, P [qb, FLASH_KEYS]
- * bf16, the output's accumulator [qb, dv], and m, l (or D_i) [qb]. */
-typedef struct {
-    float *S, *D, *acc, *m, *l;
-    uint16_t *P;
-} FlashTiles;
-
-static long flash_floats(int qb, int dv) { return 2L * qb * FLASH_KEYS + qb * FLASH_KEYS / 2 + (long)qb * dv + 2L * qb + 64; }
-
-static FlashTiles flash_tiles(float *scratch, int qb, int dv) {
-    float *t = scratch + (long)omp_get_thread_num() * flash_floats(qb, dv);
-    FlashTiles f = {.S = t, .D = t + (long)qb * FLASH_KEYS};
-    f.P = (uint16_t *)(f.D + (long)qb * FLASH_KEYS);
-    f.acc = f.D + (long)qb * FLASH_KEYS + (long)qb * FLASH_KEYS / 2;
-    f.m = f.acc + (long)qb * dv;
-    f.l = f.m + qb;
-    return f;
-}
-
-static void flash_forward_block(const AttnPlan *p, const AttnBlock *b, HeadRows qh, HeadRows kh, HeadRows vh,
-                                const float *bias, int dk, int dv, float scale, bool causal,
-                                float *stats, float *oh, FlashTiles *f) {
-    int R = b->r1 - b->r0;
-    for (int r = 0; r < R; r++) f->m[r] = -INFINITY, f->l[r] = 0.0f;
-    memset(f->acc, 0, sizeof(float) * (size_t)R * dv);
-    for (int c0 = b->k0; c0 < b->k0 + b->w; c0 += FLASH_KEYS) {
-        int wc = b->k0 + b->w - c0 < FLASH_KEYS ? b->k0 + b->w - c0 : FLASH_KEYS;
-        flash_scores(p, b->r0, b->r1, c0, wc, qh, kh, dk, scale, bias, causal, f->S);
-        for (int r = 0; r < R; r++) {
-            const float *restrict s = f->S + (long)r * wc;
-            uint16_t *restrict pr = f->P + (long)r * FLASH_KEYS;
-            float mx = f->m[r];
-            #pragma omp simd reduction(max : mx)
-            for (int c = 0; c < wc; c++) mx = s[c] > mx ? s[c] : mx;
-            if (mx == -INFINITY) { /* no key of the row yet */
-                memset(pr, 0, sizeof *pr * (size_t)wc);
-                continue;
-            }
-            float alpha = fm_expf(f->m[r] - mx), sum = 0.0f; /* 0 when m was -inf */
-            #pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < wc; c++) {
-                float e = fm_expf(s[c] - mx);
-                sum += e;
-                pr[c] = bf16_from_float(e);
-            }
-            f->l[r] = f->l[r] * alpha + sum;
-            f->m[r] = mx;
-            if (alpha != 1.0f && attn_flash_fault != 1) {
-                float *a = f->acc + (long)r * dv;
-                #pragma omp simd
-                for (int d = 0; d < dv; d++) a[d] *= alpha;
-            }
-        }
-        if (!vh.packed ||
-            !gemm_packed(false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, vh.packed, c0, 0, 1.0f, f->acc, dv))
-            gemm_ex(false, false, R, dv, wc, 1.0f, f->P, true, FLASH_KEYS, rows_at(vh, (long)c0 * dv), vh.h, dv, 1.0f,
-                    f->acc, dv, NULL);
+    float alpha = fm_expf(x->m[r] - mx), sum = 0.0f; /* 0 when m was -inf */
+    #pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < wc; c++) {
+        float p = fm_expf(z[c] - mx);
+        sum += p;
+        z[c] = p;
     }
+    x->l[r] = x->l[r] * alpha + sum;
+    x->m[r] = mx;
+    return attn_flash_fault == 1 ? 1.0f : alpha;
+}
+
+static void softmax_tile_again(void *ctx, int r, int i, const float *z, float *p, int lo, int e, int wc) {
+    (void)r, (void)lo, (void)e;
+    const SoftmaxTiles *x = ctx;
+    float mx = x->stats[2 * i], inv = x->stats[2 * i + 1];
+    if (mx == -INFINITY) {
+        memset(p, 0, sizeof *p * (size_t)wc);
+        return;
+    }
+    #pragma omp simd
+    for (int c = 0; c < wc; c++) p[c] = fm_expf(z[c] - mx) * inv;
+}
+
+static void softmax_tile_grad(void *ctx, int r, int i, const float *z, const float *p, float *d, int lo, int e,
+                              int wc) {
+    (void)i, (void)z, (void)lo, (void)e;
+    float Di = ((const SoftmaxTiles *)ctx)->l[r];
+    #pragma omp simd
+    for (int c = 0; c < wc; c++) d[c] = p[c] * (d[c] - Di); /* dz; 0 where P is */
+}
+
+static const AttnTileRule softmax_tiles = {softmax_tile_forward, softmax_tile_again, softmax_tile_grad};
+
+/* Floats of a thread's own beside its tiles: the accumulator [qb, dv], m, l. */
+static long softmax_tile_extra(int qb, int dv) { return (long)qb * dv + 2L * qb; }
+
+static void flash_forward_block(const AttnTileHead *h, const AttnBlock *b, float *stats, float *oh, AttnTiles *t) {
+    int R = b->r1 - b->r0, dv = h->dv, qb = h->p->qb;
+    float *acc = t->extra;
+    SoftmaxTiles x = {.m = acc + (long)qb * dv, .l = acc + (long)qb * dv + qb};
+    for (int r = 0; r < R; r++) x.m[r] = -INFINITY, x.l[r] = 0.0f;
+    attn_tiles_forward(h, b, &softmax_tiles, &x, t, acc, dv);
     for (int r = 0; r < R; r++) {
         int i = b->r0 + r;
-        float inv = f->l[r] > 0.0f ? 1.0f / f->l[r] : 0.0f;
-        const float *a = f->acc + (long)r * dv;
+        float inv = x.l[r] > 0.0f ? 1.0f / x.l[r] : 0.0f;
+        const float *a = acc + (long)r * dv;
         float *o = oh + (long)i * dv;
         #pragma omp simd
         for (int d = 0; d < dv; d++) o[d] = a[d] * inv;
-        if (stats) stats[2 * i] = f->m[r], stats[2 * i + 1] = inv;
+        if (stats) stats[2 * i] = x.m[r], stats[2 * i + 1] = inv;
     }
 }
 
-static void flash_backward_block(const AttnPlan *p, const AttnBlock *b, const AttnGrad *ag, long bh,
-                                 HeadRows qh, HeadRows kh, const float *oh, const float *bias, int dk,
-                                 float scale, bool causal, const float *stats, double *gh, FlashTiles *f) {
-    int R = b->r1 - b->r0, dv = ag->v->shape[3], T = p->T;
-    const float *dO = ag->dO + (bh * T + b->r0) * (long)dv;
+static void flash_backward_block(const AttnTileHead *h, const AttnBlock *b, const AttnTileGrads *g, const float *oh,
+                                 const float *stats, AttnTiles *t) {
+    int R = b->r1 - b->r0, dv = h->dv;
+    SoftmaxTiles x = {.l = t->extra, .stats = stats};
+    const float *dO = (const float *)attn_rows_at(g->dO, b->r0);
     for (int r = 0; r < R; r++) { /* D_i = dO_i . O_i */
-        const float *x = dO + (long)r * dv, *o = oh + (long)(b->r0 + r) * dv;
+        const float *y = dO + (long)r * g->dO.ld, *o = oh + (long)(b->r0 + r) * dv;
         float dot = 0.0f;
         #pragma omp simd reduction(+ : dot)
-        for (int d = 0; d < dv; d++) dot += x[d] * o[d];
-        f->l[r] = attn_flash_fault == 2 ? 0.0f : dot;
+        for (int d = 0; d < dv; d++) dot += y[d] * o[d];
+        x.l[r] = attn_flash_fault == 2 ? 0.0f : dot;
     }
-    for (int c0 = b->k0; c0 < b->k0 + b->w; c0 += FLASH_KEYS) {
-        int wc = b->k0 + b->w - c0 < FLASH_KEYS ? b->k0 + b->w - c0 : FLASH_KEYS;
-        flash_scores(p, b->r0, b->r1, c0, wc, qh, kh, dk, scale, bias, causal, f->S);
-        for (int r = 0; r < R; r++) { /* P again */
-            int i = b->r0 + r;
-            float *s = f->S + (long)r * wc, mx = stats[2 * i], inv = stats[2 * i + 1];
-            if (mx == -INFINITY) {
-                memset(s, 0, sizeof *s * (size_t)wc);
-                continue;
-            }
-            #pragma omp simd
-            for (int c = 0; c < wc; c++) s[c] = fm_expf(s[c] - mx) * inv;
-        }
-        if (!attn_grad_pv(ag, bh, b->r0, R, c0, wc, f->S, f->D, gh != NULL)) continue;
-        for (int r = 0; r < R; r++) {
-            int i = b->r0 + r, lo = p->lo[i] - c0, e = p->hi[i] - c0 + 1;
-            lo = lo < 0 ? 0 : lo > wc ? wc : lo;
-            e = e > wc ? wc : e < lo ? lo : e;
-            const float *restrict pr = f->S + (long)r * wc;
-            float *restrict d = f->D + (long)r * wc, Di = f->l[r], l = p->lambda[i];
-            #pragma omp simd
-            for (int c = 0; c < wc; c++) d[c] = pr[c] * (d[c] - Di); /* dz; 0 where P is */
-            if (gh)
-                for (int c = lo; c < e; c++) {
-                    int dist = i - (c0 + c);
-                    gh[causal ? dist : dist < 0 ? -dist : dist] += d[c];
-                }
-            if (l != 1.0f)
-                for (int c = lo; c < e; c++) d[c] *= l;
-        }
-        attn_grad_qk(ag, bh, b->r0, R, c0, wc, f->D);
-    }
+    attn_tiles_backward(h, b, &softmax_tiles, &x, g, t);
 }
 
 static void attn_softmax_forward(Node *n) {
@@ -359,21 +238,19 @@ static void attn_softmax_forward(Node *n) {
     const float *bias = node_bias(n, H, T, dk);
     float *stats = keep ? n->saved + bias_floats(a->pos, H, T) : NULL;
     if (a->flash) {
-        float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
-                                                       (size_t)flash_floats(p.qb, dv));
-        uint32_t *packs = pack_space_of(k, v);
+        float *tiles = attn_tiles_scratch(p.qb, softmax_tile_extra(p.qb, dv));
+        uint32_t *packs = attn_tile_packs(k, v);
         #pragma omp parallel for
         for (int bh = 0; bh < BH; bh++) {
-            FlashTiles f = flash_tiles(tiles, p.qb, dv);
-            HeadRows kh = head_rows(k, (long)bh * T * dk), vh = head_rows(v, (long)bh * T * dv);
-            HeadPack hp;
-            head_pack(packs, k, v, bh, &hp, &kh, &vh);
+            AttnTiles t = attn_tiles_of(tiles, p.qb, softmax_tile_extra(p.qb, dv));
+            AttnTileHead h = attn_tile_head(&p, q, k, v, bh, scale, bias ? bias + (long)(bh % H) * T : NULL, causal);
+            AttnTilePack pack;
+            attn_tile_pack(packs, k, v, bh, true, &pack, &h);
             for (int b = 0; b < p.n; b++)
-                flash_forward_block(&p, &p.b[b], head_rows(q, (long)bh * T * dk), kh, vh,
-                                    bias ? bias + (long)(bh % H) * T : NULL, dk, dv, scale, causal,
-                                    stats ? stats + 2L * bh * T : NULL, n->out->data + (long)bh * T * dv, &f);
+                flash_forward_block(&h, &p.b[b], stats ? stats + 2L * bh * T : NULL, n->out->data + (long)bh * T * dv,
+                                    &t);
         }
-        pack_space_done(packs, k, v);
+        attn_tile_packs_done(packs, k, v);
         return;
     }
     float *scratch = attn_block_scratch(&p, 1);
@@ -410,21 +287,20 @@ static void attn_softmax_backward(Node *n) {
     double *g = d_bias ? arena_calloc(engine_arena(), (size_t)BH * T * sizeof(double)) : NULL;
     if (a->flash) {
         int dv = ag.v->shape[3];
-        float *tiles = arena_alloc(engine_arena(), sizeof(float) * (size_t)omp_get_max_threads() *
-                                                       (size_t)flash_floats(p.qb, dv));
-        uint32_t *packs = pack_space_of(k, ag.v);
+        float *tiles = attn_tiles_scratch(p.qb, softmax_tile_extra(p.qb, dv));
+        uint32_t *packs = attn_tile_packs(k, ag.v);
         #pragma omp parallel for
         for (int bh = 0; bh < BH; bh++) {
-            FlashTiles f = flash_tiles(tiles, p.qb, dv);
-            HeadRows kh = head_rows(k, (long)bh * T * dk);
-            HeadPack hp;
-            head_pack(packs, k, ag.v, bh, &hp, &kh, NULL);
+            AttnTiles t = attn_tiles_of(tiles, p.qb, softmax_tile_extra(p.qb, dv));
+            AttnTileHead h = attn_tile_head(&p, q, k, ag.v, bh, a->scale, bias ? bias + (long)(bh % H) * T : NULL,
+                                            causal);
+            AttnTilePack pack;
+            attn_tile_pack(packs, k, ag.v, bh, false, &pack, &h); /* backward's products read v as it is */
+            AttnTileGrads tg = attn_tile_grads(&ag, bh, g ? g + (long)bh * T : NULL);
             for (int b = 0; b < p.n; b++)
-                flash_backward_block(&p, &p.b[b], &ag, bh, head_rows(q, (long)bh * T * dk), kh,
-                                     n->out->data + (long)bh * T * dv, bias ? bias + (long)(bh % H) * T : NULL, dk,
-                                     a->scale, causal, stats + 2L * bh * T, g ? g + (long)bh * T : NULL, &f);
+                flash_backward_block(&h, &p.b[b], &tg, n->out->data + (long)bh * T * dv, stats + 2L * bh * T, &t);
         }
-        pack_space_done(packs, k, ag.v);
+        attn_tile_packs_done(packs, k, ag.v);
     } else {
         /* One block's P again and its dP, then dz in place, per thread; per (b, h) its g. */
         float *scratch = attn_block_scratch(&p, 1), *scratch_p = attn_block_scratch(&p, 1);
