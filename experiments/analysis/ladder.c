@@ -152,12 +152,15 @@ typedef struct {
     const char *const *claims;
     int n_claims, n_rungs;
     const char *measure;     /* "final val bpb" */
-    const char *const *unit; /* per claim: "bpb" */
-    const char *const *fmt;  /* per claim: the effect's printf format, "%+.4f" */
+    const char *const *unit; /* per claim (NULL: "bpb" for every claim) */
+    const char *const *fmt;  /* per claim, the effect's printf format (NULL: "%+.4f") */
     char names[LADDER_MAX_RUNGS][256];
     const SeedPlan *plan;
     const char *command;
 } LadderText;
+
+static const char *unit_of(const LadderText *t, int c) { return t->unit ? t->unit[c] : "bpb"; }
+static const char *fmt_of(const LadderText *t, int c) { return t->fmt ? t->fmt[c] : "%+.4f"; }
 
 static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
     /* per claim: the effect line and its intervals as vertical bars (NaN breaks them) */
@@ -188,7 +191,7 @@ static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDE
         s[ns++] = (PlotSeries){"no effect", zx, zy, 2, 1};
     }
     char ylabel[120];
-    snprintf(ylabel, sizeof ylabel, "effect, %s (below 0: the claim holds)", t->unit[0]);
+    snprintf(ylabel, sizeof ylabel, "effect, %s (below 0: the claim holds)", unit_of(t, 0));
     PlotSpec spec = {"each claim's effect A - B against training FLOPs", "training FLOPs", ylabel, 1, 0, 0, 0, 0};
     return plot_lines(path, &spec, s, ns, e);
 }
@@ -214,7 +217,7 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
     fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict\n");
     for (int c = 0; c < t->n_claims; c++) {
         Rung *r = rungs[c];
-        const char *f = t->fmt[c];
+        const char *f = fmt_of(t, c);
         char cell[160];
         fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict | training time |\n"
                     "|---|---|---|---|---|---|---|---|---|\n",
@@ -253,12 +256,12 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
             char a[64], lo[64], hi[64];
             snprintf(a, sizeof a, f, slope), snprintf(lo, sizeof lo, f, slope - half),
                 snprintf(hi, sizeof hi, f, slope + half);
-            fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", a, t->unit[c], lo, hi,
+            fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", a, unit_of(t, c), lo, hi,
                     pairs);
         } else
             fprintf(md, "\nslope: too few pairs (%d) or rungs for one\n", pairs);
         char words[600];
-        survival(r, t->n_rungs, slope, half, t->unit[c], f, words, sizeof words);
+        survival(r, t->n_rungs, slope, half, unit_of(t, c), f, words, sizeof words);
         fprintf(md, "\nacross scale: %s\n", words);
         printf("%s: %s\n", t->claims[c], words);
     }
@@ -306,15 +309,11 @@ int ladder_run(const Ladder *l, const char *dir, Err *e) {
     char lower[16][400], higher[16][400];
     for (int c = 0; c < l->n_claims; c++)
         if (claim_sides(l->claims[c], lower[c], higher[c], sizeof lower[c], e) != 0) return 2;
-    static const char *const bpb[16] = {"bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb",
-                                        "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb", "bpb"};
-    static const char *const f4[16] = {"%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f",
-                                       "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f", "%+.4f"};
     static LadderText t;
     static char command[8192];
     memset(&t, 0, sizeof t);
     t.claims = l->claims, t.n_claims = l->n_claims, t.n_rungs = l->n_grids;
-    t.measure = "final val bpb", t.unit = bpb, t.fmt = f4, t.plan = l->plan;
+    t.measure = "final val bpb", t.plan = l->plan;
     for (int i = 0; i < l->n_grids; i++) run_name_of(l->grids[i], t.names[i], sizeof t.names[i]);
     for (int c = 0; c < l->n_claims; c++) {
         claim_rungs(l, lower[c], higher[c], rungs[c]);
