@@ -248,19 +248,29 @@ static int pair_runs(FILE *out, const ArmRun *ra, int na, const ArmRun *rb, int 
     return k;
 }
 
-int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within_c, double within_k,
-                           const SeedPlan *plan, Err *e) {
-    static ArmRun ra[ARM_MAX], rb[ARM_MAX];
-    int na = arm_read(arm_a, ra, e), nb = na < 0 ? -1 : arm_read(arm_b, rb, e);
-    if (nb < 0) return -1;
+/* Both arms' runs, into ra (*na of them) and rb (*nb), every spectrum of
+ * one shape; -1 with e set. */
+static int arms_read(const char *arm_a, const char *arm_b, ArmRun *ra, int *na, ArmRun *rb, int *nb, Err *e) {
+    *na = arm_read(arm_a, ra, e);
+    *nb = *na < 0 ? -1 : arm_read(arm_b, rb, e);
+    if (*nb < 0) return -1;
     const ArmRun *first = &ra[0];
-    for (int i = 0; i < na + nb; i++) {
-        const ArmRun *r = i < na ? &ra[i] : &rb[i - na];
+    for (int i = 0; i < *na + *nb; i++) {
+        const ArmRun *r = i < *na ? &ra[i] : &rb[i - *na];
         if (r->skew.layers != first->skew.layers || r->skew.values != first->skew.values)
             return err_set(e, "%s: %d layers of %d values, but %s has %d of %d: the spectra cannot be compared",
                            r->folder, r->skew.layers, r->skew.values, first->folder, first->skew.layers,
                            first->skew.values);
     }
+    return 0;
+}
+
+int spectrum_paired_report(FILE *out, const char *arm_a, const char *arm_b, double within_c, double within_k,
+                           const SeedPlan *plan, Err *e) {
+    static ArmRun ra[ARM_MAX], rb[ARM_MAX];
+    int na, nb;
+    if (arms_read(arm_a, arm_b, ra, &na, rb, &nb, e) != 0) return -1;
+    const ArmRun *first = &ra[0];
     int shared = 0;
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++) shared += ra[i].seed == rb[j].seed;
@@ -292,17 +302,11 @@ int spectrum_arm_pairs(const char *arm_a, const char *arm_b, int layer, int whic
                        SpectrumPairs *out, Err *e) {
     static ArmRun ra[ARM_MAX], rb[ARM_MAX];
     static const ArmRun *a[ARM_MAX], *b[ARM_MAX];
-    int na = arm_read(arm_a, ra, e), nb = na < 0 ? -1 : arm_read(arm_b, rb, e);
-    if (nb < 0) return -1;
+    int na, nb;
+    if (arms_read(arm_a, arm_b, ra, &na, rb, &nb, e) != 0) return -1;
     memset(out, 0, sizeof *out);
-    int all = na + nb, L = rb[0].skew.layers;
-    for (int i = 0; i < all; i++) {
-        const ArmRun *r = i < na ? &ra[i] : &rb[i - na];
-        if (r->skew.layers != L || r->skew.values != rb[0].skew.values)
-            return err_set(e, "%s: %d layers of %d values, but %s has %d of %d: the spectra cannot be compared",
-                           r->folder, r->skew.layers, r->skew.values, rb[0].folder, L, rb[0].skew.values);
-        out->p.time_s += r->time_s;
-    }
+    int L = rb[0].skew.layers;
+    for (int i = 0; i < na + nb; i++) out->p.time_s += i < na ? ra[i].time_s : rb[i - na].time_s;
     int l = layer < 0 ? L + layer : layer;
     if (l < 0 || l >= L || l >= SKEW_MAX_LAYERS)
         return err_set(e, "%s: layer %d: its models have %d layers", arm_b, layer, L);
