@@ -12,6 +12,8 @@
 #                                with the initialisations for the spectrum claim
 #           cos-s0 ...           cos re-weighting at context 512 (relu linear attention)
 #           linformer-s0 ...     Linformer k = 64 and 128 against softmax at n = 512 (MLM)
+#           a claim's part may end in :LOOK, the seed pairs of the plan's look to run it
+#           to (th-s0:6); without one, LOOK (default 3)
 #
 # The binaries are the current folder's (./ablate, ./spectrum): run it from a checkout
 # built at one fixed commit (git worktree), so that later commits cannot split a grid's
@@ -38,7 +40,8 @@
 # group-sequential plan with looks at 3, 6 and 12 seed pairs, each look's interval at
 # 95/3 = 98.3% so that all three together keep 95% (./ablate --plan). This script runs
 # the first look (3 pairs); a grid whose verdicts call for the next look is run again
-# with LOOK=6 (then 12).
+# at that look: its part with the look after a colon (th-s0:6, then th-s0:12), or LOOK=6
+# for every part given.
 set -eu
 
 OUT=${1:?usage: sh scripts/ladder.sh OUT CORPUS [PART...]}
@@ -168,10 +171,17 @@ linformer() {
 
 [ $# -gt 0 ] || set -- lr-s0 lr-s1 lr-s2 th-s0 cos-s0 linformer-s0 th-s1 cos-s1 linformer-s1 th-s2 cos-s2 \
     linformer-s2
+DEFAULT_LOOK=$LOOK
 for part in "$@"; do
+    LOOK=$DEFAULT_LOOK
+    case "$part" in
+    lr-*:*) echo "error: $part: a sweep has one seed, no looks" >&2; exit 2 ;;
+    *:3 | *:6 | *:12) LOOK=${part##*:}; part=${part%:*} ;;
+    *:*) echo "error: $part: the plan's looks are $SEED_PLAN" >&2; exit 2 ;;
+    esac
     rung=${part##*-}
     case "$rung" in s0 | s1 | s2) ;; *) echo "error: $part: no such part" >&2; exit 2 ;; esac
-    echo "ladder: $part ($(date -u +%H:%M))"
+    echo "ladder: $part, $LOOK seed pairs ($(date -u +%H:%M))"
     case "$part" in
     lr-*) sweep "$rung" ;;
     th-*) talking_heads "$rung" ;;
