@@ -383,6 +383,18 @@ PyTorch's fastest setting: 2 threads, OMP_WAIT_POLICY=PASSIVE( \(as attnlab\))?;
     else
         fail "bench --vs-torch probes PyTorch's settings and pairs the rounds" "exit, winner, rounds or medians wrong"
     fi
+    # each round's peak RSS is its own and the same step's: with glibc's
+    # moving mmap threshold (command_startup fixes it) rounds 2 and 3 of this
+    # model peaked at 33.3 MiB against round 1's 24.5
+    if PYTHON="$T/fakepy" "$BENCH" --vs-torch --rounds 3 --steps 1 --threads 1 --layers 2 --d_model 64 --context 128 \
+        --batch 8 >"$T/out" 2>"$T/err" && [ "$(grep -c "^  peak RSS " "$T/out")" -eq 3 ] &&
+        grep "^  peak RSS " "$T/out" | awk '{ v[NR] = $3 } END { lo = hi = v[1]; for (i = 2; i <= NR; i++) {
+            if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] } exit !(hi <= 1.1 * lo) }'; then
+        pass "bench --rounds: each round's peak RSS, none above the first's by more than 10%"
+    else
+        fail "bench --rounds: each round's peak RSS, none above the first's by more than 10%" \
+            "$(grep "^  peak RSS " "$T/out" | tr -s ' ' | tr '\n' ';')"
+    fi
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --attn linformer --linformer_k 16 --lengths 16,64 --reps 1 --threads 1 \
         >"$T/out" 2>"$T/err") && grep -q "^linformer k=16 bidirectional,64," "$T/scaling/bench-scaling.csv" &&
         [ "$(wc -l <"$T/scaling/bench-scaling.csv")" -eq 3 ]; then

@@ -94,6 +94,15 @@ void bench_step_grad(BenchStep *b);
 void bench_step_update(BenchStep *b, int s);
 void bench_step_free(BenchStep *b);
 
+/* The process's peak RSS in MiB since the last bench_rss_reset (VmHWM, Linux),
+ * else its lifetime peak. */
+double bench_rss_peak_mib(void);
+/* Returns free heap to the system, then sets the peak to the current RSS
+ * (writing 5 to /proc/self/clear_refs, Linux >= 4.0), so that an earlier
+ * round's or row's memory does not count in the next one's; false where the
+ * peak cannot be reset. */
+bool bench_rss_reset(void);
+
 /* --mpi: run plainly, mpirun -np 1 and 2 of this program (argv, with
  * --threads 1 added unless given) and their scaling; under mpirun, that
  * rank count's figures. Returns the exit status. */

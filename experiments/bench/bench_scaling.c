@@ -52,8 +52,7 @@
 #include "run.h"
 #include "util.h"
 
-static double rss_peak_mib(void) {
-    /* VmHWM since the last reset_rss_peak (Linux), else the lifetime peak */
+double bench_rss_peak_mib(void) {
     FILE *f = fopen("/proc/self/status", "r");
     if (f) {
         char line[256];
@@ -68,10 +67,7 @@ static double rss_peak_mib(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
-/* Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0).
- * Free heap goes back to the system first, so that an earlier row's memory
- * does not count in this one's. */
-static bool reset_rss_peak(void) {
+bool bench_rss_reset(void) {
     malloc_trim(0);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f) return false;
@@ -269,9 +265,9 @@ static ScalingRow scaling_row(const BenchOptions *o, const ModelConfig *base, in
     bool v16 = !fused && gemm_precision() == PRECISION_BF16 && (bf16_store & BF16_STORE_QKV) && a.kernel->qkv16(&call);
     bool qk16 = v16 && !(pos_scheme(mc.pos)->rotary && !a.kernel->rope_inside);
     st.q16 = copy16(st.q, nk, qk16), st.k16 = copy16(st.k, nk, qk16), st.v16 = copy16(st.v, nv, v16);
-    bool rss_reset = reset_rss_peak();
+    bool rss_reset = bench_rss_reset();
     row.layer = time_steps(o, &st);
-    row.rss_mib = rss_reset ? rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */
+    row.rss_mib = rss_reset ? bench_rss_peak_mib() : NAN; /* the layer's: it holds the kernel's */
     st.kernel_only = true;
     row.kernel = time_steps(o, &st);
     row.sgemm_ms = time_projections(o, &a, T, mc.d_model, &row.sgemm_gflop) * 1e3;

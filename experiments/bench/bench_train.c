@@ -102,6 +102,8 @@ static double step_sgemm_seconds(const ModelConfig *c, int B, int T, double *flo
 
 double bench_train(const BenchOptions *o, const Config *cfg) {
     const ModelConfig *mc = &cfg->model;
+    /* the peak RSS is this call's: --rounds calls it again in one process */
+    bool rss_reset = bench_rss_reset();
     BenchStep b;
     bench_step_init(&b, cfg, NULL);
     int B = b.B, T = b.T;
@@ -125,6 +127,7 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     double med = median_of(step_s, o->steps), tok_s = B * T / med;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    double rss_mib = rss_reset ? bench_rss_peak_mib() : ru.ru_maxrss / 1024.0;
     char attn[32];
     printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, %s\n",
            mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied",
@@ -135,7 +138,8 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     printf("  throughput   %8.0f tok/s\n", tok_s);
     printf("  compute      %8.1f GFLOP/s (%.1f MFLOP per token x tok/s)\n", tok_s * model_flops_per_token(mc) * 1e-9,
            model_flops_per_token(mc) * 1e-6);
-    printf("  peak RSS     %8.1f MiB\n", ru.ru_maxrss / 1024.0);
+    printf("  peak RSS     %8.1f MiB%s\n", rss_mib,
+           rss_reset ? "" : " (the process's: its peak could not be reset)");
     /* The same products through cblas_sgemm alone, on this run's threads: the
      * step's ceiling on this CPU and BLAS kernel, so the ratio means the same
      * on any host. */

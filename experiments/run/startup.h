@@ -11,7 +11,10 @@
  *     parallel region: 2 threads then ran several times slower than 1.
  *   - OPENBLAS_CORETYPE=SkylakeX when it is unset, the CPU has AVX-512 and
  *     OpenBLAS did not pick an AVX-512 kernel (a CPU newer than the library).
- * A user's own value of either variable is always kept. The variables it
+ * A user's own value of either variable is always kept. It also fixes
+ * glibc's mmap threshold at 128 KiB (unless MALLOC_MMAP_THRESHOLD_ is set),
+ * so that a large block freed goes back to the system at once and a second
+ * step or round of one size peaks no higher than the first. The variables it
  * set are listed in ATTNLAB_SET_ENV, for children that want them unset.
  * It also installs the SIGINT and SIGTERM handler (interrupt.h), before the
  * command allocates anything large. Earlier still, from .preinit_array
