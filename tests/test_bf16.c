@@ -348,8 +348,8 @@ END_TEST
  * that uses it (each score-map kernel for the "map" cases): a mask offset by
  * one tile (causal cases), a tile's bias
  * skipped (ALiBi), P V made in fp32 without rounding P and V. (P rounded
- * toward zero instead of to nearest, a bias of 2^-9 on average, lies inside
- * the error analysis: not a fault the check can see.) */
+ * toward zero instead of to nearest lies inside the error analysis, element
+ * by element: test_bf16_p_unbiased catches it by its mean.) */
 static const struct {
     AttnTileFault fault;
     const char *name;
@@ -369,6 +369,61 @@ START_TEST(test_bf16_tile_faults_caught) {
 }
 END_TEST
 
+/* Rounding P to nearest is unbiased, where rounding toward zero lowers
+ * each value by 2^-9 of itself on average (its relative error lies in
+ * (-2^-8, 0], to nearest's [-2^-9, 2^-9]), which the element-wise error
+ * analysis cannot tell apart. With V all ones (exact in bf16) each output
+ * is a weighted mean of P's rounded values (softmax, Talking-Heads mixing
+ * logits before it: rows of P sum to 1) or their sum (score maps), so the
+ * bf16 output's mean relative error against fp32's, over 600 rows of 4
+ * heads, is P's rounding bias plus noise that averages out: to nearest it
+ * must stay below 2^-11, and toward zero (ATTN_TILE_FAULT_P_TOWARD_ZERO) it
+ * must not. */
+static Tensor *(*ones_of)(Tensor **);
+static Tensor *v_ones(Tensor **in) {
+    for (long i = 0; i < in[2]->n; i++) in[2]->data[i] = 1.0f;
+    return ones_of(in);
+}
+
+static double p_bias(Tensor *(*build)(Tensor **), int n_in, AttnTileFault f) {
+    GradCase c = {"V ones", n_in, LONG_QKVW, v_ones};
+    ones_of = build;
+    CaseRun r32, r16;
+    run_case(&c, 9191, PRECISION_FP32, 0, &r32);
+    attn_tile_fault = f;
+    run_case(&c, 9191, PRECISION_BF16, 0, &r16);
+    attn_tile_fault = ATTN_TILE_FAULT_NONE;
+    double s = 0;
+    for (long i = 0; i < r32.n_out; i++) s += (r16.out[i] - r32.out[i]) / r32.out[i];
+    long n = r32.n_out;
+    case_run_free(&r32);
+    case_run_free(&r16);
+    return s / (double)n;
+}
+
+START_TEST(test_bf16_p_unbiased) {
+    if (!bf16_here()) return;
+    const struct {
+        const char *name;
+        Tensor *(*build)(Tensor **);
+        int n_in;
+    } cases[] = {{"softmax", long_causal, 3}, {"map", long_map_causal, 3}, {"talking pre", long_talking_pre, 4}};
+    int maps = 0;
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < (i == 1 ? attn_kernel_count() : 1); k++) {
+            if (i == 1 && !is_map_kernel(attn_kernels[k])) continue;
+            if (i == 1) map_kernel = attn_kernels[k], maps++;
+            const char *name = i == 1 ? map_kernel->name : cases[i].name;
+            double near = p_bias(cases[i].build, cases[i].n_in, ATTN_TILE_FAULT_NONE),
+                   zero = p_bias(cases[i].build, cases[i].n_in, ATTN_TILE_FAULT_P_TOWARD_ZERO);
+            ck_assert_msg(fabs(near) < 0x1p-11, "%s: P rounded to nearest, mean relative error %.3g", name, near);
+            ck_assert_msg(fabs(zero) >= 0x1p-11, "%s: P rounded toward zero passed (mean relative error %.3g)", name,
+                          zero);
+        }
+    ck_assert_msg(maps > 0, "no score-map kernel registered");
+}
+END_TEST
+
 Suite *bf16_suite(void) {
     Suite *s = suite_create("bf16");
     TCase *tc = tcase_create("against fp32");
@@ -379,6 +434,7 @@ Suite *bf16_suite(void) {
     tcase_add_loop_test(tc, test_bf16_key_tiles, 0, N_LONG);
     tcase_add_test(tc, test_bf16_key_tiles_catch);
     tcase_add_loop_test(tc, test_bf16_tile_faults_caught, 0, (int)(sizeof tile_faults / sizeof *tile_faults));
+    tcase_add_test(tc, test_bf16_p_unbiased);
     suite_add_tcase(s, tc);
     return s;
 }

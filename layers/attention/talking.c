@@ -246,7 +246,7 @@ static void talk_forward_block(const TalkBatch *t, const AttnBlock *b, float *st
         }
         talk_probs(t, b, wc, P, st);
         if (t->wpost) mix_tile(t->wpost, false, P, Pm = w->extra, H, n);
-        for (long e = 0; e < H * n; e++) w->P16[e] = bf16_from_float(Pm[e]);
+        attn_tile_round(w->P16, Pm, H * n);
         for (int h = 0; h < H; h++) /* O_h[rows] += P'_h V_h[keys] */
             gemm_ex(false, false, R, dv, wc, 1.0f, w->P16 + h * n, true, wc, t->v + ((long)h * t->T + c0) * dv,
                     false, dv, 1.0f, out + ((long)h * t->T + b->r0) * dv, dv, NULL);

@@ -149,11 +149,17 @@ AttnTiles attn_tiles_of(float *scratch, int qb, long extra) {
     return t;
 }
 
-/* A row of P rounded to bf16 for P V (bf16_from_floats would open a
- * parallel region per row). */
-static void round_row(uint16_t *restrict out, const float *restrict x, int n) {
+void attn_tile_round(uint16_t *restrict out, const float *restrict x, long n) {
+    if (attn_tile_fault == ATTN_TILE_FAULT_P_TOWARD_ZERO) {
+        for (long c = 0; c < n; c++) {
+            uint32_t u;
+            memcpy(&u, &x[c], sizeof u);
+            out[c] = (uint16_t)(u >> 16);
+        }
+        return;
+    }
     #pragma omp simd
-    for (int c = 0; c < n; c++) out[c] = bf16_from_float(x[c]);
+    for (long c = 0; c < n; c++) out[c] = bf16_from_float(x[c]);
 }
 
 void attn_tiles_forward(const AttnTileHead *h, const AttnBlock *b, const AttnTileRule *f, void *ctx, AttnTiles *t,
@@ -168,7 +174,7 @@ void attn_tiles_forward(const AttnTileHead *h, const AttnBlock *b, const AttnTil
             row_keys(h->p, b->r0, i, c0, wc, &lo, &e);
             float *z = t->S + (long)r * wc;
             float alpha = f->forward(ctx, r, i, z, lo, e, wc);
-            round_row(t->P16 + (long)r * ATTN_TILE_KEYS, z, wc);
+            attn_tile_round(t->P16 + (long)r * ATTN_TILE_KEYS, z, wc);
             if (alpha != 1.0f) {
                 float *a = acc + (long)r * ld_acc;
                 #pragma omp simd

@@ -140,6 +140,11 @@ AttnTileGrads attn_tile_grads(const AttnGrad *g, long bh, double *gbias);
 void attn_tiles_backward(const AttnTileHead *h, const AttnBlock *b, const AttnTileRule *f, void *ctx,
                          const AttnTileGrads *g, AttnTiles *t);
 
+/* P's n values rounded to bf16, to nearest, for the P V product (a row of
+ * a tile, or a block's heads in Talking-Heads; bf16_from_floats would open a
+ * parallel region per row). */
+void attn_tile_round(uint16_t *restrict out, const float *restrict x, long n);
+
 /* For the tests: the tiles made wrong on purpose (ATTN_TILE_FAULT_NONE at
  * start), to show that the checks catch them. */
 typedef enum {
@@ -147,6 +152,7 @@ typedef enum {
     ATTN_TILE_FAULT_MASK_SHIFT, /* each tile past a block's first masks as if it began a tile earlier */
     ATTN_TILE_FAULT_NO_BIAS,    /* the bias is skipped on each tile past a block's first */
     ATTN_TILE_FAULT_FP32_PV,    /* P V made in fp32 (sgemm), P and V not rounded (fp32 V only) */
+    ATTN_TILE_FAULT_P_TOWARD_ZERO, /* P rounded toward zero (its low bits dropped) instead of to nearest */
 } AttnTileFault;
 extern AttnTileFault attn_tile_fault;
 
