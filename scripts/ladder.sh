@@ -137,10 +137,15 @@ talking_heads() {
     # the spectrum claim: the plain 4-head models against their initialisations (the
     # same options and seeds at learning rate 0 for one step: AdamW moves no weight)
     i=ladder-init-$1
+    if [ -n "${TABLES_ONLY:-}" ]; then
+        keep "$g"
+        # the initialisations run after the grid: a sitting may end before any has
+        ls "$OUT/$i"/*/result.json >/dev/null 2>&1 || [ -f "$OUT/$i/runs.tar.xz" ] || return 0
+    fi
     # shellcheck disable=SC2086
     $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
         --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
-    [ -z "${TABLES_ONLY:-}" ] || { keep "$g"; keep "$i"; return 0; }
+    [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
         if ls "$OUT/$arm"_seed-*/model.safetensors >/dev/null 2>&1; then
             ./spectrum "$OUT/$arm"_seed-* "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"

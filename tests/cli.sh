@@ -390,9 +390,9 @@ PyTorch's fastest setting: 2 threads, OMP_WAIT_POLICY=PASSIVE( \(as attnlab\))?;
         --batch 8 >"$T/out" 2>"$T/err" && [ "$(grep -c "^  peak RSS " "$T/out")" -eq 3 ] &&
         grep "^  peak RSS " "$T/out" | awk '{ v[NR] = $3 } END { lo = hi = v[1]; for (i = 2; i <= NR; i++) {
             if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] } exit !(hi <= 1.1 * lo) }'; then
-        pass "bench --rounds: each round's peak RSS, none above the first's by more than 10%"
+        pass "bench --rounds: each round's peak RSS, all three within 10%"
     else
-        fail "bench --rounds: each round's peak RSS, none above the first's by more than 10%" \
+        fail "bench --rounds: each round's peak RSS, all three within 10%" \
             "$(grep "^  peak RSS " "$T/out" | tr -s ' ' | tr '\n' ';')"
     fi
     if (cd "$T/scaling" && "$BENCH_ABS" --scaling --attn linformer --linformer_k 16 --lengths 16,64 --reps 1 --threads 1 \

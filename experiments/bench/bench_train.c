@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sys/resource.h>
 
 #include "precision.h"
 #include "bench.h"
@@ -125,9 +124,7 @@ double bench_train(const BenchOptions *o, const Config *cfg) {
     double total = 0;
     for (int s = 0; s < o->steps; s++) total += step_s[s];
     double med = median_of(step_s, o->steps), tok_s = B * T / med;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double rss_mib = rss_reset ? bench_rss_peak_mib() : ru.ru_maxrss / 1024.0;
+    double rss_mib = bench_rss_peak_mib(); /* the process's when the reset failed */
     char attn[32];
     printf("training, reference configuration: %d layers, d_model %d, %d heads, T %d, B %d, %s embeddings, %s\n",
            mc->layers, mc->d_model, mc->heads, T, B, mc->tie_embeddings ? "tied" : "untied",
