@@ -370,13 +370,15 @@ ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/run
 # the spectrum claim: each rung's plain 4-head models against their initialisations
 spectrum_arms = $(foreach r,s0 s1 s2,$(if $(and $(wildcard results/ladder-init-$(r)/runs.tar.xz),$(wildcard \
 	results/ladder-th-$(r)/runs.tar.xz)),results/ladder-init-$(r)/heads-4 results/ladder-th-$(r)/heads-4_talking_heads-none))
+# (a variable: $(call) would split the points' commas into arguments)
+LADDER_TH_EXPECT = --expect "heads=4,talking_heads=both < heads=4,talking_heads=none" \
+	--expect "heads=16,talking_heads=both < heads=16,talking_heads=none" \
+	--expect "heads=4,talking_heads=none < heads=16,talking_heads=none"
 ladder-tables: build-all
 	$(call ladder_of,cos,--expect "reweight=cos < reweight=none")
 	$(call ladder_of,linformer,--expect "linformer_k=128 < linformer_k=64" --expect "baseline < linformer_k=64" \
 	    --expect "baseline < linformer_k=128")
-	$(call ladder_of,th,--expect "heads=4,talking_heads=both < heads=4,talking_heads=none" \
-	    --expect "heads=16,talking_heads=both < heads=16,talking_heads=none" \
-	    --expect "heads=4,talking_heads=none < heads=16,talking_heads=none")
+	$(call ladder_of,th,$(LADDER_TH_EXPECT))
 	@if [ $(words $(spectrum_arms)) -ge 4 ]; then \
 	    for a in $(spectrum_arms); do sh scripts/results.sh unpack $$(dirname $$a); done; \
 	    echo ./spectrum --ladder $(spectrum_arms) $(LADDER_PLAN) --out results/ladder-spectrum; \
