@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stb_image.h>
+
 #include "plot.h"
 #include "progress.h"
 #include "run.h"
@@ -559,6 +561,57 @@ START_TEST(test_plot_title_names_run) {
 }
 END_TEST
 
+/* ---- plot_panels --------------------------------------------------------------------- */
+
+/* The share of pixels that are not white in the quadrant (qx, qy) of a 2 x 2 PNG. */
+static double ink_in_quadrant(const char *path, int qx, int qy) {
+    int w, h, ch;
+    unsigned char *px = stbi_load(path, &w, &h, &ch, 3);
+    ck_assert_msg(px != NULL, "%s: %s", path, stbi_failure_reason());
+    long ink = 0, all = 0;
+    for (int y = qy * h / 2; y < (qy + 1) * h / 2; y++)
+        for (int x = qx * w / 2; x < (qx + 1) * w / 2; x++, all++) {
+            const unsigned char *p = px + 3 * ((size_t)y * w + x);
+            ink += p[0] < 250 || p[1] < 250 || p[2] < 250;
+        }
+    stbi_image_free(px);
+    return (double)ink / (double)all;
+}
+
+START_TEST(test_panels) {
+    Err e = {0};
+    double x[3] = {1e13, 3e13, 1e14}, a[3] = {0.05, 0.04, 0.045}, b[3] = {47, 53, 60}, nan3[3] = {NAN, NAN, NAN};
+    PlotSeries sa = {NULL, x, a, 3, 0}, sb = {NULL, x, b, 3, 0}, sn = {NULL, x, nan3, 3, 0};
+    PlotSpec log_x = {.title = "heads=16,talking_heads=both < heads=16,talking_heads=none", .ylabel = "bpb",
+                      .logx = 1};
+    PlotSpec small = {.logx = 1, .width = 400, .height = 300};
+    PlotPanel three[] = {{&log_x, &sa, 1}, {NULL, &sb, 1}, {&log_x, &sb, 1}};
+    /* rows of two, each panel its spec's size */
+    ck_assert_msg(plot_panels(tpath("panels.png"), three, 3, 2, &e) == 0, "%s", e.msg);
+    assert_png(tpath("panels.png"), 1800, 1200);
+    /* each panel in its own place, left to right, then down; the fourth place empty */
+    for (int q = 0; q < 3; q++)
+        ck_assert_msg(ink_in_quadrant(tpath("panels.png"), q % 2, q / 2) > 0.02, "panel %d not drawn", q + 1);
+    ck_assert_msg(ink_in_quadrant(tpath("panels.png"), 1, 1) == 0, "ink where no panel is");
+    PlotPanel one[] = {{&small, &sa, 1}};
+    ck_assert_msg(plot_panels(tpath("one.png"), one, 1, 4, &e) == 0, "%s", e.msg);
+    assert_png(tpath("one.png"), 400, 300);
+    /* nothing to plot in one panel, panels of two sizes, none, too many: no file */
+    PlotPanel bad[] = {{NULL, &sa, 1}, {NULL, &sn, 1}};
+    ck_assert_int_eq(plot_panels(tpath("bad.png"), bad, 2, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "nothing to plot") != NULL, "message: %s", e.msg);
+    PlotPanel sizes[] = {{NULL, &sa, 1}, {&small, &sa, 1}};
+    ck_assert_int_eq(plot_panels(tpath("bad.png"), sizes, 2, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "panel 2") != NULL, "message: %s", e.msg);
+    ck_assert_int_eq(plot_panels(tpath("bad.png"), three, 0, 2, &e), -1);
+    PlotPanel many[PLOT_MAX_PANELS + 1];
+    for (int i = 0; i <= PLOT_MAX_PANELS; i++) many[i] = (PlotPanel){&small, &sa, 1};
+    ck_assert_int_eq(plot_panels(tpath("bad.png"), many, PLOT_MAX_PANELS + 1, 4, &e), -1);
+    ck_assert(!exists(tpath("bad.png")));
+    ck_assert(!tmp_exists(tpath("bad.png")));
+}
+END_TEST
+
 Suite *plot_suite(void) {
     Suite *s = suite_create("plot");
     TCase *tc = tcase_create("plot");
@@ -572,6 +625,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_lines_bad_path);
     tcase_add_test(tc, test_lines_disk_full);
     tcase_add_test(tc, test_lines_replaces_atomically);
+    tcase_add_test(tc, test_panels);
     tcase_add_test(tc, test_heatmap_png);
     tcase_add_test(tc, test_plot_title_names_run);
     tcase_add_test(tc, test_heatmap_degenerate);

@@ -162,38 +162,42 @@ typedef struct {
 static const char *unit_of(const LadderText *t, int c) { return t->unit ? t->unit[c] : "bpb"; }
 static const char *fmt_of(const LadderText *t, int c) { return t->fmt ? t->fmt[c] : "%+.4f"; }
 
+/* One panel per claim (the claims' units differ: bpb, c(T/4), singular values): its effect
+ * at each rung, the interval as a vertical bar, and the line of no effect, against log FLOPs. */
 static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
-    /* per claim: the effect line and its intervals as vertical bars (NaN breaks them) */
-    enum { MAXC = 16 };
+    enum { MAXC = PLOT_MAX_PANELS };
     static double ex[MAXC][LADDER_MAX_RUNGS], ey[MAXC][LADDER_MAX_RUNGS], bx[MAXC][3 * LADDER_MAX_RUNGS],
-        by[MAXC][3 * LADDER_MAX_RUNGS];
-    PlotSeries s[2 * MAXC + 1];
-    int ns = 0;
-    double lo = INFINITY, hi = -INFINITY;
+        by[MAXC][3 * LADDER_MAX_RUNGS], zx[MAXC][2], zy[MAXC][2];
+    static PlotSeries s[MAXC][3];
+    static PlotSpec spec[MAXC];
+    static char ylabel[MAXC][120];
+    PlotPanel panel[MAXC];
+    int np = 0;
     for (int c = 0; c < t->n_claims && c < MAXC; c++) {
         int n = 0, m = 0;
+        double lo = INFINITY, hi = -INFINITY;
         for (int i = 0; i < t->n_rungs; i++) {
             const Rung *r = &rungs[c][i];
             if (!r->ok || !isfinite(r->p.d.diff)) continue;
             ex[c][n] = r->flops, ey[c][n++] = r->p.d.diff;
+            lo = fmin(lo, r->flops), hi = fmax(hi, r->flops);
             if (!isfinite(r->p.d.half)) continue;
             bx[c][m] = bx[c][m + 1] = r->flops, bx[c][m + 2] = NAN;
             by[c][m] = r->p.d.diff - r->p.d.half, by[c][m + 1] = r->p.d.diff + r->p.d.half, by[c][m + 2] = NAN;
             m += 3;
         }
-        for (int i = 0; i < n; i++) lo = fmin(lo, ex[c][i]), hi = fmax(hi, ex[c][i]);
-        s[ns++] = (PlotSeries){t->claims[c], ex[c], ey[c], n, 0};
-        if (m) s[ns++] = (PlotSeries){NULL, bx[c], by[c], m, 1};
+        if (n == 0) continue; /* no rung judged it: nothing to draw */
+        int k = 0;
+        s[c][k++] = (PlotSeries){NULL, ex[c], ey[c], n, 0};
+        if (m) s[c][k++] = (PlotSeries){NULL, bx[c], by[c], m, 1};
+        zx[c][0] = lo / 1.3, zx[c][1] = hi * 1.3, zy[c][0] = zy[c][1] = 0;
+        s[c][k++] = (PlotSeries){NULL, zx[c], zy[c], 2, 1};
+        snprintf(ylabel[c], sizeof ylabel[c], "effect A - B, %s (below 0: holds)", unit_of(t, c));
+        spec[c] = (PlotSpec){t->claims[c], "training FLOPs", ylabel[c], 1, 0, 0, 0, 0};
+        panel[np++] = (PlotPanel){&spec[c], s[c], k};
     }
-    static double zx[2], zy[2];
-    if (isfinite(lo)) {
-        zx[0] = lo / 1.3, zx[1] = hi * 1.3;
-        s[ns++] = (PlotSeries){"no effect", zx, zy, 2, 1};
-    }
-    char ylabel[120];
-    snprintf(ylabel, sizeof ylabel, "effect, %s (below 0: the claim holds)", unit_of(t, 0));
-    PlotSpec spec = {"each claim's effect A - B against training FLOPs", "training FLOPs", ylabel, 1, 0, 0, 0, 0};
-    return plot_lines(path, &spec, s, ns, e);
+    if (np == 0) return err_set(e, "%s: no rung has an effect to plot", path);
+    return plot_panels(path, panel, np, np == 1 ? 1 : 2, e);
 }
 
 /* ladder.md, ladder.csv, ladder.png and the page into dir. */

@@ -30,7 +30,6 @@
 #define PLOT_DEVICE "pngcairo"
 #define DEFAULT_WIDTH 900
 #define DEFAULT_HEIGHT 600
-#define MAX_SIDE 16384
 
 /* Okabe & Ito (2008), "Color universal design", ordered for contrast on white;
  * yellow last since it is the hardest to see. */
@@ -73,9 +72,9 @@ static int device_available(void) {
 int plot_figure_size(const char *path, const PlotSpec *spec, int *w, int *h, Err *e) {
     *w = spec && spec->width ? spec->width : DEFAULT_WIDTH;
     *h = spec && spec->height ? spec->height : DEFAULT_HEIGHT;
-    if (*w < 64 || *h < 64 || *w > MAX_SIDE || *h > MAX_SIDE)
+    if (*w < 64 || *h < 64 || *w > PLOT_MAX_SIDE || *h > PLOT_MAX_SIDE)
         return err_set(e, "%s: plot size %d x %d pixels is out of range (64 to %d)", path, *w, *h,
-                       MAX_SIDE);
+                       PLOT_MAX_SIDE);
     return 0;
 }
 
@@ -89,12 +88,13 @@ double plot_figure_scale(const Figure *fig) {
  * page instead, so small figures stay readable and large ones are not shouty. */
 double plot_text_scale(const Figure *fig) { return 1.15 / plot_figure_scale(fig); }
 
-/* Opens "<path>.tmp" and starts a fresh PLplot stream drawing into it. */
-int plot_figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
+/* Opens "<path>.tmp" and starts a fresh PLplot stream drawing into it, its page cut into
+ * cols x rows panels (1 x 1: one plot). */
+int plot_figure_begin(Figure *fig, const char *path, int w, int h, int cols, int rows, Err *e) {
     memset(fig, 0, sizeof *fig);
     fig->path = path;
-    fig->width = w;
-    fig->height = h;
+    fig->width = w / cols;
+    fig->height = h / rows;
     if (!device_available()) {
         err_set(e, "%s: PLplot has no \"%s\" device", path, PLOT_DEVICE);
         err_hint(e, "install the distribution package plplot-driver-cairo");
@@ -124,6 +124,7 @@ int plot_figure_begin(Figure *fig, const char *path, int w, int h, Err *e) {
     plspage(0.0, 0.0, w, h, 0, 0);
     plscmap0n(N_COL0);
     plscolbg(255, 255, 255);
+    plssub(cols, rows);
     plinit();
     pladv(0);
 
@@ -298,8 +299,11 @@ static int tick_by_pos(const void *a, const void *b) {
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-/* Ticks for a log10 axis over [lo, hi] (in log10 units), at most about 10, not crowded. */
-static int log_ticks(double lo, double hi, Tick *out) {
+/* Ticks for a log10 axis over [lo, hi] (in log10 units), at most about 10, not crowded: two
+ * labels at least 8% of the axis apart, and far enough apart on the page for their text
+ * (ch: a character's height in axis units; across: labels side by side, as on the x axis,
+ * need about their widths, stacked ones about a line). */
+static int log_ticks(double lo, double hi, double ch, int across, Tick *out) {
     Tick c[MAX_TICKS];
     int n = 0;
     double span = hi - lo, eps = 1e-9 * (fabs(lo) + fabs(hi) + 1);
@@ -325,8 +329,11 @@ static int log_ticks(double lo, double hi, Tick *out) {
     for (int i = 0; i < n; i++) {
         if (c[i].pos < lo - eps || c[i].pos > hi + eps) continue;
         int crowded = 0;
-        for (int j = 0; j < m; j++)
-            if (fabs(out[j].pos - c[i].pos) < 0.08 * span) crowded = 1;
+        for (int j = 0; j < m; j++) {
+            double chars = 0.5 * (double)(plot_utf8_chars(out[j].text) + plot_utf8_chars(c[i].text));
+            double room = across ? (0.75 * chars + 1.0) * ch : 1.6 * ch;
+            if (fabs(out[j].pos - c[i].pos) < fmax(0.08 * span, room)) crowded = 1;
+        }
         if (!crowded) out[m++] = c[i];
     }
     qsort(out, (size_t)m, sizeof *out, tick_by_pos);
@@ -335,9 +342,14 @@ static int log_ticks(double lo, double hi, Tick *out) {
 
 /* Grid lines (grid != 0) or the frame, ticks and numbers of both axes. */
 void plot_draw_axes(const PlotSpec *spec, double x0, double x1, double y0, double y1, int grid) {
+    PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
+    plgchr(&def_ht, &ch_ht);
+    plgspa(&sx0, &sx1, &sy0, &sy1);
+    plgvpd(&vx0, &vx1, &vy0, &vy1);
+    double x_per_mm = (x1 - x0) / ((vx1 - vx0) * (sx1 - sx0)), y_per_mm = (y1 - y0) / ((vy1 - vy0) * (sy1 - sy0));
     Tick xt[MAX_TICKS], yt[MAX_TICKS];
-    int nx = spec->logx ? log_ticks(x0, x1, xt) : 0;
-    int ny = spec->logy ? log_ticks(y0, y1, yt) : 0;
+    int nx = spec->logx ? log_ticks(x0, x1, ch_ht * x_per_mm, 1, xt) : 0;
+    int ny = spec->logy ? log_ticks(y0, y1, ch_ht * y_per_mm, 0, yt) : 0;
     if (grid) {
         plcol0(COL_GRID);
         plbox(spec->logx ? "" : "g", 0.0, 0, spec->logy ? "" : "g", 0.0, 0);
@@ -346,15 +358,11 @@ void plot_draw_axes(const PlotSpec *spec, double x0, double x1, double y0, doubl
         return;
     }
     plcol0(COL_FG);
-    plbox(spec->logx ? "bc" : "bcnst", 0.0, 0, spec->logy ? "bc" : "bcnstv", 0.0, 0);
+    /* fixed-point numbers on a linear y axis: PLplot's "(x10^-2)" would sit on the title */
+    plbox(spec->logx ? "bc" : "bcnst", 0.0, 0, spec->logy ? "bc" : "bcfnstv", 0.0, 0);
     /* major ticks as long as PLplot's (3 mm at scale 1), pointing in */
-    PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
-    plgchr(&def_ht, &ch_ht);
-    plgspa(&sx0, &sx1, &sy0, &sy1);
-    plgvpd(&vx0, &vx1, &vy0, &vy1);
     double tick_mm = 3.0 * ch_ht / def_ht;
-    double tx = tick_mm * (y1 - y0) / ((vy1 - vy0) * (sy1 - sy0));
-    double ty = tick_mm * (x1 - x0) / ((vx1 - vx0) * (sx1 - sx0));
+    double tx = tick_mm * y_per_mm, ty = tick_mm * x_per_mm;
     for (int i = 0; i < nx; i++) {
         double p = xt[i].pos;
         pljoin(p, y0, p, y0 + tx);
@@ -439,7 +447,7 @@ int plot_heatmap(const char *path, const PlotSpec *spec, const double *values, i
     if (!isfinite(vmax - vmin)) return err_set(e, "%s: values too large to plot", path);
 
     Figure fig;
-    if (plot_figure_begin(&fig, path, w, h, e)) return -1;
+    if (plot_figure_begin(&fig, path, w, h, 1, 1, e)) return -1;
     char buf[3][1024];
 
     PLFLT r[9], g[9], b[9], pos[9];

@@ -36,6 +36,18 @@ typedef struct {
  * (e.g. "nothing to plot" when no series has a finite point). */
 int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e);
 
+/* Several line plots side by side in one PNG: n_panels of them in rows of cols, each its own
+ * spec (title, axes, log scales; every panel the same size, spec's width x height, 0 = 900 x
+ * 600) and series, drawn as plot_lines draws one. For plots whose y axes differ (units,
+ * ranges). The same atomic write; fails as plot_lines does when a panel has nothing to plot. */
+enum { PLOT_MAX_PANELS = 16 };
+typedef struct {
+    const PlotSpec *spec; /* NULL: the defaults */
+    const PlotSeries *s;
+    int n_series;
+} PlotPanel;
+int plot_panels(const char *path, const PlotPanel *panel, int n_panels, int cols, Err *e);
+
 /* Where plot_lines puts its legend. The curves are n_series runs of points, n[i] each, laid
  * end to end in x and y (NaN breaks a line), on axes spanning [xmin, xmax] x [ymin, ymax];
  * the legend is a box of w x h (fractions of the plot's width and height). Returns the

@@ -243,34 +243,52 @@ static void draw_legend(const Figure *fig, const PlotSpec *spec, const Legend *g
     free(opts);
 }
 
-int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
-    if (!path || !path[0]) return err_set(e, "plot: no output path");
-    if (n_series < 0 || (n_series > 0 && !s)) return err_set(e, "%s: no series to plot", path);
-    static const PlotSpec no_spec;
-    if (!spec) spec = &no_spec;
-    int w, h;
-    if (plot_figure_size(path, spec, &w, &h, e)) return -1;
-    Points p;
-    if (points_make(&p, path, spec, s, n_series, e) != 0) return -1;
-    Figure fig;
-    if (plot_figure_begin(&fig, path, w, h, e)) {
-        points_free(&p);
-        return -1;
+/* The title above the plot, as pllab draws it; one too wide for the panel goes on two lines,
+ * cut at its " < " (a claim) or else at the space nearest its middle. */
+static void draw_title(const char *title) {
+    if (!title || !title[0]) return;
+    char buf[1024];
+    PLFLT def_ht, ch_ht, sx0, sx1, sy0, sy1, vx0, vx1, vy0, vy1;
+    plgchr(&def_ht, &ch_ht);
+    plgspa(&sx0, &sx1, &sy0, &sy1);
+    plgvpd(&vx0, &vx1, &vy0, &vy1);
+    /* centred on the plot: room for twice the nearer side's distance to the panel's edge */
+    double mid = 0.5 * (vx0 + vx1), room = 2.0 * fmin(mid, 1.0 - mid) * (sx1 - sx0);
+    size_t n = strlen(title), cut = 0;
+    if (0.72 * (double)plot_utf8_chars(title) * ch_ht > room && n < sizeof buf) {
+        const char *lt = strstr(title, " < ");
+        if (lt) cut = (size_t)(lt - title) + 1;
+        for (size_t i = 1; !cut && i < n / 2; i++) {
+            if (title[n / 2 - i] == ' ') cut = n / 2 - i;
+            else if (title[n / 2 + i] == ' ') cut = n / 2 + i;
+        }
     }
-    Legend legend = legend_layout(spec, s, n_series, w, &p);
-    plwind(p.xmin, p.xmax, p.ymin, p.ymax);
+    if (!cut) {
+        plmtex("t", 2.0, 0.5, 0.5, plot_text(title, buf, sizeof buf));
+        return;
+    }
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)cut, title);
+    plmtex("t", 3.2, 0.5, 0.5, plot_text(line, buf, sizeof buf));
+    plmtex("t", 1.6, 0.5, 0.5, plot_text(title + cut, buf, sizeof buf));
+}
+
+/* One line plot from its points, on the current panel of fig. */
+static void lines_draw(const Figure *fig, const PlotSpec *spec, const PlotSeries *s, int n_series, Points *p) {
+    Legend legend = legend_layout(spec, s, n_series, fig->width, p);
+    plwind(p->xmin, p->xmax, p->ymin, p->ymax);
     plwidth(1.0);
-    plot_draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 1);
+    plot_draw_axes(spec, p->xmin, p->xmax, p->ymin, p->ymax, 1);
 
     int *colour = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *colour);
     int *style = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *style);
     series_styles(s, n_series, colour, style);
-    double main_width = 2.2 * plot_figure_scale(&fig);
+    double main_width = 2.2 * plot_figure_scale(fig);
     for (int pass = 0; pass < 2; pass++) { /* faint lines first, underneath */
         size_t off = 0;
         for (int i = 0; i < n_series; i++) {
             int n = s[i].n > 0 ? s[i].n : 0;
-            const PLFLT *x = p.x + off, *y = p.y + off;
+            const PLFLT *x = p->x + off, *y = p->y + off;
             off += (size_t)n;
             if ((pass == 0) != (s[i].faint != 0)) continue;
             plcol0(colour[i]);
@@ -282,13 +300,72 @@ int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int 
     pllsty(1);
     plwidth(1.0);
 
-    char buf[3][1024];
-    plot_draw_axes(spec, p.xmin, p.xmax, p.ymin, p.ymax, 0);
-    pllab(plot_text(spec->xlabel, buf[0], sizeof buf[0]), plot_text(spec->ylabel, buf[1], sizeof buf[1]),
-          plot_text(spec->title, buf[2], sizeof buf[2]));
-    if (legend.n > 0) draw_legend(&fig, spec, &legend, s, n_series, colour, style, main_width);
+    char buf[2][1024];
+    plot_draw_axes(spec, p->xmin, p->xmax, p->ymin, p->ymax, 0);
+    pllab(plot_text(spec->xlabel, buf[0], sizeof buf[0]), plot_text(spec->ylabel, buf[1], sizeof buf[1]), "");
+    draw_title(spec->title);
+    if (legend.n > 0) draw_legend(fig, spec, &legend, s, n_series, colour, style, main_width);
     free(style);
     free(colour);
+}
+
+static const PlotSpec no_spec;
+
+static int check_series(const char *path, const PlotSeries *s, int n_series, Err *e) {
+    if (n_series < 0 || (n_series > 0 && !s)) return err_set(e, "%s: no series to plot", path);
+    return 0;
+}
+
+int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e) {
+    if (!path || !path[0]) return err_set(e, "plot: no output path");
+    if (check_series(path, s, n_series, e)) return -1;
+    if (!spec) spec = &no_spec;
+    int w, h;
+    if (plot_figure_size(path, spec, &w, &h, e)) return -1;
+    Points p;
+    if (points_make(&p, path, spec, s, n_series, e) != 0) return -1;
+    Figure fig;
+    if (plot_figure_begin(&fig, path, w, h, 1, 1, e)) {
+        points_free(&p);
+        return -1;
+    }
+    lines_draw(&fig, spec, s, n_series, &p);
     points_free(&p);
     return plot_figure_end(&fig, e);
+}
+
+int plot_panels(const char *path, const PlotPanel *panel, int n_panels, int cols, Err *e) {
+    if (!path || !path[0]) return err_set(e, "plot: no output path");
+    if (n_panels < 1 || !panel || cols < 1) return err_set(e, "%s: no panels to plot", path);
+    if (n_panels > PLOT_MAX_PANELS) return err_set(e, "%s: %d panels, at most %d", path, n_panels, PLOT_MAX_PANELS);
+    if (cols > n_panels) cols = n_panels;
+    int rows = (n_panels + cols - 1) / cols, w = 0, h = 0;
+    Points p[PLOT_MAX_PANELS];
+    const PlotSpec *spec[PLOT_MAX_PANELS];
+    for (int i = 0; i < n_panels; i++) {
+        int pw, ph;
+        spec[i] = panel[i].spec ? panel[i].spec : &no_spec;
+        int rc = check_series(path, panel[i].s, panel[i].n_series, e);
+        if (rc == 0) rc = plot_figure_size(path, spec[i], &pw, &ph, e);
+        if (rc == 0 && i > 0 && (pw != w || ph != h))
+            rc = err_set(e, "%s: panel %d is %d x %d pixels, the first %d x %d", path, i + 1, pw, ph, w, h);
+        if (rc == 0) rc = points_make(&p[i], path, spec[i], panel[i].s, panel[i].n_series, e);
+        if (rc != 0) {
+            while (i-- > 0) points_free(&p[i]);
+            return -1;
+        }
+        w = pw, h = ph;
+    }
+    Figure fig;
+    int rc = (long)w * cols > PLOT_MAX_SIDE || (long)h * rows > PLOT_MAX_SIDE
+                 ? err_set(e, "%s: %d x %d panels of %d x %d pixels are too large a figure", path, cols, rows, w, h)
+                 : plot_figure_begin(&fig, path, w * cols, h * rows, cols, rows, e);
+    for (int i = 0; i < n_panels; i++) {
+        if (rc == 0) {
+            if (i > 0) pladv(0);
+            lines_draw(&fig, spec[i], panel[i].s, panel[i].n_series, &p[i]);
+        }
+        points_free(&p[i]);
+    }
+    return rc == 0 ? plot_figure_end(&fig, e) : -1;
 }

@@ -26,17 +26,20 @@ typedef struct {
     const char *path;
     char *tmp;
     FILE *f;
-    int width, height;
+    int width, height; /* of one panel (the whole figure when it has one) */
 } Figure;
+
+#define PLOT_MAX_SIDE 16384 /* pixels, a figure's longest side */
 
 /* The figure's size in pixels from spec (0: the default), checked. */
 int plot_figure_size(const char *path, const PlotSpec *spec, int *w, int *h, Err *e);
 /* How much bigger lines and text are drawn than on a default figure, and text's own factor. */
 double plot_figure_scale(const Figure *fig);
 double plot_text_scale(const Figure *fig);
-/* Opens "<path>.tmp" and starts a fresh PLplot stream drawing into it; and
- * ends it: the stream closed, the file checked and renamed over path. */
-int plot_figure_begin(Figure *fig, const char *path, int w, int h, Err *e);
+/* Opens "<path>.tmp" and starts a fresh PLplot stream drawing into it, its w x h page cut
+ * into cols x rows panels (pladv(i + 1) moves to the i-th; 1, 1 for one plot); and ends it:
+ * the stream closed, the file checked and renamed over path. */
+int plot_figure_begin(Figure *fig, const char *path, int w, int h, int cols, int rows, Err *e);
 int plot_figure_end(Figure *fig, Err *e);
 /* Copies text, doubling PLplot's escape character '#'. */
 const char *plot_text(const char *in, char *out, size_t size);
