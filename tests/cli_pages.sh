@@ -126,7 +126,8 @@ if [ -z "$(find "$T" -name '*.tmp')" ]; then pass "no .tmp file left"; else fail
 
 # ---------------------------------------------------------------- in the browser
 # a ladder (./ablate --ladder) over two hand-made rungs, 100 and 200 steps, 3 seeds each:
-# phi=relu 0.1 and 0.2 below phi=elu, so a claim that holds at both, with a slope
+# phi=relu 0.1 and 0.2 below phi=elu, so a claim that holds at both, with a slope, and its
+# opposite (a second claim: a chart each)
 fake_run() { # GRID POINT SEED STEPS FINAL
     d="$T/$1/$2_seed-$3"
     mkdir -p "$d"
@@ -140,7 +141,8 @@ for s in 1 2 3; do
     fake_run rung1 phi-elu $s 200 2.3$s
     fake_run rung1 phi-relu $s 200 2.1$((s * s))
 done
-if ./ablate --ladder "$T/rung0" "$T/rung1" --expect "phi=relu < phi=elu" --out "$T/ladder" >"$T/out" 2>"$T/err" &&
+if ./ablate --ladder "$T/rung0" "$T/rung1" --expect "phi=relu < phi=elu" --expect "phi=elu < phi=relu" \
+    --out "$T/ladder" >"$T/out" 2>"$T/err" &&
     [ -s "$T/ladder/index.html" ] && [ -s "$T/ladder/ladder.csv" ]; then
     pass "./ablate --ladder writes the ladder's page"
 else

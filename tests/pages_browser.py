@@ -11,8 +11,8 @@ page from file:// and checks what a reader would see:
     once the run has stopped;
   - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
     unfinished run give pages that say so;
-  - a ladder's page (./ablate --ladder) draws its effect against compute and gives
-    ladder.csv's effects in its tables;
+  - a ladder's page (./ablate --ladder) draws each claim's effect against compute in a
+    chart of its own and gives ladder.csv's effects in its tables;
   - ./report on grids whose runs all failed (no run folders), on a results.csv of garbage
     and on one naming ".." draws every page; a run whose checkpoint could not be saved
     has a page saying failed and why, which does not reload;
@@ -278,8 +278,13 @@ def main():
             rows = list(csv.DictReader(f))
         body = text_of(d, "body")
         want = ["%+.4f" % float(r["effect"]) for r in rows]
-        c.check("ladder: the page's tables give ladder.csv's effects, a rung each", len(rows) == 2
+        claims = sorted(set(r["claim"] for r in rows))
+        c.check("ladder: the page's tables give ladder.csv's effects, a rung each", len(rows) == 2 * len(claims)
                 and all(w in body for w in want) and "slope:" in body, "effects %s, rows %d" % (want, len(rows)))
+        titles = d.execute_script("return Array.prototype.map.call(document.querySelectorAll('.chart'),"
+                                  "function (c) { return c.querySelector('h3').textContent; });")
+        c.check("ladder: a chart per claim, each titled by it", len(claims) == 2 and sorted(titles) == claims,
+                "claims %s, charts %s" % (claims, titles))
         page_basics(c, d, "no uPlot", os.path.join(T, "nolib/index.html"), chart=False)
         c.check("no uPlot: the page has its tables and says how to get the charts",
                 "make uplot" in text_of(d, "#nolib") and len(cells(d, "config", [0])) > 10, "no notice or table")

@@ -542,23 +542,22 @@
     var claims = [];
     rows.forEach(function (r) { if (claims.indexOf(r.claim) < 0) claims.push(r.claim); });
     var s = section("Effect against compute");
-    add(s, el("p", {"class": "hint", text: "each claim's effect A - B (below 0 the claim holds) with its interval, against training FLOPs"}));
-    var flops = [];
-    rows.forEach(function (r) { var f = num(r.flops); if (!isNaN(f) && flops.indexOf(f) < 0) flops.push(f); });
-    flops.sort(function (a, b) { return a - b; });
-    var series = [];
+    add(s, el("p", {"class": "hint", text: "a chart per claim, in its unit (bpb for ./ablate --ladder; c(T/4) or " +
+                                            "singular values for ./spectrum --ladder): the effect A - B (below 0 " +
+                                            "the claim holds) with its interval, against training FLOPs"}));
     claims.forEach(function (c, i) {
-      var at = function (f, key) {
-        var r = rows.filter(function (x) { return x.claim === c && num(x.flops) === f; })[0];
-        return r ? num(r[key]) : NaN;
-      };
-      series.push({label: c, x: flops, y: flops.map(function (f) { return at(f, "effect"); }), color: color(i), points: true});
-      series.push({label: c + " (low)", x: flops, y: flops.map(function (f) { return at(f, "low"); }), color: fade(color(i), 0.5)});
-      series.push({label: c + " (high)", x: flops, y: flops.map(function (f) { return at(f, "high"); }), color: fade(color(i), 0.5)});
+      var mine = rows.filter(function (x) { return x.claim === c && !isNaN(num(x.flops)) && !isNaN(num(x.effect)); });
+      mine.sort(function (a, b) { return num(a.flops) - num(b.flops); });
+      var x = mine.map(function (r) { return num(r.flops); });
+      var col = function (key) { return mine.map(function (r) { return num(r[key]); }); };
+      if (!x.length) return;
+      chart(s, c, [{label: "effect", x: x, y: col("effect"), color: color(i), points: true},
+                   {label: "interval low", x: x, y: col("low"), color: fade(color(i), 0.5)},
+                   {label: "interval high", x: x, y: col("high"), color: fade(color(i), 0.5)},
+                   {label: "no effect", x: x, y: x.map(function () { return 0; }), color: "#999"}],
+            {xlabel: "training FLOPs", ylabel: "effect A - B", logx: true});
     });
-    /* the unit is the claim's: bpb for ./ablate --ladder, c(T/4) or values for ./spectrum --ladder */
-    if (flops.length) chart(s, "effect A - B against training FLOPs", series, {xlabel: "training FLOPs", ylabel: "effect A - B", logx: true});
-    else add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
+    if (!rows.length) add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
     if (D.ladder_md) {
       var d = section("Tables");
       markdown(D.ladder_md, d);
