@@ -64,6 +64,12 @@
 
   /* A chart. series: [{label, x, y, color, width, dash, faint, show, band: [loIdx, hiIdx]}]
    * on one x axis (joined, gaps spanned). opts: xlabel, ylabel, logx, logy, legend, height. */
+  /* an x tick's number: large ones (FLOPs, tokens) as 4.7e13, not fourteen digits */
+  function axisNumber(v) {
+    if (v === null || v === undefined) return "";
+    return Math.abs(v) >= 1e5 ? (+v.toPrecision(2)).toExponential().replace("e+", "e") : String(+v.toPrecision(6));
+  }
+
   function chart(box, title, series, opts) {
     opts = opts || {};
     var wrap = add(box, el("div", {"class": "chart"}, [el("h3", {text: title})]));
@@ -90,7 +96,7 @@
       width: width, height: opts.height || 320, series: s, bands: bands,
       legend: {show: opts.legend !== false},
       scales: {x: {time: false, distr: opts.logx ? 3 : 1}, y: {distr: opts.logy ? 3 : 1}},
-      axes: [{label: opts.xlabel || "step"},
+      axes: [{label: opts.xlabel || "step", values: function (u, vs) { return vs.map(axisNumber); }},
              {label: opts.ylabel || "", size: 70, values: function (u, vs) { return vs.map(function (v) { return String(+v.toPrecision(3)); }); }}],
       hooks: {setCursor: [function (u) { if (opts.onCursor) opts.onCursor(u); }]}
     }, data, wrap);
