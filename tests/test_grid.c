@@ -553,6 +553,29 @@ START_TEST(test_ladder) {
                   "%s", text);
     snprintf(path, sizeof path, "%s/ladder.png", out);
     ck_assert(file_exists(path));
+    /* under a seed plan, a rung undecided at a look that is not its last has not settled:
+     * identity 0.1 below elu at s0 (each seed alike), 0 +- 0.3 at s1, 3 pairs of 3, 6, 12 */
+    static const double wide[3] = {0, -0.3, 0.3};
+    for (int s = 0; s < 3; s++) {
+        char a[64];
+        snprintf(a, sizeof a, "phi-identity_seed-%d", 1337 + s);
+        fake_run(g0, a, 1000, 2.4);
+        fake_run(g1, a, 2000, 2.3 + wide[s]);
+    }
+    SeedPlan looks;
+    char why[200];
+    ck_assert_int_eq(seed_plan_parse("3,6,12", &looks, why, sizeof why), 0);
+    const char *pending[] = {"phi=identity < phi=elu"};
+    l.claims = pending, l.plan = &looks;
+    ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/ladder.md", out);
+    f = fopen(path, "r");
+    n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) cannot be followed yet: the plan's "
+                               "next look is due at the second rung; "), "%s", text);
+    l.plan = &none;
     /* a claim whose side has no runs at a rung says so, and a bad claim is a usage error */
     const char *missing[] = {"phi=identity < phi=elu"};
     l.claims = missing;

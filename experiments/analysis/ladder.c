@@ -90,19 +90,36 @@ static const char *verdict_kind(const char *words) {
     return "inconclusive";
 }
 
-/* Whether the first rung's verdict holds at every later rung, in words. */
+/* Whether a rung's verdict waits for its seed plan's next look (undecided, not settled). */
+static bool awaits_look(const Rung *r) { return r->ok && strstr(r->verdict, "next look") != NULL; }
+
+static const char *rung_ordinal(int i) {
+    static const char *const names[] = {"first", "second", "third", "fourth"};
+    return i < 4 ? names[i] : "later";
+}
+
+/* Whether the first rung's verdict holds at every later rung, in words; not before every
+ * rung has reached the look its plan stops at. */
 static void survival(const Rung *r, int n, double slope, double half, const char *unit, const char *fmt, char *buf,
                      size_t size) {
     const char *first = r[0].ok ? verdict_kind(r[0].verdict) : "missing";
-    size_t k = (size_t)snprintf(buf, size, "the first rung's verdict (%s) ", first);
-    bool same = true, all = true;
+    size_t k = (size_t)snprintf(buf, size, "the first rung's verdict (%s%s) ", first,
+                                awaits_look(&r[0]) ? ", undecided before the plan's next look" : "");
+    bool same = true, all = true, waiting = false;
+    for (int i = 0; i < n; i++) waiting = waiting || awaits_look(&r[i]);
     for (int i = 1; i < n; i++) {
         all = all && r[i].ok;
         same = same && r[i].ok && !strcmp(verdict_kind(r[i].verdict), first);
     }
     if (!all)
         k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: a rung has no pairs");
-    else if (same)
+    else if (waiting) {
+        k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: the plan's next look is due at the");
+        int m = 0;
+        for (int i = 0; i < n && k < size; i++)
+            if (awaits_look(&r[i])) k += (size_t)snprintf(buf + k, size - k, "%s %s", m++ ? " and" : "", rung_ordinal(i));
+        if (k < size) k += (size_t)snprintf(buf + k, size - k, " rung%s", m > 1 ? "s" : "");
+    } else if (same)
         k += (size_t)snprintf(buf + k, size - k, "holds at every rung");
     else {
         k += (size_t)snprintf(buf + k, size - k, "changes across the ladder:");
