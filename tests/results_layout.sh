@@ -5,7 +5,8 @@
 #  - results.csv: each run's final_val_bpb is the last val_bpb of its archived metrics.jsonl;
 #  - summary.csv: each point's runs, mean and sd are those of its archived finished runs
 #    (the folders <point>_seed-<n>, result.json status "done"), to the printed precision.
-# Then it shows that it can fail: on a copy of one grid it removes the archive, changes a
+# A ladder folder's ladder.csv and a grid's saved outputs (paired-*.txt) are what their
+# commands make again from the archives. Then it shows that it can fail: on a copy of one grid it removes the archive, changes a
 # mean, a run's number, drops a run from the archive and adds files, and expects each to
 # be caught; and that unpack then pack gives back the same archive, byte for byte.
 # Run from the repository root; exits 1 and lists what is wrong.
@@ -159,9 +160,40 @@ check_ladder() {
         { echo "results_layout: $l: ladder.csv is not what its command makes from the archives"; return 1; }
 }
 
+# A saved output (paired-*.txt in a grid folder, e.g. ./spectrum --paired's per-layer table
+# that EXPERIMENTS.md quotes): its last line is "command: CMD", and CMD, run again from the
+# archives of the grids it names (unpacked into copies), prints the lines above it.
+check_record() {
+    f=$1
+    cmd=$(sed -n 's/^command: //p' "$f")
+    [ -n "$cmd" ] || { echo "results_layout: $f: names no command"; return 1; }
+    rm -rf "$tmp/rec"
+    mkdir -p "$tmp/rec"
+    for w in $cmd; do
+        case "$w" in results/*) ;; *) continue ;; esac
+        g=$(printf '%s\n' "$w" | cut -d/ -f1-2)
+        [ -f "$g/runs.tar.xz" ] || { echo "results_layout: $f: $g has no runs.tar.xz"; return 1; }
+        [ ! -d "$tmp/rec/$g" ] || continue
+        mkdir -p "$tmp/rec/$g"
+        xz -dc "$g/runs.tar.xz" | tar -x -C "$tmp/rec/$g" -f - || return 1
+    done
+    prog=${cmd%% *}
+    root=$(pwd)
+    (cd "$tmp/rec" && eval "\"$root/${prog#./}\" ${cmd#"$prog"}" >"$tmp/rec.out" 2>/dev/null) ||
+        { echo "results_layout: $f: its command failed"; return 1; }
+    grep -v '^command: ' "$f" | cmp -s - "$tmp/rec.out" ||
+        { echo "results_layout: $f: not what its command prints from the archives"; return 1; }
+}
+
 status=0
 grids=0
 ladders=0
+records=0
+for f in results/*/paired-*.txt; do
+    [ -f "$f" ] || continue
+    records=$((records + 1))
+    check_record "$f" || status=1
+done
 for g in results/*/; do
     if [ -f "$g/ladder.md" ]; then
         ladders=$((ladders + 1))
@@ -173,7 +205,7 @@ for g in results/*/; do
 done
 [ "$grids" -gt 0 ] || { echo "results_layout: no grid folders under results/"; exit 1; }
 [ "$status" -eq 0 ] || { echo "results_layout: FAILED"; exit 1; }
-echo "results_layout: $grids grids, each at most $MAX_FILES files, its archive reproducing its tables; $ladders ladders, each remade from its rungs' archives"
+echo "results_layout: $grids grids, each at most $MAX_FILES files, its archive reproducing its tables; $ladders ladders, each remade from its rungs' archives; $records saved outputs, each printed again by its command"
 
 # The checks above must be able to fail: each broken copy of one grid has to be caught.
 grid=results/lowrank-equal
@@ -223,6 +255,15 @@ if [ -n "$lad" ]; then
     cp "$ldir/ladder.csv" "$tmp/l/ladder.csv"
     sed 's|^command: ./ablate --ladder |command: ./ablate --ladder results/no-such-grid |' "$ldir/ladder.md" >"$tmp/l/ladder.md"
     check_ladder "$tmp/l" >/dev/null && { echo "results_layout: not caught: a ladder rung without its archive"; exit 1; }
+fi
+# a saved output with one number changed
+rec=$(ls results/*/paired-*.txt 2>/dev/null | head -1)
+if [ -n "$rec" ]; then
+    mkdir -p "$tmp/r"
+    check_record "$rec" >/dev/null || { echo "results_layout: $rec fails as it is"; exit 1; }
+    sed '0,/[0-9]\.[0-9][0-9]*[1-8]/s//&9/' "$rec" >"$tmp/r/paired-x.txt"
+    cmp -s "$rec" "$tmp/r/paired-x.txt" && { echo "results_layout: no number to change in $rec"; exit 1; }
+    check_record "$tmp/r/paired-x.txt" >/dev/null && { echo "results_layout: not caught: a number in $rec changed"; exit 1; }
 fi
 echo "results_layout: a removed archive, changed numbers, a missing run and extra files are each caught"
 
