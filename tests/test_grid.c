@@ -575,6 +575,15 @@ START_TEST(test_ladder) {
     text[n] = '\0';
     ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) cannot be followed yet: the plan's "
                                "next look is due at the second rung; "), "%s", text);
+    /* and before the plan's first look (6 pairs) at both rungs */
+    ck_assert_int_eq(seed_plan_parse("6,12", &looks, why, sizeof why), 0);
+    ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
+    f = fopen(path, "r");
+    n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "cannot be followed yet: the plan's next look is due at the first and second rungs"),
+                  "%s", text);
     l.plan = &none;
     /* a claim whose side has no runs at a rung says so, and a bad claim is a usage error */
     const char *missing[] = {"phi=identity < phi=elu"};

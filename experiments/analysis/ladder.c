@@ -90,8 +90,11 @@ static const char *verdict_kind(const char *words) {
     return "inconclusive";
 }
 
-/* Whether a rung's verdict waits for its seed plan's next look (undecided, not settled). */
-static bool awaits_look(const Rung *r) { return r->ok && strstr(r->verdict, "next look") != NULL; }
+/* Whether a rung waits for its seed plan's next look: undecided before the plan's first look
+ * or at a look that is not its last. */
+static bool awaits_look(const Rung *r) {
+    return r->ok && r->p.planned && r->p.next_look > 0 && !strcmp(verdict_kind(r->verdict), "inconclusive");
+}
 
 static const char *rung_ordinal(int i) {
     static const char *const names[] = {"first", "second", "third", "fourth"};
