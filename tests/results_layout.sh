@@ -6,9 +6,10 @@
 #  - summary.csv: each point's runs, mean and sd are those of its archived finished runs
 #    (the folders <point>_seed-<n>, result.json status "done"), to the printed precision.
 # A ladder folder's ladder.csv and a grid's saved outputs (paired-*.txt) are what their
-# commands make again from the archives. Then it shows that it can fail: on a copy of one grid it removes the archive, changes a
-# mean, a run's number, drops a run from the archive and adds files, and expects each to
-# be caught; and that unpack then pack gives back the same archive, byte for byte.
+# commands make again from the archives. Then it shows that it can fail: on a copy of one
+# grid it removes the archive, changes a mean, a run's number, drops a run from the archive
+# and adds files, and expects each to be caught; and that unpack then pack gives back the
+# same archive, byte for byte.
 # Run from the repository root; exits 1 and lists what is wrong.
 set -eu
 cd "$(dirname "$0")/.."
@@ -132,56 +133,47 @@ check_grid() {
     return $bad
 }
 
-# A ladder folder (./ablate --ladder): its ladder.csv is what the command at the end of
-# its ladder.md makes again from the rungs' archives (unpacked into copies).
+# Runs the command $1 (./ablate or ./spectrum, as a ladder.md or a saved output names it)
+# in $tmp/rerun, where each results/<grid> it names that has an archive is unpacked, its
+# stdout into $tmp/rerun.out; fails as the command does (a grid with no archive is not
+# there, so a command that needs one fails).
+rerun_from_archives() {
+    cmd=$1
+    rm -rf "$tmp/rerun"
+    mkdir -p "$tmp/rerun"
+    for w in $cmd; do
+        case "$w" in results/*) ;; *) continue ;; esac
+        g=$(printf '%s\n' "$w" | cut -d/ -f1-2)
+        [ -f "$g/runs.tar.xz" ] && [ ! -d "$tmp/rerun/$g" ] || continue
+        mkdir -p "$tmp/rerun/$g"
+        xz -dc "$g/runs.tar.xz" | tar -x -C "$tmp/rerun/$g" -f - || return 1
+    done
+    prog=${cmd%% *}
+    root=$(pwd)
+    (cd "$tmp/rerun" && eval "\"$root/${prog#./}\" ${cmd#"$prog"}" >"$tmp/rerun.out" 2>/dev/null)
+}
+
+# A ladder folder (./ablate --ladder, ./spectrum --ladder): its ladder.csv is what the
+# command at the end of its ladder.md makes again from the rungs' archives.
 check_ladder() {
     l=${1%/}
     cmd=$(sed -n 's/^command: //p' "$l/ladder.md" 2>/dev/null)
     [ -n "$cmd" ] || { echo "results_layout: $l: ladder.md names no command"; return 1; }
-    rm -rf "$tmp/lad"
-    mkdir -p "$tmp/lad"
-    # the rungs: the words after --ladder up to the first option, each a grid (./ablate) or
-    # a grid's arm GRID/POINT (./spectrum)
-    prog=${cmd%% *}
-    set -- $(printf '%s\n' "$cmd" | sed 's/^\.\/[a-z]* --ladder //; s/ --.*//')
-    for r in "$@"; do
-        g=$r
-        [ -f "$g/runs.tar.xz" ] || g=$(dirname "$r")
-        [ -f "$g/runs.tar.xz" ] || { echo "results_layout: $l: rung $r has no runs.tar.xz"; return 1; }
-        [ ! -d "$tmp/lad/$g" ] || continue
-        mkdir -p "$tmp/lad/$g"
-        xz -dc "$g/runs.tar.xz" | tar -x -C "$tmp/lad/$g" -f - || return 1
-    done
-    root=$(pwd)
-    (cd "$tmp/lad" && eval "\"$root/${prog#./}\" ${cmd#"$prog"}" >/dev/null) ||
-        { echo "results_layout: $l: the command of its ladder.md failed"; return 1; }
+    rerun_from_archives "$cmd" || { echo "results_layout: $l: the command of its ladder.md failed"; return 1; }
     out=$(printf '%s\n' "$cmd" | sed 's/.*--out //')
-    cmp -s "$tmp/lad/$out/ladder.csv" "$l/ladder.csv" ||
+    cmp -s "$tmp/rerun/$out/ladder.csv" "$l/ladder.csv" ||
         { echo "results_layout: $l: ladder.csv is not what its command makes from the archives"; return 1; }
 }
 
 # A saved output (paired-*.txt in a grid folder, e.g. ./spectrum --paired's per-layer table
 # that EXPERIMENTS.md quotes): its last line is "command: CMD", and CMD, run again from the
-# archives of the grids it names (unpacked into copies), prints the lines above it.
+# archives, prints the lines above it.
 check_record() {
     f=$1
     cmd=$(sed -n 's/^command: //p' "$f")
     [ -n "$cmd" ] || { echo "results_layout: $f: names no command"; return 1; }
-    rm -rf "$tmp/rec"
-    mkdir -p "$tmp/rec"
-    for w in $cmd; do
-        case "$w" in results/*) ;; *) continue ;; esac
-        g=$(printf '%s\n' "$w" | cut -d/ -f1-2)
-        [ -f "$g/runs.tar.xz" ] || { echo "results_layout: $f: $g has no runs.tar.xz"; return 1; }
-        [ ! -d "$tmp/rec/$g" ] || continue
-        mkdir -p "$tmp/rec/$g"
-        xz -dc "$g/runs.tar.xz" | tar -x -C "$tmp/rec/$g" -f - || return 1
-    done
-    prog=${cmd%% *}
-    root=$(pwd)
-    (cd "$tmp/rec" && eval "\"$root/${prog#./}\" ${cmd#"$prog"}" >"$tmp/rec.out" 2>/dev/null) ||
-        { echo "results_layout: $f: its command failed"; return 1; }
-    grep -v '^command: ' "$f" | cmp -s - "$tmp/rec.out" ||
+    rerun_from_archives "$cmd" || { echo "results_layout: $f: its command failed"; return 1; }
+    grep -v '^command: ' "$f" | cmp -s - "$tmp/rerun.out" ||
         { echo "results_layout: $f: not what its command prints from the archives"; return 1; }
 }
 
