@@ -24,6 +24,10 @@
 # the tables) into DIR/<grid>/ once it is packed, so a session's finished grids can be
 # committed as they finish. TABLES_ONLY=1 trains nothing and saves what has finished.
 #
+# To free the machine for a while, stop the script's session with TERM (each run saves a
+# checkpoint) and start the same parts again later: a run's time_s then counts its
+# training only. A SIGSTOP pause stops a run but not its clock, so it lands in time_s.
+#
 # The rungs (FLOPs per run: ./ablate --ladder's tables give them, 3 x the forward's
 # multiply-adds x 2 per token, the score matrix counted whole; at context 128 and 512):
 #   s0  2 layers, d_model 128, 2,500 steps  (0.43M parameters,  5.1M tokens at context 128)
