@@ -354,7 +354,7 @@ linformer-learned-demo: deps
 # OpenBLAS still makes (the bias gradients), on every CPU the project meets.
 ladder-demo: deps
 	@$(MAKE) --no-print-directory build-all data
-	for g in results/ladder-*; do [ ! -f $$g/runs.tar.xz ] || sh scripts/results.sh unpack $$g; done
+	for g in results/ladder-*; do [ ! -f $$g/runs.tar.xz ] || sh scripts/results.sh unpack $$g || exit 1; done
 	OPENBLAS_CORETYPE=Haswell sh scripts/ladder.sh results data/brown.txt
 	$(MAKE) --no-print-directory ladder-tables
 
@@ -364,7 +364,7 @@ ladder-demo: deps
 LADDER_PLAN = --plan 3,6,12
 ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/runs.tar.xz),results/ladder-$(1)-$(r)))"; \
 	if [ $$(echo $$g | wc -w) -ge 2 ]; then \
-	    for x in $$g; do sh scripts/results.sh unpack $$x; done; \
+	    for x in $$g; do sh scripts/results.sh unpack $$x || exit 1; done; \
 	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder-$(1); \
 	else echo "ladder $(1): fewer than two rungs have run"; fi
 # the spectrum claim: each rung's plain 4-head models against their initialisations
