@@ -232,6 +232,15 @@ START_TEST(test_seeds) {
 END_TEST
 
 /* A settled grid of `seeds` seeds on the axes words[0..n). */
+/* The whole of a small text file the test just wrote, into text (size bytes, NUL-ended). */
+static void read_text(const char *path, char *text, size_t size) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: cannot open", path);
+    size_t n = fread(text, 1, size - 1, f);
+    fclose(f);
+    text[n] = '\0';
+}
+
 static void grid_of(Grid *g, int seeds, const char *const *words, int n) {
     Err e;
     grid_init(g);
@@ -456,11 +465,8 @@ START_TEST(test_provenance_segments) {
     ck_assert_int_eq(provenance_record(dir, 0, PRECISION_FP32, 1, 1, &e), 0);
     ck_assert_int_eq(provenance_record(dir, 20, PRECISION_FP32, 1, 1, &e), 0);
     ck_assert_int_eq(provenance_record(dir, 10, PRECISION_FP32, 1, 1, &e), 0);
-    FILE *f = fopen(path, "r");
     char text[1 << 14];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     cJSON *j = cJSON_Parse(text);
     const cJSON *segs = cJSON_GetObjectItem(j, "segments");
     ck_assert_int_eq(cJSON_GetArraySize(segs), 2); /* 0 and 10: the one from 20 went with its steps */
@@ -482,7 +488,7 @@ START_TEST(test_provenance_segments) {
     ck_assert(mixed);
     cJSON_Delete(j);
     /* not ours */
-    f = fopen(path, "w");
+    FILE *f = fopen(path, "w");
     fputs("{\"segments\": 3}", f);
     fclose(f);
     ck_assert_int_eq(provenance_read(dir, kernel, sizeof kernel, commit, sizeof commit, &mixed), -1);
@@ -541,10 +547,7 @@ START_TEST(test_ladder) {
     ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
     char path[500], text[8192];
     snprintf(path, sizeof path, "%s/ladder.md", out);
-    FILE *f = fopen(path, "r");
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "| s0 | ") && strstr(text, " | 3 | -0.1000 | [-0.1497, -0.0503] | agrees |"), "%s", text);
     ck_assert_msg(strstr(text, " | 3 | -0.2000 | [-0.2497, -0.1503] | agrees |"), "%s", text);
     ck_assert_msg(strstr(text, "slope: -0.3322 bpb per decade of FLOPs, 95% interval [-0.4828, -0.1816] (6 pairs)"), "%s",
@@ -569,19 +572,13 @@ START_TEST(test_ladder) {
     l.claims = pending, l.plan = &looks;
     ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
     snprintf(path, sizeof path, "%s/ladder.md", out);
-    f = fopen(path, "r");
-    n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) cannot be followed yet: the plan's "
                                "next look is due at the second rung; "), "%s", text);
     /* and before the plan's first look (6 pairs) at both rungs */
     ck_assert_int_eq(seed_plan_parse("6,12", &looks, why, sizeof why), 0);
     ck_assert_msg(ladder_run(&l, out, &e) == 0, "%s", e.msg);
-    f = fopen(path, "r");
-    n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "cannot be followed yet: the plan's next look is due at the first and second rungs"),
                   "%s", text);
     l.plan = &none;
@@ -663,10 +660,7 @@ START_TEST(test_spectrum_ladder) {
     ck_assert_msg(ladder_spectrum_run(v, 4, &none, 0.02, 2, out, &e) == 0, "%s", e.msg);
     char path[500], text[16384];
     snprintf(path, sizeof path, "%s/ladder.md", out);
-    FILE *f = fopen(path, "r");
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "## first layer, c(T/4): initialisation < trained\n"), "%s", text);
     ck_assert_msg(strstr(text, "| th-s0 | ") && strstr(text, " | 3 | -0.1000 | [-0.1497, -0.0503] | agrees |"), "%s",
                   text);
@@ -681,10 +675,7 @@ START_TEST(test_spectrum_ladder) {
     /* the arms the wrong way round: the claims disagree */
     const char *swapped[] = {arms[1], arms[0], arms[3], arms[2]};
     ck_assert_int_eq(ladder_spectrum_run(swapped, 4, &none, 0.02, 2, out, &e), 0);
-    f = fopen(path, "r");
-    n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
+    read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, " | 3 | +0.1000 | [+0.0503, +0.1497] | disagrees |"), "%s", text);
     /* an odd number of arms is a usage error */
     ck_assert_int_eq(ladder_spectrum_run(v, 3, &none, 0.02, 2, out, &e), 2);
