@@ -506,6 +506,35 @@ START_TEST(test_progress_not_flooded) {
 }
 END_TEST
 
+/* A run resumed from its checkpoint counts on from there, and its ETA is
+ * that of the steps trained since: 500 of 4000 done in 100 s after resuming
+ * at 3000 leave 500 more, 100 s (a rate over all 3500 said 14 s). */
+START_TEST(test_progress_resumed) {
+    FILE *f = tmpfile();
+    ck_assert(f != NULL);
+    Progress p;
+    progress_init(&p, "run 5/9", 4000, f);
+    progress_from(&p, 3000);
+    p.start -= 100; /* as if resumed 100 s ago */
+    progress_update(&p, 3100, NULL); /* short of the next 10% mark (3200) */
+    progress_update(&p, 3500, "loss 2.000");
+    progress_finish(&p, "done");
+    char buf[1024];
+    int lines = slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(lines == 2, "%d lines:\n%s", lines, buf);
+    ck_assert_msg(strstr(buf, "run 5/9: step 3500/4000 (87%) loss 2.000 elapsed 1m40s eta 1m40s\n"), "%s", buf);
+    /* a finished run opened again: its last step, done */
+    f = tmpfile();
+    progress_init(&p, "run 1/2", 20, f);
+    progress_from(&p, 20);
+    progress_finish(&p, "done");
+    slurp(f, buf, sizeof buf);
+    fclose(f);
+    ck_assert_msg(!strncmp(buf, "run 1/2: step 20/20 (100%) done elapsed ", 40), "%s", buf);
+}
+END_TEST
+
 START_TEST(test_progress_terminal) {
     int master = posix_openpt(O_RDWR | O_NOCTTY);
     if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
@@ -637,6 +666,7 @@ Suite *plot_suite(void) {
     tcase_add_test(tc, test_progress_fields_at_80_columns);
     tcase_add_test(tc, test_progress_not_flooded);
     tcase_add_test(tc, test_progress_long_label_whole);
+    tcase_add_test(tc, test_progress_resumed);
     tcase_add_test(tc, test_legend_place);
     tcase_add_test(tc, test_progress_terminal);
     suite_add_tcase(s, tc);

@@ -491,6 +491,10 @@ START_TEST(test_finished_run_reports_its_val) {
     run_ok(&cfg, "finished_twice", true, TRAIN_DONE, 30, &again);
     ck_assert(isfinite(first.val_bpb));
     ck_assert_msg(again.val_bpb == first.val_bpb, "val bpb %.9f again, %.9f first", again.val_bpb, first.val_bpb);
+    /* opened again, it trains no step: it starts at its end, and has no throughput of its own */
+    ck_assert(first.start == 0 && again.start == 30);
+    ck_assert(isfinite(first.tok_s) && first.tok_s > 0);
+    ck_assert_msg(isnan(again.tok_s), "tok_s %g of no step", again.tok_s);
 }
 END_TEST
 
@@ -968,21 +972,28 @@ static void update_then_fault(ParamSet *p, int k, long lo, long hi, const AdamWS
  * grid_train (ablate's own call), the second diverges at step 5 through the
  * fault above; results.csv and results.md say so at its step, and the first
  * run finishes. */
-START_TEST(test_ablate_records_diverged_run) {
+/* The two-run grid of tiny models the ablate tests train, in dir. */
+static int tiny_grid(Grid *g, const char *dir, GridRun **runs) {
     static const char *const words[] = {"layers=1", "d_model=32", "heads=2",  "context=32", "batch=4", "steps=12",
                                         "eval_every=4", "log_every=2", "threads=1", "sample_length=20",
                                         "lr=0.001/0.002"};
+    Err e;
+    grid_init(g);
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        ck_assert_msg(grid_word(g, words[i], &e) == 0, "%s: %s", words[i], e.msg);
+    ck_assert_int_eq(grid_settle(g, &e), 0);
+    int n = grid_plan(g, false, dir, runs, &e);
+    ck_assert_msg(n == 2, "%d runs: %s", n, e.msg);
+    return n;
+}
+
+START_TEST(test_ablate_records_diverged_run) {
     Grid g;
     Err e;
-    grid_init(&g);
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
-        ck_assert_msg(grid_word(&g, words[i], &e) == 0, "%s: %s", words[i], e.msg);
-    ck_assert_int_eq(grid_settle(&g, &e), 0);
     char dir[1024];
     tpath(dir, sizeof dir, "grid", NULL);
     GridRun *runs = NULL;
-    int n = grid_plan(&g, false, dir, &runs, &e);
-    ck_assert_msg(n == 2, "%d runs: %s", n, e.msg);
+    int n = tiny_grid(&g, dir, &runs);
     fflush(stdout);
     int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
     ck_assert(saved >= 0 && null >= 0);
@@ -1016,6 +1027,45 @@ START_TEST(test_ablate_records_diverged_run) {
     ck_assert_msg(row && strstr(row, ",done,"), "%s", csv);
     ck_assert_msg(strstr(md, "| 6 |"), "%s", md);
     free(csv), free(md);
+    grid_free(runs, n);
+    grid_release(&g);
+}
+END_TEST
+
+/* A run ./train finished in a grid's folder (same options: no result.json,
+ * its checkpoint at its last step) is taken by ./ablate as it is: opened
+ * again, it trains no step, and its result.json gets the val bpb the run's
+ * last step made and the throughput its metrics lines logged, not 0. */
+START_TEST(test_ablate_adopts_finished_run) {
+    Grid g;
+    Err e;
+    char dir[1024];
+    tpath(dir, sizeof dir, "adopt", NULL);
+    GridRun *runs = NULL;
+    int n = tiny_grid(&g, dir, &runs);
+    GridRun *r = &runs[0];
+    TrainResult by_train;
+    run_ok(&r->cfg, "adopt/lr-0.001", false, TRAIN_DONE, 12, &by_train);
+    ck_assert_msg(!strcmp(r->folder + strlen(r->folder) - strlen("adopt/lr-0.001"), "adopt/lr-0.001"), "%s", r->folder);
+    ck_assert_int_eq(grid_run_state(r, corpus_path, &e), GRID_UNFINISHED);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
+    ck_assert(saved >= 0 && null >= 0);
+    dup2(null, STDOUT_FILENO);
+    close(null);
+    int got = grid_train(r, corpus_path, true, "test", true);
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+    ck_assert_int_eq(got, 0);
+    ck_assert(r->result.status == TRAIN_DONE && r->result.step == 12 && r->result.start == 12);
+    ck_assert_msg(r->result.val_bpb == by_train.val_bpb, "%.9f, ./train had %.9f", r->result.val_bpb, by_train.val_bpb);
+    ck_assert_msg(isfinite(r->logged_tok_s) && r->logged_tok_s > 0 && r->result.tok_s == r->logged_tok_s,
+                  "tok_s %g, logged %g", r->result.tok_s, r->logged_tok_s);
+    /* as the next ./ablate reads it: finished, with that throughput */
+    double tok_s = r->result.tok_s;
+    ck_assert_int_eq(grid_run_state(r, corpus_path, &e), GRID_FINISHED);
+    ck_assert_msg(r->result.tok_s == tok_s && r->result.step == 12, "tok_s %g, step %ld", r->result.tok_s, r->result.step);
     grid_free(runs, n);
     grid_release(&g);
 }
@@ -1156,6 +1206,7 @@ Suite *train_suite(void) {
     tcase_add_test(tc, test_memory_refused);
     tcase_add_test(tc, test_run_folder_locked);
     tcase_add_test(tc, test_ablate_records_diverged_run);
+    tcase_add_test(tc, test_ablate_adopts_finished_run);
     tcase_add_test(tc, test_inference_only_refused);
     tcase_add_test(tc, test_generate_draw_top_k);
     suite_add_tcase(s, tc);

@@ -379,17 +379,25 @@ static int read_metrics(GridRun *run, Err *e) {
     run->steps = run->bpb = NULL;
     run->n_points = 0;
     run->den_clamped = NAN;
-    run->time_s = NAN;
+    run->time_s = run->logged_tok_s = NAN;
     LineReader lr;
     if (line_open(&lr, path, LINE_MAX_BYTES, e) != 0)
         return errno == ENOENT ? 0 : -1; /* no curve: the table still has the result */
-    int cap = 0, n_clamped = 0, got;
-    double clamped = 0;
+    int cap = 0, n_clamped = 0, got, n_rates = 0, rates_cap = 0;
+    double clamped = 0, *rates = NULL;
     while ((got = line_next(&lr, e)) > 0) {
         cJSON *j = cJSON_Parse(lr.line);
         if (!j) continue;
         double s = number(j, "step"), v = number(j, "val_bpb"), d = number(j, "den_clamped"), t = number(j, "time_s");
         if (isfinite(t)) run->time_s = t;
+        double k = number(j, "tok_s");
+        if (isfinite(k) && k > 0) {
+            if (n_rates == rates_cap) {
+                rates_cap = rates_cap ? 2 * rates_cap : 64;
+                if (!(rates = realloc(rates, (size_t)rates_cap * sizeof *rates))) DIE("out of memory");
+            }
+            rates[n_rates++] = k;
+        }
         if (isfinite(s) && !isnan(v)) {
             if (run->n_points == cap) {
                 cap = cap ? 2 * cap : 64;
@@ -405,6 +413,8 @@ static int read_metrics(GridRun *run, Err *e) {
     }
     line_close(&lr);
     if (n_clamped) run->den_clamped = clamped / n_clamped;
+    if (n_rates) run->logged_tok_s = median_of(rates, n_rates);
+    free(rates);
     /* where it ran, beside its curve (a file not ours counts as unrecorded) */
     if (provenance_read(run->folder, run->kernel, sizeof run->kernel, run->commit, sizeof run->commit,
                         &run->kernel_mixed) < 0)
@@ -470,7 +480,11 @@ int grid_run_state(GridRun *r, const char *corpus, Err *e) {
 }
 
 int grid_record(GridRun *r, Err *e) {
-    const TrainResult *t = &r->result;
+    TrainResult *t = &r->result;
+    /* a finished run opened again (one ./train trained into the grid's
+     * folder) trains no step: its throughput is its metrics lines' */
+    if (read_metrics(r, e) != 0) return -1;
+    if (!isfinite(t->tok_s)) t->tok_s = r->logged_tok_s;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "status", t->status == TRAIN_DIVERGED ? "diverged" : "done");
     cJSON_AddNumberToObject(j, "step", (double)t->step);
@@ -484,7 +498,6 @@ int grid_record(GridRun *r, Err *e) {
     snprintf(path, sizeof path, "%s/result.json", r->folder);
     int rc = write_file_atomic(path, text, e);
     free(text);
-    if (rc == 0) rc = read_metrics(r, e);
     return rc;
 }
 

@@ -74,6 +74,7 @@ typedef struct {
     double *steps, *bpb; /* the validation curve */
     int n_points;
     double time_s;     /* the last metrics line's time_s: its training time, NAN when not logged */
+    double logged_tok_s; /* the median of its metrics lines' tok_s: the whole run's, across resumes; NAN when none */
     char kernel[320];  /* where it ran (provenance.h): its kernel line, "" when the run did not record it */
     char commit[24];   /* the commit it was built from, "+dirty" when from changed files; "" unrecorded */
     bool kernel_mixed; /* its segments (a resume) ran under different kernels */

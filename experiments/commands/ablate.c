@@ -264,8 +264,8 @@ static void training_order(const GridRun *runs, int n_runs, int *order) {
 static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool tables_only,
                       bool *some_failed) {
     const int rank = dist_rank(), ranks = dist_size();
-    double trained_s = 0;
-    int done_here = 0, index = 0, rc = 0, failed = 0;
+    double trained_s = 0, trained_steps = 0; /* this rank's, for the ETA: seconds per step trained */
+    int index = 0, rc = 0, failed = 0;
     bool interrupted = false;
     Err e;
     int *state = xcalloc((size_t)n_runs, sizeof *state), *owner = xcalloc((size_t)n_runs, sizeof *owner);
@@ -302,19 +302,24 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
             continue;
         }
         char label[400], eta[32];
-        int left = (n_train - index) / ranks + 1;
-        if (done_here)
+        /* the steps of this rank's runs from this one on (a resumed run's
+         * whole count: its checkpoint's step is not read until it trains) */
+        double left = 0;
+        for (int l = k; l < n_runs; l++)
+            if (!runs[order[l]].skipped && owner[order[l]] == rank && state[order[l]] != GRID_FINISHED)
+                left += runs[order[l]].cfg.train.steps;
+        if (trained_steps > 0)
             snprintf(label, sizeof label, "run %d/%d %.250s%s (all runs: eta %s)", index, n_train, r->name, tag,
-                     format_duration(trained_s / done_here * left, eta, sizeof eta));
+                     format_duration(trained_s / trained_steps * left, eta, sizeof eta));
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
         double t0 = now_seconds();
         int got = grid_train(r, corpus, state[i] == GRID_UNFINISHED, label, dist_size() > 1);
         interrupted = got == 1;
         failed += got < 0;
-        if (got == 0) {
+        if (got == 0 && r->result.step > r->result.start) {
             trained_s += now_seconds() - t0;
-            done_here++;
+            trained_steps += (double)(r->result.step - r->result.start);
         }
     }
     fflush(stdout);

@@ -1,6 +1,7 @@
 /* train.c: ./train [--key value ...] corpus.txt
  *          ./train --resume RUN_DIR [--steps N ...]
  *          mpirun -np N ./train ...   (data parallel: trainer.c, dist.h) */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -209,8 +210,10 @@ static int report(const TrainResult *r, const Config *cfg, const char *run_dir) 
             return status ? status : interrupt_exit_status();
         }
         default:
-            printf("val bpb %.4f (best %.4f)%s after %ld steps, %.0f tok/s\n", r->val_bpb, r->best_val_bpb,
-                   cfg->model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r->step, r->tok_s);
+            printf("val bpb %.4f (best %.4f)%s after %ld steps", r->val_bpb, r->best_val_bpb,
+                   cfg->model.objective == OBJECTIVE_MLM ? " on the masked bytes" : "", r->step);
+            if (isfinite(r->tok_s)) printf(", %.0f tok/s", r->tok_s);
+            printf("\n");
             printf("run folder: %s (loss plot: %s/loss.png, page: %s/index.html)\n", run_dir, run_dir, run_dir);
             return 0;
     }

@@ -55,6 +55,11 @@ void progress_init(Progress *p, const char *label, long total, FILE *out) {
     p->next_print = total > 0 ? next_mark(total, 0) : -1;
 }
 
+void progress_from(Progress *p, long done) {
+    p->done = p->first = done;
+    if (p->total > 0) p->next_print = next_mark(p->total, done);
+}
+
 /* Appends to line at *len (never past cap), printf-style. */
 static void put(char *line, int *len, int cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -71,8 +76,8 @@ static void put(char *line, int *len, int cap, const char *fmt, ...) {
 static void put_times(const Progress *p, char *line, int *len, int cap, double elapsed, int final) {
     char a[32], b[32];
     put(line, len, cap, "%selapsed %s", p->tty ? "| " : "", format_duration(elapsed, a, sizeof a));
-    if (!final && p->total > 0 && p->done > 0 && p->done < p->total && elapsed > 0) {
-        double rate = (double)p->done / elapsed;
+    if (!final && p->total > 0 && p->done > p->first && p->done < p->total && elapsed > 0) {
+        double rate = (double)(p->done - p->first) / elapsed;
         put(line, len, cap, " eta %s", format_duration((double)(p->total - p->done) / rate, b, sizeof b));
     }
 }

@@ -19,6 +19,7 @@ typedef struct {
     char label[400];    /* ablate's "run i/n NAME (all runs: eta T)" whole */
     long total;         /* <= 0: unknown (no percentage, bar or ETA) */
     long done;
+    long first;         /* the count the work resumed from (progress_from): the ETA's rate counts from it */
     int tty;            /* redraw in place */
     int columns;        /* terminal width */
     int last_len;       /* tty: length of the line on screen, to blank what a shorter one leaves */
@@ -31,6 +32,9 @@ typedef struct {
 
 /* total units of work (e.g. steps); label printed in front (e.g. "train" or "run 3/9"). */
 void progress_init(Progress *p, const char *label, long total, FILE *out);
+/* The work resumes at done units (a run from its checkpoint's step): the
+ * count starts there, and the ETA's rate counts only the units done since. */
+void progress_from(Progress *p, long done);
 /* done units so far; extra is a short status (may be NULL) of tab-separated fields, most
  * important first, e.g. "loss 1.78 bpb\tval 2.45 bpb @1500\tlr 3.0e-4\t9876 tok/s": they are
  * printed two spaces apart, and a terminal too narrow for all drops the last ones whole. */

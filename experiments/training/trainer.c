@@ -275,6 +275,7 @@ static void loop_init(Loop *lp, Run *run) {
     lp->scratch = run->ranks > 1 ? xmalloc((size_t)2 * T * sizeof(int)) : NULL;
     step_init(&lp->step, &run->m, tc, run->ranks); /* gradients on, and zeroed once */
     progress_init(&lp->prog, run->job->label ? run->job->label : "train", tc->steps, stdout);
+    progress_from(&lp->prog, run->start); /* a resumed run counts on from its checkpoint */
     if (run->job->plain_progress) lp->prog.tty = 0; /* redraws of two ranks would overwrite each other */
     /* a metrics line every log_every steps, at every evaluation and at the end */
     lp->rates = xmalloc((size_t)(tc->steps / tc->log_every + tc->steps / tc->eval_every + 2) * sizeof(double));
@@ -391,6 +392,7 @@ static int run_steps(Run *run, long stop_at, TrainResult *r, Err *e) {
     long step = run->start;
     bool interrupted = false;
     r->status = TRAIN_DONE;
+    r->start = run->start;
     if (step >= tc->steps) { /* a finished run opened again: its final validation, as its last step made it */
         double v = evaluate(&run->m, &run->corpus, &run->cfg, lp.ids, lp.targets, &lp.step.arena, run->rank, run->ranks);
         if (isfinite(v)) r->val_bpb = v / M_LN2;
@@ -473,7 +475,7 @@ int train_run(const TrainJob *job, TrainResult *r, Err *e) {
     stop_after = -1;
     memset(r, 0, sizeof *r);
     r->status = TRAIN_FAILED;
-    r->val_bpb = r->best_val_bpb = NAN;
+    r->val_bpb = r->best_val_bpb = r->tok_s = NAN; /* tok_s stays NAN when no step is trained */
     Run run = {.job = job, .cfg = job->cfg, .folder = {.lock = -1}, .rank = 0, .ranks = 1};
     if (job->data_parallel) run.rank = dist_rank(), run.ranks = dist_size();
     int rc = -1;

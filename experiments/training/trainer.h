@@ -23,10 +23,11 @@ typedef enum { TRAIN_DONE, TRAIN_INTERRUPTED, TRAIN_DIVERGED, TRAIN_FAILED } Tra
 typedef struct {
     TrainStatus status;
     long step;          /* steps completed */
+    long start;         /* the step this stretch began from: 0, or the checkpoint's when resumed */
     long diverged_step; /* the step whose loss, gradient norm or update was not finite */
     char why[512];      /* what was not finite: "the loss is not finite", "parameter 'x': ..." */
     double val_bpb, best_val_bpb; /* the best over the whole run, across resumes */
-    double tok_s;       /* median over logged intervals */
+    double tok_s;       /* median over this stretch's logged intervals; NAN when it trained no step */
 } TrainResult;
 
 /* Runs the job. User errors (bad corpus, a run folder in the way or in use,
