@@ -283,25 +283,39 @@ for i in range(5):
         bad.append("%s, want exit %d" % (status(rc), want))
 print(("ok   " if not bad else "FAIL ") + "a signal at start-up ends train with 130 / 143 (5 of 5)" + (": " + "; ".join(bad) if bad else ""))
 # in the last phase, within the watchdog's grace (0.8 s) of its end: its time
-# measured (the least of two), then signalled at 60% of it
+# measured (the least of two), then signalled at 60% of it. On a loaded
+# machine a run can be faster than the two measured and end as the signal
+# comes, after its last look at it (exit 0 within moments of the signal,
+# where one that ignored the signal would run on for the rest of its
+# work): such a run is not counted, and the next is signalled earlier (down
+# to half the first time), until 3 runs are signalled in their work.
 for cmd in ("report", "bench"):
     took = 1e9
     for i in range(2):
         t = time.monotonic()
         start(cmd).wait()
         took = min(took, time.monotonic() - t)
-    at = max(0.6 * took, took - 0.6)
-    bad = []
-    for i in range(3):
+    at = first = max(0.6 * took, took - 0.6)
+    bad, counted, early = [], 0, 0
+    while counted < 3 and early < 12:
         p = start(cmd)
         time.sleep(at)
+        sent = time.monotonic()
         p.send_signal(signal.SIGINT)
         rc = p.wait()
+        after = time.monotonic() - sent
+        if rc == 0 and after < max(0.015, 0.15 * took):
+            early += 1
+            at = max(0.8 * at, 0.5 * first)
+            continue
+        counted += 1
         if rc != 130:
-            bad.append(status(rc))
+            bad.append("%s %.3f s after the signal" % (status(rc), after))
+    if counted < 3:
+        bad.append("only %d runs signalled in their work, %d ended as it came" % (counted, early))
     left = [f for f in os.listdir(T) if f.endswith(".tmp")]
-    print(("ok   " if not bad and not left else "FAIL ") + "%s: SIGINT %.1f s into its %.1f s: exit 130 (3 of 3), no .tmp left"
-          % (cmd, at, took) + (": " + "; ".join(bad) + " " + " ".join(left) if bad or left else ""))
+    print(("ok   " if not bad and not left else "FAIL ") + "%s: SIGINT %.2f-%.2f s into its %.2f s: exit 130 (3 of 3; %d ended as it came), no .tmp left"
+          % (cmd, at, first, took, early) + (": " + "; ".join(bad) + " " + " ".join(left) if bad or left else ""))
 EOF
 cat "$T/signals"
 PASS=$((PASS + $(grep -c '^ok   ' "$T/signals")))
