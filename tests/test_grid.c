@@ -231,7 +231,6 @@ START_TEST(test_seeds) {
 }
 END_TEST
 
-/* A settled grid of `seeds` seeds on the axes words[0..n). */
 /* The whole of a small text file the test just wrote, into text (size bytes, NUL-ended). */
 static void read_text(const char *path, char *text, size_t size) {
     FILE *f = fopen(path, "r");
@@ -241,6 +240,7 @@ static void read_text(const char *path, char *text, size_t size) {
     text[n] = '\0';
 }
 
+/* A settled grid of `seeds` seeds on the axes words[0..n). */
 static void grid_of(Grid *g, int seeds, const char *const *words, int n) {
     Err e;
     grid_init(g);

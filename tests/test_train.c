@@ -127,20 +127,30 @@ static Config tiny_config(void) {
     return c;
 }
 
-/* Runs a job with stdout (the progress lines) sent to /dev/null. */
-static int run_quiet(const Config *cfg, const char *name, bool resume, TrainResult *r, Err *e) {
-    char dir[1024];
-    tpath(dir, sizeof dir, name, NULL);
-    TrainJob job = {.cfg = *cfg, .corpus = corpus_path, .run_dir = dir, .resume = resume, .label = "test", .quiet = true};
+/* stdout (the progress lines) to /dev/null; stdout_on puts it back. */
+static int stdout_off(void) {
     fflush(stdout);
     int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
     ck_assert(saved >= 0 && null >= 0);
     dup2(null, STDOUT_FILENO);
     close(null);
-    int rc = train_run(&job, r, e);
+    return saved;
+}
+
+static void stdout_on(int saved) {
     fflush(stdout);
     dup2(saved, STDOUT_FILENO);
     close(saved);
+}
+
+/* Runs a job with stdout (the progress lines) sent to /dev/null. */
+static int run_quiet(const Config *cfg, const char *name, bool resume, TrainResult *r, Err *e) {
+    char dir[1024];
+    tpath(dir, sizeof dir, name, NULL);
+    TrainJob job = {.cfg = *cfg, .corpus = corpus_path, .run_dir = dir, .resume = resume, .label = "test", .quiet = true};
+    int saved = stdout_off();
+    int rc = train_run(&job, r, e);
+    stdout_on(saved);
     return rc;
 }
 
@@ -968,10 +978,6 @@ static void update_then_fault(ParamSet *p, int k, long lo, long hi, const AdamWS
     if (k == 0 && lo == 0 && ++fault_updates == 5) p->value[p->offset[k]] = NAN;
 }
 
-/* A diverged run as ./ablate records it: of a two-run grid, trained by
- * grid_train (ablate's own call), the second diverges at step 5 through the
- * fault above; results.csv and results.md say so at its step, and the first
- * run finishes. */
 /* The two-run grid of tiny models the ablate tests train, in dir. */
 static int tiny_grid(Grid *g, const char *dir, GridRun **runs) {
     static const char *const words[] = {"layers=1", "d_model=32", "heads=2",  "context=32", "batch=4", "steps=12",
@@ -987,6 +993,10 @@ static int tiny_grid(Grid *g, const char *dir, GridRun **runs) {
     return n;
 }
 
+/* A diverged run as ./ablate records it: of a two-run grid, trained by
+ * grid_train (ablate's own call), the second diverges at step 5 through the
+ * fault above; results.csv and results.md say so at its step, and the first
+ * run finishes. */
 START_TEST(test_ablate_records_diverged_run) {
     Grid g;
     Err e;
@@ -994,11 +1004,7 @@ START_TEST(test_ablate_records_diverged_run) {
     tpath(dir, sizeof dir, "grid", NULL);
     GridRun *runs = NULL;
     int n = tiny_grid(&g, dir, &runs);
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
-    ck_assert(saved >= 0 && null >= 0);
-    dup2(null, STDOUT_FILENO);
-    close(null);
+    int saved = stdout_off();
     int got[2];
     for (int i = 0; i < 2; i++) {
         fault_updates = 0;
@@ -1006,9 +1012,7 @@ START_TEST(test_ablate_records_diverged_run) {
         got[i] = grid_train(&runs[i], corpus_path, false, "test", true);
         adamw_update = adamw_elements;
     }
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
+    stdout_on(saved);
     ck_assert_int_eq(got[0], 0);
     ck_assert_int_eq(got[1], 0);
     ck_assert_int_eq(runs[0].result.status, TRAIN_DONE);
@@ -1048,15 +1052,9 @@ START_TEST(test_ablate_adopts_finished_run) {
     run_ok(&r->cfg, "adopt/lr-0.001", false, TRAIN_DONE, 12, &by_train);
     ck_assert_msg(!strcmp(r->folder + strlen(r->folder) - strlen("adopt/lr-0.001"), "adopt/lr-0.001"), "%s", r->folder);
     ck_assert_int_eq(grid_run_state(r, corpus_path, &e), GRID_UNFINISHED);
-    fflush(stdout);
-    int saved = dup(STDOUT_FILENO), null = open("/dev/null", O_WRONLY);
-    ck_assert(saved >= 0 && null >= 0);
-    dup2(null, STDOUT_FILENO);
-    close(null);
+    int saved = stdout_off();
     int got = grid_train(r, corpus_path, true, "test", true);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
+    stdout_on(saved);
     ck_assert_int_eq(got, 0);
     ck_assert(r->result.status == TRAIN_DONE && r->result.step == 12 && r->result.start == 12);
     ck_assert_msg(r->result.val_bpb == by_train.val_bpb, "%.9f, ./train had %.9f", r->result.val_bpb, by_train.val_bpb);
