@@ -222,21 +222,12 @@ typedef struct {
     int fault;
 } TileEnd;
 
-/* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1 (mr <= MR, nc <=
- * NR): alpha sum_p a(r, p) . b(p, j) + beta C, a(r, p) at a[r ar + p ap],
- * b's pair row p at b + p w; then the bias and the epilogue of end. */
-AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
-                             float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
-    __m512 acc[MR][2];
+/* The sums of a tile: acc[r][h] = sum_p a(r, p) . b(p, 16 h ..), a(r, p) at
+ * a[r ar + p ap], b's pair row p at b + p w. Inlined into each of the two
+ * tiles below, so that the plain one keeps its registers to itself. */
+AVX512_BF16 static inline __attribute__((always_inline)) void tile_sums(__m512 acc[MR][2], int Kp, const uint32_t *a,
+                                                                         long ar, long ap, const uint32_t *b, int w) {
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    /* C's lines on their way while the sums run: read back when beta is not
-     * 0, written in any case (a product's C is seldom in cache: a step's
-     * dX and dW tiles were last touched a whole product ago) */
-    if (C && Kp >= 16)
-        for (int r = 0; r < mr; r++) {
-            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
-            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
-        }
     for (int p = 0; p < Kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (long)p * w), b1 = (__m512bh)_mm512_loadu_si512(b + (long)p * w + 16);
 #pragma GCC unroll 8
@@ -246,30 +237,63 @@ AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar,
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
+}
+
+/* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1 (mr <= MR, nc <=
+ * NR): alpha times the sums + beta C. */
+AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
+                             float alpha, float beta, float *C, int ldc) {
+    /* C's lines on their way while the sums run: read back when beta is not
+     * 0, written in any case (a product's C is seldom in cache: a step's
+     * dX and dW tiles were last touched a whole product ago) */
+    if (Kp >= 16)
+        for (int r = 0; r < mr; r++) {
+            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
+            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
+        }
+    __m512 acc[MR][2];
+    tile_sums(acc, Kp, a, ar, ap, b, w);
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    const float *bias = end ? end->bias : NULL;
-    const GemmEpilogue *ep = end ? end->ep : NULL;
     for (int r = 0; r < mr; r++)
         for (int h = 0; h < 2; h++) {
             __mmask16 m = first(nc - 16 * h);
             if (!m) continue;
-            float *c = C ? C + (long)r * ldc + 16 * h : NULL;
+            float *c = C + (long)r * ldc + 16 * h;
+            __m512 v = _mm512_mul_ps(va, acc[r][h]);
+            if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
+            _mm512_mask_storeu_ps(c, m, v);
+        }
+}
+
+/* The same tile (C's place i0, j0 in the product) ending as end says: the
+ * bias in beta C's place, then the epilogue on each of the tile's rows (C
+ * NULL: the epilogue writes bf16 alone). */
+AVX512_BF16 static void tile_end(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
+                                 float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
+    __m512 acc[MR][2];
+    tile_sums(acc, Kp, a, ar, ap, b, w);
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const float *bias = end->bias;
+    const GemmEpilogue *ep = end->ep;
+    float t[NR];
+    for (int r = 0; r < mr; r++) {
+        float *c = C ? C + (long)r * ldc : NULL;
+        for (int h = 0; h < 2; h++) {
+            __mmask16 m = first(nc - 16 * h);
+            if (!m) continue;
             __m512 v = _mm512_mul_ps(va, acc[r][h]);
             if (bias) {
                 __m512 bv = _mm512_maskz_loadu_ps(m, bias + j0 + 16 * h);
                 v = _mm512_add_ps(bv, v);
                 if (end->fault == GEMM_FAULT_BIAS_TWICE) v = _mm512_add_ps(bv, v);
             } else if (beta != 0) {
-                v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
+                v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c + 16 * h), v);
             }
-            if (!ep) {
-                _mm512_mask_storeu_ps(c, m, v);
-                continue;
-            }
-            float t[16];
-            _mm512_storeu_ps(t, v);
-            gemm_epilogue_run(ep, end->fault, t, nc - 16 * h < 16 ? nc - 16 * h : 16, i0 + r, j0 + 16 * h, c);
+            if (ep) _mm512_storeu_ps(t + 16 * h, v);
+            else _mm512_mask_storeu_ps(c + 16 * h, m, v);
         }
+        if (ep) gemm_epilogue_run(ep, end->fault, t, nc < NR ? nc : NR, i0 + r, j0, c);
+    }
 }
 
 /* op(B)'s columns j0 .. j0 + NR - 1 (those past N are 0) as Kp pair rows of
@@ -321,8 +345,12 @@ AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float
         int j0 = tj * NR;
         const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
         for (int i0 = 0; i0 < M; i0 += MR)
-            tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
-                 C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
+            if (end)
+                tile_end(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
+                         C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
+            else
+                tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
+                     C + (long)i0 * ldc + j0, ldc);
     }
 }
 
@@ -381,7 +409,7 @@ AVX512_BF16 void gemm_small_packed(bool ta, int M, int N, int K, float alpha, co
             const uint32_t *pb = packed + ((long)(n0 + j0) / NR * packed_Kp + (k0 + kb) / 2) * NR;
             for (int i0 = 0; i0 < M; i0 += MR)
                 tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, b,
-                     C + (long)i0 * ldc + j0, ldc, i0, j0, NULL);
+                     C + (long)i0 * ldc + j0, ldc);
         }
     }
 }
