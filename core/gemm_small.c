@@ -344,13 +344,14 @@ AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float
     for (int tj = 0; tj < tiles_n; tj++) {
         int j0 = tj * NR;
         const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
-        for (int i0 = 0; i0 < M; i0 += MR)
+        for (int i0 = 0; i0 < M; i0 += MR) {
+            int mr = M - i0 < MR ? M - i0 : MR;
             if (end)
-                tile_end(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
+                tile_end(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
                          C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
             else
-                tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
-                     C + (long)i0 * ldc + j0, ldc);
+                tile(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta, C + (long)i0 * ldc + j0, ldc);
+        }
     }
 }
 
