@@ -75,9 +75,13 @@ void command_startup(int argc, char **argv) {
      * MiB); blocks below it then come from the heap, where freed memory stays
      * resident, so a second step or round of the same size peaked higher than
      * the first (./bench --rounds 3 --precision bf16: 228, 358, 392 MiB). A
-     * fixed threshold returns each large block at its free. A user's own
+     * fixed threshold returns each large block at its free. It is 1 MiB, not
+     * glibc's starting 128 KiB: multithreaded OpenBLAS (0.3.21) mallocs and
+     * frees three 512 KiB buffers in every sgemm call, and at 128 KiB each
+     * became an mmap and a munmap (72 of each in a step of ./bench at 2
+     * threads, whose fp32 step ran 3-5% slower for it). A user's own
      * MALLOC_MMAP_THRESHOLD_ is kept. */
-    if (unset("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    if (unset("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
     /* before any library allocates more: a signal during a long allocation or
      * a product is seen (interrupt.h) */
     interrupt_install();

@@ -12,7 +12,7 @@
  *   - OPENBLAS_CORETYPE=SkylakeX when it is unset, the CPU has AVX-512 and
  *     OpenBLAS did not pick an AVX-512 kernel (a CPU newer than the library).
  * A user's own value of either variable is always kept. It also fixes
- * glibc's mmap threshold at 128 KiB (unless MALLOC_MMAP_THRESHOLD_ is set),
+ * glibc's mmap threshold at 1 MiB (unless MALLOC_MMAP_THRESHOLD_ is set),
  * so that a large block freed goes back to the system at once and a second
  * step or round of one size peaks no higher than the first. The variables it
  * set are listed in ATTNLAB_SET_ENV, for children that want them unset.
