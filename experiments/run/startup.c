@@ -55,6 +55,21 @@ __attribute__((section(".preinit_array"), used)) static void (*const startup_ear
                                                                                         char **) = startup_early;
 #endif
 
+/* glibc raises its mmap threshold to the largest block freed (up to 32 MiB);
+ * blocks below it then come from the heap, where freed memory stays
+ * resident, so a second step or round of the same size peaked higher than the
+ * first (./bench --rounds 3 --precision bf16: 228, 358, 392 MiB). A fixed
+ * threshold returns each large block at its free. It is 1 MiB, not glibc's
+ * starting 128 KiB: multithreaded OpenBLAS (0.3.21) mallocs and frees three
+ * 512 KiB buffers in every sgemm call, and at 128 KiB each became an mmap and
+ * a munmap (72 of each in a step of ./bench at 2 threads, whose fp32 step ran
+ * 3-5% slower for it). */
+bool startup_malloc_policy(void) {
+    if (!unset("MALLOC_MMAP_THRESHOLD_")) return false;
+    mallopt(M_MMAP_THRESHOLD, STARTUP_MMAP_THRESHOLD);
+    return true;
+}
+
 void command_startup(int argc, char **argv) {
     (void)argc;
     prctl(PR_SET_NAME, program_invocation_short_name, 0, 0, 0);
@@ -71,17 +86,7 @@ void command_startup(int argc, char **argv) {
         setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
         strcat(set, " OPENBLAS_CORETYPE");
     }
-    /* glibc raises its mmap threshold to the largest block freed (up to 32
-     * MiB); blocks below it then come from the heap, where freed memory stays
-     * resident, so a second step or round of the same size peaked higher than
-     * the first (./bench --rounds 3 --precision bf16: 228, 358, 392 MiB). A
-     * fixed threshold returns each large block at its free. It is 1 MiB, not
-     * glibc's starting 128 KiB: multithreaded OpenBLAS (0.3.21) mallocs and
-     * frees three 512 KiB buffers in every sgemm call, and at 128 KiB each
-     * became an mmap and a munmap (72 of each in a step of ./bench at 2
-     * threads, whose fp32 step ran 3-5% slower for it). A user's own
-     * MALLOC_MMAP_THRESHOLD_ is kept. */
-    if (unset("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+    startup_malloc_policy();
     /* before any library allocates more: a signal during a long allocation or
      * a product is seen (interrupt.h) */
     interrupt_install();

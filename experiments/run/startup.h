@@ -27,11 +27,20 @@
 #ifndef ATTNLAB_STARTUP_H
 #define ATTNLAB_STARTUP_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "util.h"
 
 void command_startup(int argc, char **argv);
+/* glibc's mmap threshold for the commands: above the buffers multithreaded
+ * OpenBLAS mallocs and frees in every sgemm call (512 KiB), so that those
+ * stay on the heap, and below the arena's overflow blocks (4 MiB and up), so
+ * that those go back to the system at their free. */
+#define STARTUP_MMAP_THRESHOLD ((size_t)1 << 20)
+/* Fixes the threshold there, as command_startup does first; false (and
+ * nothing done) when the user's MALLOC_MMAP_THRESHOLD_ is set. */
+bool startup_malloc_policy(void);
 /* Sets the threads a command runs with and returns their count: requested
  * (a --threads value; 0 = OpenMP's default), lowered to the CPUs this
  * process may use (sched_getaffinity) with one "note:" line on notes, and
