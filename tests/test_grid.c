@@ -586,6 +586,26 @@ START_TEST(test_ladder) {
     const char *missing[] = {"phi=identity < phi=elu"};
     l.claims = missing;
     ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    /* pairs at one rung alone give no slope (their FLOPs do not spread; the
+     * least squares would divide by rounding error): a third rung whose two
+     * points ran nowhere else */
+    char g2[400];
+    snprintf(g2, sizeof g2, "%s/s2", root);
+    ck_assert_int_eq(mkdir(g2, 0755), 0);
+    int st = 2990; /* one whose log10 FLOPs, summed over the 3 pairs and divided by 3, is not itself */
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "phi-leakyrelu_seed-%d", 1337 + s), snprintf(b, sizeof b, "phi-tanh_seed-%d", 1337 + s);
+        fake_run(g2, a, st, 2.2 + noise[s]);
+        fake_run(g2, b, st, 2.25);
+    }
+    l.grids[2] = g2, l.n_grids = 3;
+    const char *one_rung[] = {"phi=leakyrelu < phi=tanh"};
+    l.claims = one_rung;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, "slope: too few pairs (3), or pairs at one rung alone") &&
+                      strstr(text, "; too few pairs or rungs for a slope"), "%s", text);
     const char *bad[] = {"phi=relu"};
     l.claims = bad;
     ck_assert_int_eq(ladder_run(&l, out, &e), 2);

@@ -53,16 +53,20 @@ static int claim_sides(const char *claim, char *lower, char *higher, size_t size
 }
 
 /* The slope of the pairs' effects against log10 FLOPs, its 95% half-width
- * (NAN when it cannot be had: fewer than 3 pairs or one rung). */
+ * (NAN when it cannot be had: fewer than 3 pairs, or pairs at one rung alone). */
 static void slope_of(const Rung *r, int n, double *slope, double *half, int *pairs) {
     double sx = 0, sy = 0;
-    int N = 0;
+    int N = 0, rungs = 0;
     for (int i = 0; i < n; i++)
-        if (r[i].ok && isfinite(r[i].flops))
+        if (r[i].ok && isfinite(r[i].flops)) {
             for (int k = 0; k < r[i].p.pairs; k++) sx += log10(r[i].flops), sy += r[i].p.diffs[k], N++;
+            rungs += r[i].p.pairs > 0;
+        }
     *slope = *half = NAN;
     *pairs = N;
-    if (N < 3) return;
+    /* pairs at one rung alone have no spread in FLOPs (sxx below is then
+     * rounding error, not 0, and the slope's interval absurd) */
+    if (N < 3 || rungs < 2) return;
     double mx = sx / N, my = sy / N, sxx = 0, sxy = 0;
     for (int i = 0; i < n; i++)
         if (r[i].ok && isfinite(r[i].flops))
@@ -137,7 +141,7 @@ static void survival(const Rung *r, int n, double slope, double half, const char
         snprintf(buf + k, size - k, "; the effect %s with compute (slope %s %s per decade of FLOPs [%s, %s])",
                  fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", a, unit, lo, hi);
     } else
-        snprintf(buf + k, size - k, "; too few pairs for a slope");
+        snprintf(buf + k, size - k, "; too few pairs or rungs for a slope");
 }
 
 /* The rungs of claim c. */
@@ -283,7 +287,7 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
             fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", a, unit_of(t, c), lo, hi,
                     pairs);
         } else
-            fprintf(md, "\nslope: too few pairs (%d) or rungs for one\n", pairs);
+            fprintf(md, "\nslope: too few pairs (%d), or pairs at one rung alone\n", pairs);
         char words[600];
         survival(r, t->n_rungs, slope, half, unit_of(t, c), f, words, sizeof words);
         fprintf(md, "\nacross scale: %s\n", words);
