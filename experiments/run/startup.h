@@ -38,7 +38,7 @@ void command_startup(int argc, char **argv);
  * stay on the heap, and below the arena's overflow blocks (4 MiB and up), so
  * that those go back to the system at their free. */
 #define STARTUP_MMAP_THRESHOLD ((size_t)1 << 20)
-/* Fixes the threshold there, as command_startup does first; false (and
+/* Fixes the threshold there, as command_startup does; false (and
  * nothing done) when the user's MALLOC_MMAP_THRESHOLD_ is set. */
 bool startup_malloc_policy(void);
 /* Sets the threads a command runs with and returns their count: requested
