@@ -275,18 +275,23 @@ static dnnl_memory_t thread_mem(int e, int which) {
     return *m;
 }
 
-static void gemm_bf16(const Entry *key, const float *A, const float *B, float *C) {
+/* The product of key's shape in oneDNN. A and B are fp32, rounded here (or
+ * read from the weights' mirror), unless a16 or b16 says they are stored in
+ * bf16 already: oneDNN then reads them as they are, the same bits as
+ * widening them and rounding them again, without the two passes. */
+static void gemm_bf16(const Entry *key, const void *A, bool a16, const void *B, bool b16, float *C) {
     int e = entry_find(key);
     const Entry *s = &shapes[e];
+    if (s->f32 && (a16 || b16)) DIE("gemm_bf16: an operand stored in bf16 for an fp32 product");
     int ra = s->ta ? s->K : s->M, ca = s->ta ? s->M : s->K, rb = s->tb ? s->N : s->K, cb = s->tb ? s->K : s->N;
-    size_t na = span(ra, ca, s->lda), nb = span(rb, cb, s->ldb);
-    tls.buf = grow(tls.buf, &tls.buf_cap, na + nb, sizeof *tls.buf);
-    const void *a16 = s->f32 ? (const void *)A : operand_bf16(A, ra, ca, s->lda, tls.buf);
-    const void *b16 = s->f32 ? (const void *)B : operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
+    size_t na = a16 ? 0 : span(ra, ca, s->lda), nb = b16 ? 0 : span(rb, cb, s->ldb);
+    if (!s->f32) tls.buf = grow(tls.buf, &tls.buf_cap, na + nb ? na + nb : 1, sizeof *tls.buf);
+    const void *a = s->f32 || a16 ? A : operand_bf16(A, ra, ca, s->lda, tls.buf);
+    const void *b = s->f32 || b16 ? B : operand_bf16(B, rb, cb, s->ldb, tls.buf + na);
     size_t sbytes = dnnl_memory_desc_get_size(&s->md[MEM_SCRATCH]);
     tls.scratch = grow(tls.scratch, &tls.scratch_cap, sbytes ? sbytes : 1, 1);
     if (!tls.stream) DNNL_TRY(dnnl_stream_create(&tls.stream, engine, dnnl_stream_default_flags));
-    void *handles[MEM_COUNT] = {(void *)a16, (void *)b16, C, tls.scratch};
+    void *handles[MEM_COUNT] = {(void *)a, (void *)b, C, tls.scratch};
     static const int args[MEM_COUNT] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
     dnnl_exec_arg_t exec[MEM_COUNT];
     for (int i = 0; i < MEM_COUNT; i++) {
@@ -322,7 +327,7 @@ long gemm_bf16_thread_variance(int threads, char *msg, int size) {
         memset(c1, 0, sizeof(float) * 2 * nc);
         for (int run = 0; run < 2; run++) {
             omp_set_num_threads(run ? threads : 1);
-            gemm_bf16(s, a, b, run ? c2 : c1);
+            gemm_bf16(s, a, false, b, false, run ? c2 : c1);
         }
         long differ = 0;
         for (size_t i = 0; i < nc; i++) differ += memcmp(&c1[i], &c2[i], sizeof(float)) != 0;
@@ -445,7 +450,7 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
     if (precision == PRECISION_BF16 && K > 0) {
         Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                      .beta = beta};
-        gemm_bf16(&key, A, B, C);
+        gemm_bf16(&key, A, false, B, false, C);
         return;
     }
     sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -464,7 +469,7 @@ void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha,
     engine_once();
     Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                  .beta = beta, .f32 = path == GEMM_PATH_DNNL_F32};
-    gemm_bf16(&key, A, B, C);
+    gemm_bf16(&key, A, false, B, false, C);
 }
 
 /* ---- gemm_ex: epilogues, and operands stored in bf16 --------------------- */
@@ -503,11 +508,14 @@ static void widen_rows(float *out, const uint16_t *x, int rows, int cols, int ld
 static void gemm_ex_unfused(bool ta, bool tb, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
                             const void *B, bool b16, int ldb, float beta, float *C, int ldc, const GemmEpilogue *ep) {
     int ra = ta ? K : M, ca = ta ? M : K, rb = tb ? N : K, cb = tb ? K : N;
-    size_t na = a16 ? span(ra, ca, lda) : 0, nb = b16 ? span(rb, cb, ldb) : 0, nc = C ? 0 : (size_t)M * N;
+    /* a product for oneDNN reads the stored bf16 operands as they are */
+    bool dnnl = precision == PRECISION_BF16 && K > 0 && gemm_bf16_to_dnnl(M, N, K);
+    size_t na = a16 && !dnnl ? span(ra, ca, lda) : 0, nb = b16 && !dnnl ? span(rb, cb, ldb) : 0;
+    size_t nc = C ? 0 : (size_t)M * N;
     if (na + nb + nc) ex_buf = grow(ex_buf, &ex_cap, na + nb + nc, sizeof *ex_buf);
     const float *a = A, *b = B;
-    if (a16) widen_rows(ex_buf, A, ra, ca, lda), a = ex_buf;
-    if (b16) widen_rows(ex_buf + na, B, rb, cb, ldb), b = ex_buf + na;
+    if (na) widen_rows(ex_buf, A, ra, ca, lda), a = ex_buf;
+    if (nb) widen_rows(ex_buf + na, B, rb, cb, ldb), b = ex_buf + na;
     if (!C) C = ex_buf + na + nb, ldc = N;
     if (ep && ep->bias) {
         for (int r = 0; r < M; r++) memcpy(C + (long)r * ldc, ep->bias, sizeof(float) * (size_t)N);
@@ -516,7 +524,12 @@ static void gemm_ex_unfused(bool ta, bool tb, int M, int N, int K, float alpha, 
                 for (int j = 0; j < N; j++) C[(long)r * ldc + j] += ep->bias[j];
         beta = 1.0f;
     }
-    if (K > 0) gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
+    if (dnnl) {
+        Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
+                     .beta = beta};
+        gemm_bf16(&key, A, a16, B, b16, C);
+    } else if (K > 0)
+        gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
     else if (!(ep && ep->bias))
         for (int r = 0; r < M; r++)
             for (int j = 0; j < N; j++) C[(long)r * ldc + j] = beta == 0 ? 0 : beta * C[(long)r * ldc + j];

@@ -177,8 +177,12 @@ static bool same_results(const Case *c, const Case *ref, char *msg, int size) {
     return true;
 }
 
-static const int shapes[][3] = {{37, 45, 19}, {64, 96, 130}, {8, 32, 2}, {24, 33, 2100}};
+/* M, N, K, and whether the product is made to reach oneDNN (its K rule
+ * lowered: where the CPU has AMX every product of this size does): there
+ * gemm_ex hands its bf16-stored operands to oneDNN as they are. */
+static const int shapes[][4] = {{37, 45, 19, 0}, {64, 96, 130, 0}, {8, 32, 2, 0}, {24, 33, 2100, 0}, {64, 96, 384, 1}};
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
+#define DNNL_SHAPE_MIN_K 256
 
 /* Every case: shape x transposes x bf16 operands x epilogue. fn(c, i) is
  * called on each with a fresh case; returns false to stop. */
@@ -190,7 +194,9 @@ static void each_case(bool (*fn)(Case *c, void *ctx), void *ctx) {
                 for (int ep = 0; ep < EP_COUNT; ep++) {
                     Case c;
                     case_make(&c, t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], h & 1, h >> 1, ep, seed++);
+                    int min_k = shapes[s][3] ? gemm_bf16_set_dnnl_min_k(DNNL_SHAPE_MIN_K) : 0;
                     bool go = fn(&c, ctx);
+                    if (shapes[s][3]) gemm_bf16_set_dnnl_min_k(min_k);
                     case_free(&c);
                     if (!go) return;
                 }
@@ -272,6 +278,28 @@ START_TEST(test_fused_matches_reference) {
     if (!bf16_runs_here("test_fused")) return;
     ck_assert_msg(all_match_reference(PRECISION_BF16, false, msg, sizeof msg), "bf16 fused: %s", msg);
     ck_assert_msg(all_match_reference(PRECISION_BF16, true, msg, sizeof msg), "bf16 unfused: %s", msg);
+}
+END_TEST
+
+/* The oneDNN shape above does reach oneDNN, its stored operands unwidened. */
+START_TEST(test_fused_dnnl_shape_reaches_dnnl) {
+    if (!bf16_runs_here("test_fused")) return;
+    const int *sh = shapes[N_SHAPES - 1];
+    ck_assert_int_eq(sh[3], 1);
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    int min_k = gemm_bf16_set_dnnl_min_k(DNNL_SHAPE_MIN_K);
+    ck_assert(gemm_bf16_to_dnnl(sh[0], sh[1], sh[2]));
+    Case c;
+    case_make(&c, 0, 1, sh[0], sh[1], sh[2], 1, 1, EP_BIAS_GELU_PRE16, 7);
+    gemm_bf16_count_clear();
+    run_ex(&c);
+    double madds = (double)sh[0] * sh[1] * sh[2];
+    ck_assert_msg(gemm_bf16_madds() == madds && gemm_bf16_sgemm_madds() == 0,
+                  "%g multiply-adds in bf16, %g of them in gemm's own kernel; want %g in oneDNN", gemm_bf16_madds(),
+                  gemm_bf16_sgemm_madds(), madds);
+    case_free(&c);
+    gemm_bf16_set_dnnl_min_k(min_k);
+    gemm_set_precision(was);
 }
 END_TEST
 
@@ -438,6 +466,7 @@ Suite *fused_suite(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_fused_matches_unfused);
     tcase_add_test(tc, test_fused_matches_reference);
+    tcase_add_test(tc, test_fused_dnnl_shape_reaches_dnnl);
     tcase_add_test(tc, test_fused_faults_caught);
     tcase_add_test(tc, test_fused_mlp_bf16_rule);
     tcase_add_test(tc, test_fused_mlp_catches);
