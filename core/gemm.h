@@ -208,9 +208,10 @@ int gemm_bf16_set_dnnl_min_k(int k);
  * kernel, which takes a long K 1024 values at a time, beat oneDNN 1.0-1.5x
  * up to K 4096, the weight gradients' sums over a step's tokens (./bench
  * --gemm on AVX512-BF16, docs/speed.md); longer sums were not measured.
- * Where oneDNN runs bf16 on AMX tiles, which do many times the multiply-adds
- * of AVX512-BF16 per cycle (not measured here: no AMX host yet), every large
- * product goes to oneDNN whatever its K. */
+ * Where oneDNN runs bf16 on AMX tiles, every large product goes to oneDNN
+ * whatever its K: on an Intel Xeon with AMX, oneDNN ran the step's products
+ * at 1.5-2.4x sgemm and gemm's kernel at 0.4-0.8x (docs/speed.md, "On a CPU
+ * with AMX"). */
 #define GEMM_BF16_DNNL_MIN_K 4096
 
 /* Products with fewer multiply-adds than this, in bf16, run as sgemm on
