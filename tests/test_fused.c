@@ -179,8 +179,10 @@ static bool same_results(const Case *c, const Case *ref, char *msg, int size) {
 
 /* M, N, K, and whether the product is made to reach oneDNN (its K rule
  * lowered: where the CPU has AMX every product of this size does): there
- * gemm_ex hands its bf16-stored operands to oneDNN as they are. */
-static const int shapes[][4] = {{37, 45, 19, 0}, {64, 96, 130, 0}, {8, 32, 2, 0}, {24, 33, 2100, 0}, {64, 96, 384, 1}};
+ * gemm_ex hands its bf16-stored operands to oneDNN as they are, and the
+ * bias as oneDNN's bias argument (K 1100: sums oneDNN may split). */
+static const int shapes[][4] = {{37, 45, 19, 0},  {64, 96, 130, 0},  {8, 32, 2, 0},
+                                {24, 33, 2100, 0}, {32, 80, 1100, 1}, {64, 96, 384, 1}};
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
 #define DNNL_SHAPE_MIN_K 256
 
