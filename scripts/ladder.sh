@@ -152,10 +152,18 @@ talking_heads() {
     $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
         --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
     [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
+    # (a run trained on another machine has no model here: its archive keeps no weights)
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
-        if ls "$OUT/$arm"_seed-*/model.safetensors >/dev/null 2>&1; then
-            ./spectrum "$OUT/$arm"_seed-* "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"
-        fi
+        models=""
+        for d in "$OUT/$arm"_seed-*; do
+            if [ -f "$d/model.safetensors" ]; then
+                models="$models $d"
+            elif [ -d "$d" ]; then
+                echo "ladder: $d: no model.safetensors here (trained on another machine?): left out of the spectrum" >&2
+            fi
+        done
+        # shellcheck disable=SC2086
+        [ -z "$models" ] || ./spectrum $models "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"
     done
     keep "$g"
     keep "$i"
