@@ -91,6 +91,13 @@ keep() {
     done
 }
 
+# Grid $1's archived runs back as run folders before ./ablate runs in it: ./ablate skips a
+# finished run by its folder, and a grid packed mid-way (TABLES_ONLY, or a new machine) keeps
+# its records only in the archive, so without this it would train them again.
+restore() {
+    [ ! -f "$OUT/$1/runs.tar.xz" ] || sh scripts/results.sh unpack "$OUT/$1" >/dev/null
+}
+
 # The rung's learning rate as lr:min_lr, from its sweep (the lowest final val bpb of
 # a finished run); nothing when the sweep has not finished.
 rung_lr() {
@@ -116,6 +123,7 @@ scale_lr() { echo "$1" | awk -F: -v x="$2" '{ printf "%g:%g\n", $1 * x, $2 * x }
 sweep() {
     g=ladder-lr-$1
     lrs=$LRS
+    restore "$g"
     for extend in 0 1 2; do
         # shellcheck disable=SC2086
         $ABLATE lr:min_lr=$lrs --no-baseline $(rung_opts "$1") $COMMON --context 128 --out "$OUT/$g" "$CORPUS"
@@ -136,6 +144,8 @@ sweep() {
 talking_heads() {
     g=ladder-th-$1
     lr=$(lr_opts "$1")
+    restore "$g"
+    restore "ladder-init-$1"
     # shellcheck disable=SC2086
     $ABLATE heads=4/16 talking_heads=none/both --no-baseline $(rung_opts "$1") $COMMON $lr --context 128 \
         --seeds "$LOOK" $PLAN --expect "talking_heads=both < talking_heads=none" \
@@ -172,6 +182,7 @@ talking_heads() {
 cos() {
     g=ladder-cos-$1
     lr=$(lr_opts "$1")
+    restore "$g"
     # shellcheck disable=SC2086
     $ABLATE reweight=none/cos --attn linear --phi relu --no-baseline $(rung_opts "$1") $COMMON $lr \
         --context 512 --seeds "$LOOK" $PLAN --expect "reweight=cos < reweight=none" --out "$OUT/$g" "$CORPUS"
@@ -181,6 +192,7 @@ cos() {
 linformer() {
     g=ladder-linformer-$1
     lr=$(lr_opts "$1")
+    restore "$g"
     # shellcheck disable=SC2086
     $ABLATE linformer_k=64/128 --attn linformer --objective mlm --pos rope $(rung_opts "$1") $COMMON $lr \
         --context 512 --seeds "$LOOK" $PLAN --expect "linformer_k=128 < linformer_k=64" \
