@@ -18,7 +18,7 @@
 # The binaries are the current folder's (./ablate, ./spectrum): run it from a checkout
 # built at one fixed commit (git worktree), so that later commits cannot split a grid's
 # pairs. ABLATE overrides the launcher (default: mpirun -np 2 ./ablate, one run per
-# core, each on one thread; the ranks take a grid's runs in turn, so one may idle at its
+# core, each on one thread; the ranks take a grid's runs in turn, so one may idle (asleep) at its
 # end: ABLATE=./ablate in two scripts given different parts keeps both cores busy, with
 # the same bits, each run being one thread either way). SYNC=DIR copies each grid's kept files (the archive and
 # the tables) into DIR/<grid>/ once it is packed, so a session's finished grids can be

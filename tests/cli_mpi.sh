@@ -10,7 +10,8 @@
 #  (d) mpirun -np 2 ./ablate writes the same results.md rows as ./ablate
 #      (but for the tok/s column, a speed), and with --seeds 2 the same
 #      summary.csv (means, intervals, differences from the baseline), bit
-#      for bit, and the same results.csv;
+#      for bit, and the same results.csv; a rank done first waits for the
+#      other asleep;
 #  (e) ./train run plainly: no MPI in its output, checkpoint or config.json,
 #      and the same bits as under mpirun -np 1;
 #  (f) ranks that disagree (an MPMD launch with another --lr on rank 1)
@@ -175,6 +176,21 @@ if $MPI ./ablate phi=relu/identity/elu $SMALL --out "$T/abl2" "$T/c.txt" >"$T/ou
     pass "mpirun -np 2 ./ablate again: every run finished before, the same rows"
 else
     fail "mpirun -np 2 ./ablate again" "did not skip, or rows differ"
+fi
+
+# A rank done with its share waits for the others asleep, not polling as
+# MPI_Barrier does (a core held for as long as the other rank's last run): rank
+# 0's 10 steps end seconds before rank 1's 400, and the wait's CPU time is the
+# naps' wake-ups, under 5% of it; a polling wait takes a core, about all of it
+# (half on a loaded machine), so a quarter tells the two apart.
+$MPI ./ablate steps=10/400 --no-baseline $SMALL --out "$T/idle" "$T/c.txt" >"$T/out" 2>"$T/err"
+rc=$?
+wait_line=$(grep '^rank 0: waited' "$T/out")
+if [ $rc = 0 ] && [ -n "$wait_line" ] &&
+    echo "$wait_line" | awk '{ w = $4; c = substr($(NF - 3), 2) } END { exit !(w >= 1 && c < w / 4) }'; then
+    pass "mpirun -np 2 ./ablate: a rank done first waits asleep ($wait_line)"
+else
+    fail "mpirun -np 2 ./ablate: a rank done first waits asleep" "exit $rc; ${wait_line:-no wait line}"
 fi
 
 # --seeds 2: the runs spread over the ranks differently (seeds of one point on

@@ -323,6 +323,14 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         }
     }
     fflush(stdout);
+    if (ranks > 1) {
+        /* the ranks' shares may end hours apart: wait for the others asleep */
+        double waited, cpu;
+        dist_wait_idle(&waited, &cpu);
+        if (waited >= 1)
+            printf("rank %d: waited %.1f s for the other ranks' runs, asleep (%.2f s of CPU)\n", rank, waited, cpu);
+        fflush(stdout);
+    }
     if (ranks > 1)
         for (int i = 0; i < n_runs; i++)
             if (!runs[i].skipped) share_result(&runs[i], owner[i]);

@@ -14,7 +14,7 @@
  *
  * Collectives (every rank calls them, in the same order): dist_agree,
  * dist_any, dist_allreduce_mean, dist_sum, dist_bcast, dist_same,
- * dist_barrier. */
+ * dist_barrier, dist_wait_idle. */
 #ifndef ATTNLAB_DIST_H
 #define ATTNLAB_DIST_H
 
@@ -59,7 +59,13 @@ void dist_bcast(void *buf, size_t bytes, int root);
 /* Whether x is the same on every rank; if not, *differs is the first rank
  * whose x is not rank 0's. */
 bool dist_same(uint64_t x, int *differs);
+/* MPI_Barrier: for short waits (it polls, holding a core while it waits). */
 void dist_barrier(void);
+/* Every rank reaches this point; one that arrives early sleeps between tests
+ * instead of polling (a rank done with its share of a grid's runs may wait an
+ * hour for another's). *waited_s is the time it waited, *cpu_s the CPU time
+ * this process spent meanwhile (its other threads' too); both 0 without MPI. */
+void dist_wait_idle(double *waited_s, double *cpu_s);
 
 /* A 64-bit hash of n floats' bits (for dist_same: the ranks' parameters). */
 uint64_t dist_hash_floats(const float *x, long n, uint64_t h);
