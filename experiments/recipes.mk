@@ -367,9 +367,12 @@ ladder_of = g="$(foreach r,s0 s1 s2,$(if $(wildcard results/ladder-$(1)-$(r)/run
 	    for x in $$g; do sh scripts/results.sh unpack $$x || exit 1; done; \
 	    ./ablate --ladder $$g $(2) $(LADDER_PLAN) --out results/ladder-$(1); \
 	else echo "ladder $(1): fewer than two rungs have run"; fi
-# the spectrum claim: each rung's plain 4-head models against their initialisations
-spectrum_arms = $(foreach r,s0 s1 s2,$(if $(and $(wildcard results/ladder-init-$(r)/runs.tar.xz),$(wildcard \
-	results/ladder-th-$(r)/runs.tar.xz)),results/ladder-init-$(r)/heads-4 results/ladder-th-$(r)/heads-4_talking_heads-none))
+# the spectrum claim: each rung's plain 4-head models against their initialisations (the
+# models from ladder-models-RUNG where the th grid's ran on more than one machine)
+trained_arm = $(if $(wildcard results/ladder-models-$(1)/runs.tar.xz),results/ladder-models-$(1)/heads-4,$(if \
+	$(wildcard results/ladder-th-$(1)/runs.tar.xz),results/ladder-th-$(1)/heads-4_talking_heads-none))
+spectrum_arms = $(foreach r,s0 s1 s2,$(if $(and $(wildcard results/ladder-init-$(r)/runs.tar.xz),$(call \
+	trained_arm,$(r))),results/ladder-init-$(r)/heads-4 $(call trained_arm,$(r))))
 # (a variable: $(call) would split the points' commas into arguments)
 LADDER_TH_EXPECT = --expect "heads=4,talking_heads=both < heads=4,talking_heads=none" \
 	--expect "heads=16,talking_heads=both < heads=16,talking_heads=none" \

@@ -12,6 +12,8 @@
 #                                with the initialisations for the spectrum claim
 #           cos-s0 ...           cos re-weighting at context 512 (relu linear attention)
 #           linformer-s0 ...     Linformer k = 64 and 128 against softmax at n = 512 (MLM)
+#           models-s0 ...        the spectrum claim's trained models where th-sN ran on more
+#                                than one machine (below); not in the default list
 #           a claim's part may end in :LOOK, the seed pairs of the plan's look to run it
 #           to (th-s0:6); without one, LOOK (default 3)
 #
@@ -179,6 +181,75 @@ talking_heads() {
     keep "$i"
 }
 
+# The spectrum claim's trained arm when the th grid's plain 4-head models are not all on
+# this machine (the archives keep records, not weights: a grid whose seeds ran on two
+# machines has some models on each): ladder-models-RUNG holds the model of every seed of
+# the look as heads-4_seed-N, the th grid's run folder copied where its model is here and
+# trained again with ./train and the grid's options where not (two at a time, one thread
+# each: the bits ./ablate would make on this machine; a stopped one resumes), then their
+# spectrum. Saved from main with TABLES_ONLY=1 (models-RUNG): ./ablate heads=4/16
+# --talking_heads none --tables-only records the ./train runs and writes the grid's tables
+# (the 16-head point, never trained here, is listed as not trained), and the grid is packed.
+# make ladder-tables reads a rung's trained arm from here when this grid exists.
+models() {
+    g=ladder-models-$1
+    t=ladder-th-$1
+    lr=$(lr_opts "$1")
+    steps=$(rung_opts "$1" | sed 's/.*--steps \([0-9]*\).*/\1/')
+    restore "$g"
+    restore "$t"
+    mkdir -p "$OUT/$g"
+    # a run folder at its last step: recorded by a grid, or ./train's last line there
+    at_end() { [ -f "$1/result.json" ] || tail -n 1 "$1/metrics.jsonl" 2>/dev/null | grep -q "^{\"step\": $steps,"; }
+    jobs=0
+    seed=1337
+    while [ "$seed" -lt $((1337 + LOOK)) ]; do
+        d=$OUT/$g/heads-4_seed-$seed
+        from=$OUT/$t/heads-4_talking_heads-none_seed-$seed
+        seed=$((seed + 1))
+        ! at_end "$d" || continue
+        if [ -f "$from/model.safetensors" ] && [ -f "$from/result.json" ]; then
+            rm -rf "$d"
+            cp -a "$from" "$d"
+            rm -f "$d/index.html"
+            continue
+        fi
+        [ -z "${TABLES_ONLY:-}" ] || continue
+        if [ -f "$d/model.safetensors" ]; then
+            ./train --resume "$d" >"$d.log" 2>&1 &
+        else
+            # shellcheck disable=SC2086
+            ./train --attn softmax --talking_heads none $(rung_opts "$1") $COMMON $lr --context 128 \
+                --seed $((seed - 1)) --out "$d" "$CORPUS" >"$d.log" 2>&1 &
+        fi
+        jobs=$((jobs + 1))
+        if [ "$jobs" -ge 2 ]; then wait; jobs=0; fi
+    done
+    wait
+    models=""
+    seed=1337
+    while [ "$seed" -lt $((1337 + LOOK)) ]; do
+        d=$OUT/$g/heads-4_seed-$seed
+        seed=$((seed + 1))
+        if ! at_end "$d" || [ ! -f "$d/model.safetensors" ]; then
+            echo "ladder: $d: not trained to its end (see $d.log)" >&2
+            continue
+        fi
+        rm -f "$d.log"
+        models="$models $d"
+    done
+    if [ -z "${TABLES_ONLY:-}" ]; then
+        # shellcheck disable=SC2086
+        [ -z "$models" ] || ./spectrum $models "$CORPUS" --samples 8 --threads 1 --out "$OUT/$g/heads-4-spectrum"
+        echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS models-$1:$LOOK"
+        return 0
+    fi
+    # shellcheck disable=SC2086
+    $ABLATE heads=4/16 --talking_heads none --no-baseline $(rung_opts "$1") $COMMON $lr --context 128 \
+        --seeds "$LOOK" --out "$OUT/$g" "$CORPUS"
+    keep "$g"
+}
+
 cos() {
     g=ladder-cos-$1
     lr=$(lr_opts "$1")
@@ -216,6 +287,7 @@ for part in "$@"; do
     case "$part" in
     lr-*) sweep "$rung" ;;
     th-*) talking_heads "$rung" ;;
+    models-*) models "$rung" ;;
     cos-*) cos "$rung" ;;
     linformer-*) linformer "$rung" ;;
     *) echo "error: $part: no such part" >&2; exit 2 ;;

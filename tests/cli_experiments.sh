@@ -101,6 +101,32 @@ if ./ablate lr=1e-3/10 --weight_decay 10 --clip 0 --warmup 0 --schedule constant
 else
     fail "ablate --tables-only: the finished runs' tables, the rest listed, nothing trained" "$(cat "$T/out" "$T/err" | head -5)"
 fi
+# A run trained to its last step by ./train with the grid's options into the run's folder
+# counts under --tables-only: recorded from its log, with the val bpb the grid's own run
+# has (to the log's 6 decimals); a run whose log ends short of the last step stays not
+# trained.
+R=$T/bytrain
+bpb_of() { sed -n 's/.*"val_bpb":[[:space:]]*\([0-9.]*\).*/\1/p' "$1" | head -n 1; }
+./ablate heads=2/4 --no-baseline $SMALL --steps 20 --eval_every 5 --out "$R" "$T/small.txt" >"$T/out" 2>"$T/err"
+grid_bpb=$(printf '%.6f' "$(bpb_of "$R/heads-4/result.json")")
+rm -r "$R/heads-4"
+./train $SMALL --heads 4 --steps 20 --eval_every 5 --out "$R/heads-4" "$T/small.txt" >"$T/out" 2>"$T/err"
+if ./ablate heads=2/4 --no-baseline $SMALL --steps 20 --eval_every 5 --tables-only --out "$R" "$T/small.txt" \
+    >"$T/out" 2>"$T/err" && [ "$(bpb_of "$R/heads-4/result.json")" = "$grid_bpb" ] &&
+    grep -q "recorded from its metrics (val bpb" "$T/out" && [ "$(grep -c ',done,' "$R/results.csv")" = 2 ]; then
+    pass "ablate --tables-only: a run ./train finished in the grid's folder is recorded, the grid's val bpb"
+else
+    fail "ablate --tables-only: a run ./train finished in the grid's folder is recorded" "$(cat "$T/out" "$T/err" | head -5)"
+fi
+rm -r "$R/heads-4"
+./train $SMALL --heads 4 --steps 10 --eval_every 5 --out "$R/heads-4" "$T/small.txt" >"$T/out" 2>"$T/err"
+sed 's/"steps":\t10,/"steps":\t20,/' "$R/heads-4/config.json" >"$T/cfg" && cp "$T/cfg" "$R/heads-4/config.json"
+if ./ablate heads=2/4 --no-baseline $SMALL --steps 20 --eval_every 5 --tables-only --out "$R" "$T/small.txt" \
+    >"$T/out" 2>"$T/err" && [ ! -f "$R/heads-4/result.json" ] && [ "$(grep -c ',done,' "$R/results.csv")" = 1 ]; then
+    pass "ablate --tables-only: a checkpoint short of the last step is not trained, not recorded"
+else
+    fail "ablate --tables-only: a checkpoint short of the last step is not trained" "$(cat "$T/out" "$T/err" | head -5)"
+fi
 expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
 expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
 expect "ablate: empty axis value" 2 "phi=relu//elu: an empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"

@@ -501,6 +501,20 @@ int grid_record(GridRun *r, Err *e) {
     return rc;
 }
 
+int grid_record_logged(GridRun *r, Err *e) {
+    if (read_metrics(r, e) != 0) return -1;
+    if (!r->n_points || r->steps[r->n_points - 1] != (double)r->cfg.train.steps) return 1;
+    TrainResult *t = &r->result;
+    memset(t, 0, sizeof *t);
+    t->status = TRAIN_DONE;
+    t->step = r->cfg.train.steps;
+    t->val_bpb = t->best_val_bpb = r->bpb[r->n_points - 1];
+    for (int i = 0; i < r->n_points; i++)
+        if (r->bpb[i] < t->best_val_bpb) t->best_val_bpb = r->bpb[i];
+    t->tok_s = NAN; /* grid_record takes the logged lines' median */
+    return grid_record(r, e) != 0 ? -1 : 0;
+}
+
 bool grid_plateau(const GridRun *r, char *why, size_t size) {
     double level = r->cfg.model.objective == OBJECTIVE_MLM ? 3.9 : 3.3;
     double final = r->n_points ? r->bpb[r->n_points - 1] : r->result.val_bpb;

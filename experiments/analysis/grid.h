@@ -116,6 +116,13 @@ typedef enum { GRID_NEW, GRID_UNFINISHED, GRID_FINISHED } GridRunState;
 int grid_run_state(GridRun *r, const char *corpus, Err *e);
 /* After training run r: writes its result.json and reads its curve. */
 int grid_record(GridRun *r, Err *e);
+/* A run ./train trained into r's folder with the grid's options (no
+ * result.json): when its metrics.jsonl has the validation of its last step,
+ * records it from there (that val bpb, the best of its validations, the
+ * median of its logged throughput) without opening the model, and returns 0;
+ * 1 when the log ends before the last step; -1 with e set when it cannot be
+ * read or written. */
+int grid_record_logged(GridRun *r, Err *e);
 /* Trains run r for ./ablate (resuming its checkpoint when unfinished; lines
  * as plain text when plain_progress) and writes its result.json. 0 when
  * trained or diverged (said on stdout, recorded in its result), 1 when a

@@ -103,6 +103,8 @@ static void usage(FILE *f) {
             "\n"
             "--tables-only trains nothing: the tables, plot and page of the runs finished so far, the\n"
             "others listed as not trained yet (a grid that takes several sittings, saved as it goes).\n"
+            "A run trained to its last step by ./train with the grid's options into the run's folder\n"
+            "counts as finished: recorded from its metrics.jsonl (the val bpb of its last step).\n"
             "\n"
             "Runs go to DIR/<run>/ (default DIR: runs/ablate-<axes>); running the same command again\n"
             "resumes: finished runs are skipped and an unfinished one continues from its checkpoint;\n"
@@ -293,7 +295,16 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         if (r->skipped) continue;
         index++;
         if (owner[i] != rank) continue;
-        if (tables_only && state[i] != GRID_FINISHED) { /* --tables-only: left for a later command */
+        if (tables_only && state[i] != GRID_FINISHED) {
+            /* a run ./train took to its last step in the grid's folder is
+             * recorded from its log; any other is left for a later command */
+            int got = state[i] == GRID_UNFINISHED ? grid_record_logged(r, &e) : 1;
+            if (got == 0) {
+                printf("run %d/%d %s%s: trained to its last step by ./train: recorded from its metrics (val bpb %.4f)\n",
+                       index, n_train, r->name, tag, r->result.val_bpb);
+                continue;
+            }
+            if (got < 0) printf("run %s: not recorded: %s\n", r->name, e.msg);
             r->pending = r->skipped = true;
             continue;
         }
