@@ -341,10 +341,9 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         if (waited >= 1)
             printf("rank %d: waited %.1f s for the other ranks' runs, asleep (%.2f s of CPU)\n", rank, waited, cpu);
         fflush(stdout);
-    }
-    if (ranks > 1)
         for (int i = 0; i < n_runs; i++)
             if (!runs[i].skipped) share_result(&runs[i], owner[i]);
+    }
     free(state), free(owner), free(order);
     int stop = dist_max(interrupted ? interrupt_exit_status() : 0);
     if (stop) {

@@ -1,5 +1,6 @@
 /* dist.c: see dist.h. */
 #include "dist.h"
+#include "run.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -159,16 +160,17 @@ void dist_barrier(void) {
     if (size > 1) MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static double clock_s(clockid_t id) {
+/* the CPU time of this process, its threads together */
+static double cpu_seconds(void) {
     struct timespec t;
-    clock_gettime(id, &t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 void dist_wait_idle(double *waited_s, double *cpu_s) {
     *waited_s = *cpu_s = 0;
     if (size == 1) return;
-    const double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    const double t0 = now_seconds(), c0 = cpu_seconds();
     /* Open MPI's blocking collectives poll without sleeping: a rank waiting
      * an hour for another's last run would hold a core all that time. A
      * nonblocking barrier tested between naps (50 us, doubling to 20 ms)
@@ -183,8 +185,8 @@ void dist_wait_idle(double *waited_s, double *cpu_s) {
         nanosleep(&nap, NULL);
         if (nap_ns < 20000000) nap_ns *= 2;
     }
-    *waited_s = clock_s(CLOCK_MONOTONIC) - t0;
-    *cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    *waited_s = now_seconds() - t0;
+    *cpu_s = cpu_seconds() - c0;
 }
 
 uint64_t dist_hash_floats(const float *x, long n, uint64_t h) {
