@@ -126,11 +126,13 @@ const char *gemm_bf16_route(void) {
     bool bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
     bool amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
     if (!bf16) return "none";
-    if (amx || !gemm_small_available())
-        snprintf(text, sizeof text, "oneDNN %s, small products in %s", gemm_dnnl_isa(),
-                 gemm_small_available() ? "gemm_small avx512_bf16" : "sgemm on rounded inputs");
+    if (!gemm_small_available())
+        snprintf(text, sizeof text, "oneDNN %s, small products in sgemm on rounded inputs", gemm_dnnl_isa());
+    else if (amx && !gemm_small_amx())
+        snprintf(text, sizeof text, "oneDNN %s, small products in gemm_small avx512_bf16", gemm_dnnl_isa());
     else
-        snprintf(text, sizeof text, "gemm_small avx512_bf16, oneDNN %s past K %d", gemm_dnnl_isa(), dnnl_min_k);
+        snprintf(text, sizeof text, "gemm_small %s, oneDNN %s past K %d", gemm_small_amx() ? "amx" : "avx512_bf16",
+                 gemm_dnnl_isa(), dnnl_min_k);
     return text;
 }
 
@@ -445,7 +447,7 @@ int gemm_bf16_set_dnnl_min_k(int k) {
 
 bool gemm_bf16_to_dnnl(int M, int N, int K) {
     if (omp_in_parallel() || (long)M * N * K < GEMM_BF16_MIN_MADDS) return false;
-    return !gemm_small_available() || dnnl_amx || K > dnnl_min_k;
+    return !gemm_small_available() || (dnnl_amx && !gemm_small_amx()) || K > dnnl_min_k;
 }
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,

@@ -25,11 +25,14 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "gemm.h"
 #include "gemm_epilogue.h"
 
 #define AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
 
 enum { MR = 8, NR = 32 };
 
@@ -55,7 +58,7 @@ typedef struct {
     size_t cap;
 } Buffer;
 typedef struct {
-    Buffer a, panel;
+    Buffer a, panel, across, whole; /* across: op(A)'s pair rows before AMX's transpose; whole: all of op(B) */
 } ThreadBuffers;
 static _Thread_local ThreadBuffers *mine;
 static pthread_key_t buffers_key;
@@ -65,6 +68,8 @@ static void buffers_free(void *p) {
     ThreadBuffers *b = p;
     free(b->a.p);
     free(b->panel.p);
+    free(b->across.p);
+    free(b->whole.p);
     free(b);
 }
 
@@ -239,42 +244,17 @@ AVX512_BF16 static inline __attribute__((always_inline)) void tile_sums(__m512 a
     }
 }
 
-/* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1 (mr <= MR, nc <=
- * NR): alpha times the sums + beta C. */
-AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
-                             float alpha, float beta, float *C, int ldc) {
-    /* C's lines on their way while the sums run: read back when beta is not
-     * 0, written in any case (a product's C is seldom in cache: a step's
-     * dX and dW tiles were last touched a whole product ago) */
-    if (Kp >= 16)
-        for (int r = 0; r < mr; r++) {
-            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
-            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
-        }
-    __m512 acc[MR][2];
-    tile_sums(acc, Kp, a, ar, ap, b, w);
+/* A tile's sums (rows i0 .. i0 + mr - 1 of C, columns j0 .. j0 + nc - 1;
+ * mr <= MR, nc <= NR) finished: alpha times them + beta C, or, as end says,
+ * the bias in beta C's place, then the epilogue on each row (C NULL: the
+ * epilogue writes bf16 alone). Inlined, so that the plain tile (end NULL)
+ * keeps its registers to itself. */
+AVX512_BF16 static inline __attribute__((always_inline)) void tile_put(__m512 acc[MR][2], int mr, int nc, float alpha,
+                                                                        float beta, float *C, int ldc, long i0,
+                                                                        int j0, const TileEnd *end) {
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int r = 0; r < mr; r++)
-        for (int h = 0; h < 2; h++) {
-            __mmask16 m = first(nc - 16 * h);
-            if (!m) continue;
-            float *c = C + (long)r * ldc + 16 * h;
-            __m512 v = _mm512_mul_ps(va, acc[r][h]);
-            if (beta != 0) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, c), v);
-            _mm512_mask_storeu_ps(c, m, v);
-        }
-}
-
-/* The same tile (C's place i0, j0 in the product) ending as end says: the
- * bias in beta C's place, then the epilogue on each of the tile's rows (C
- * NULL: the epilogue writes bf16 alone). */
-AVX512_BF16 static void tile_end(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
-                                 float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
-    __m512 acc[MR][2];
-    tile_sums(acc, Kp, a, ar, ap, b, w);
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    const float *bias = end->bias;
-    const GemmEpilogue *ep = end->ep;
+    const float *bias = end ? end->bias : NULL;
+    const GemmEpilogue *ep = end ? end->ep : NULL;
     float t[NR];
     for (int r = 0; r < mr; r++) {
         float *c = C ? C + (long)r * ldc : NULL;
@@ -294,6 +274,31 @@ AVX512_BF16 static void tile_end(int mr, int nc, int Kp, const uint32_t *a, long
         }
         if (ep) gemm_epilogue_run(ep, end->fault, t, nc < NR ? nc : NR, i0 + r, j0, c);
     }
+}
+
+/* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1: alpha times the
+ * sums + beta C. */
+AVX512_BF16 static void tile(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
+                             float alpha, float beta, float *C, int ldc) {
+    /* C's lines on their way while the sums run: read back when beta is not
+     * 0, written in any case (a product's C is seldom in cache: a step's
+     * dX and dW tiles were last touched a whole product ago) */
+    if (Kp >= 16)
+        for (int r = 0; r < mr; r++) {
+            _mm_prefetch((const char *)(C + (long)r * ldc), _MM_HINT_T0);
+            if (nc > 16) _mm_prefetch((const char *)(C + (long)r * ldc + 16), _MM_HINT_T0);
+        }
+    __m512 acc[MR][2];
+    tile_sums(acc, Kp, a, ar, ap, b, w);
+    tile_put(acc, mr, nc, alpha, beta, C, ldc, 0, 0, NULL);
+}
+
+/* The same tile (C's place i0, j0 in the product) ending as end says. */
+AVX512_BF16 static void tile_end(int mr, int nc, int Kp, const uint32_t *a, long ar, long ap, const uint32_t *b, int w,
+                                 float alpha, float beta, float *C, int ldc, long i0, int j0, const TileEnd *end) {
+    __m512 acc[MR][2];
+    tile_sums(acc, Kp, a, ar, ap, b, w);
+    tile_put(acc, mr, nc, alpha, beta, C, ldc, i0, j0, end);
 }
 
 /* op(B)'s columns j0 .. j0 + NR - 1 (those past N are 0) as Kp pair rows of
@@ -330,28 +335,242 @@ AVX512_BF16 static const uint32_t *pack_a(bool ta, int M, int K, Operand A, int 
     return buf;
 }
 
+/* ---- AMX tiles -------------------------------------------------------------
+ *
+ * Where the CPU has AMX-BF16 (Sapphire Rapids and later), the same products
+ * run on tiles: tdpbf16ps multiplies a 16 x 32 block of op(A) (16 rows of 16
+ * pairs) by a 32 x 16 block of op(B) (16 pair rows of 16 columns, a half of
+ * one of our panels, as it is packed) into a 16 x 16 tile of fp32 sums,
+ * 16 times the work of one vdpbf16ps. A block of C of 32 x 32 (four sum
+ * tiles, two of op(A), two of op(B)) is summed along K sixteen pairs at a
+ * time, in the same fixed order whatever the threads; then its sums go
+ * through tile_put as the vector kernel's do (alpha, beta, bias, epilogue).
+ * AMX sums each pair in its own order, so its bits are not the vector
+ * kernel's: gemm_bf16_route names which one ran. Tiles read whole blocks of
+ * 16 pairs and 16 rows, so op(A) is packed zero-padded to both, and a
+ * panel's last partial block of pairs is copied into a zero-padded one. */
+
+static int amx_have = -1;
+static bool amx_off;      /* gemm_small_set_amx(false) */
+static long amx_products; /* products (blocks of K) made on tiles */
+
+long gemm_small_amx_products(void) { return amx_products; }
+
+/* Linux gives a process AMX's tile state only when asked (arch_prctl). */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+bool gemm_small_amx(void) {
+    if (amx_have < 0) {
+        /* ATTNLAB_NO_AMX set: as on a CPU without AMX (the vector kernel runs) */
+        const char *off = getenv("ATTNLAB_NO_AMX");
+        amx_have = gemm_small_available() && !(off && *off) && __builtin_cpu_supports("amx-tile") &&
+                   __builtin_cpu_supports("amx-bf16") &&
+                   syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    }
+    return amx_have && !amx_off;
+}
+
+bool gemm_small_set_amx(bool on) {
+    bool was = !amx_off;
+    amx_off = !on;
+    return was;
+}
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} TileConfig;
+
+/* Tiles 0-3 C's sums, 4-5 op(A), 6-7 op(B): each 16 rows of 64 bytes. The
+ * configuration is the thread's (oneDNN sets its own between our products),
+ * so each thread loads it before its share of a product. */
+AMX static void amx_begin(void) {
+    TileConfig c = {.palette = 1};
+    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
+    _tile_loadconfig(&c);
+}
+
+AMX static void amx_end(void) { _tile_release(); }
+
+enum { AMX_PAIRS = 16, AMX_ROWS = 32 };
+
+/* op(A) (M x K) as rows of Kp16 pairs (zero past Kp), M16 rows (zero past
+ * M), *ar = the row stride in pairs; bf16 rows that fill whole blocks are
+ * read where they are. */
+AMX static const uint32_t *pack_a_rows(bool ta, int M, int K, Operand A, int lda, long *ar) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), M16 = (M + 15) & ~15;
+    if (!ta && A.h && K % (2 * AMX_PAIRS) == 0 && lda % 2 == 0 && M % 16 == 0 && ((uintptr_t)A.p & 3) == 0) {
+        *ar = lda / 2;
+        return A.p;
+    }
+    uint32_t *buf = pack_space((size_t)M16 * Kp16);
+    if (!ta) {
+        for (int i = 0; i < M; i++) {
+            pack_row_of(buf + (long)i * Kp16, A, (long)i * lda, K);
+            memset(buf + (long)i * Kp16 + Kp, 0, sizeof *buf * (size_t)(Kp16 - Kp));
+        }
+    } else {
+        /* op(A)'s pair rows (pair p of every row i), then 16 x 16 transposes */
+        uint32_t *across = buffer(&buffers()->across, (size_t)Kp16 * M16);
+        pack_across(across, M16, A, 0, lda, K, M);
+        memset(across + (long)Kp * M16, 0, sizeof *across * (size_t)(Kp16 - Kp) * M16);
+        for (int i0 = 0; i0 < M16; i0 += 16)
+            for (int p0 = 0; p0 < Kp16; p0 += 16) {
+                __m512i r[16];
+                for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * M16 + i0);
+                transpose16(r);
+                for (int i = 0; i < 16; i++) _mm512_storeu_si512(buf + (long)(i0 + i) * Kp16 + p0, r[i]);
+            }
+    }
+    memset(buf + (long)M * Kp16, 0, sizeof *buf * (size_t)(M16 - M) * Kp16);
+    *ar = Kp16;
+    return buf;
+}
+
+/* The sums of op(A)'s rows a (rows of them, at most 32; stride ar pairs)
+ * against a panel b (Kp pair rows of NR; its last partial block of pairs
+ * read from tail): out[r][j]. */
+AMX static void amx_sums(float out[AMX_ROWS][NR], int rows, int Kp, const uint32_t *a, long ar, const uint32_t *b,
+                         const uint32_t *tail) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    long sa = ar * 4;
+    for (int p = 0; p < Kp; p += AMX_PAIRS) {
+        const uint32_t *bp = p + AMX_PAIRS <= Kp ? b + (long)p * NR : tail;
+        _tile_loadd(6, bp, NR * 4);
+        _tile_loadd(7, bp + 16, NR * 4);
+        _tile_loadd(4, a + p, sa);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (rows > 16) {
+            _tile_loadd(5, a + 16 * ar + p, sa);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, out[0], NR * 4);
+    _tile_stored(1, out[0] + 16, NR * 4);
+    if (rows > 16) {
+        _tile_stored(2, out[16], NR * 4);
+        _tile_stored(3, out[16] + 16, NR * 4);
+    }
+}
+
+/* C's columns j0 .. (a panel, pb) for every row of op(A) (pa, stride ar),
+ * as tile() and tile_end() make them. */
+AMX static void amx_panel(int M, int nc, int Kp, const uint32_t *pa, long ar, const uint32_t *pb, float alpha,
+                          float beta, float *C, int ldc, long row0, int j0, const TileEnd *end) {
+    uint32_t tail[AMX_PAIRS * NR] __attribute__((aligned(64)));
+    int full = Kp / AMX_PAIRS * AMX_PAIRS;
+    if (full < Kp) {
+        memcpy(tail, pb + (long)full * NR, sizeof *tail * (size_t)(Kp - full) * NR);
+        memset(tail + (long)(Kp - full) * NR, 0, sizeof *tail * (size_t)(AMX_PAIRS - (Kp - full)) * NR);
+    }
+    float out[AMX_ROWS][NR] __attribute__((aligned(64)));
+    for (int i0 = 0; i0 < M; i0 += AMX_ROWS) {
+        int rows = M - i0 < AMX_ROWS ? M - i0 : AMX_ROWS;
+        amx_sums(out, rows, Kp, pa + i0 * ar, ar, pb, tail);
+        for (int r0 = 0; r0 < rows; r0 += MR) {
+            int mr = rows - r0 < MR ? rows - r0 : MR;
+            __m512 acc[MR][2];
+            for (int r = 0; r < mr; r++)
+                acc[r][0] = _mm512_load_ps(out[r0 + r]), acc[r][1] = _mm512_load_ps(out[r0 + r] + 16);
+            long i = i0 + r0;
+            float *c = C ? C + i * ldc + j0 : NULL;
+            if (end) tile_put(acc, mr, nc, alpha, beta, c, ldc, row0 + i, j0, end);
+            else tile_put(acc, mr, nc, alpha, beta, c, ldc, 0, 0, NULL);
+        }
+    }
+}
+
+/* Tiles, a tall op(A): every panel of a block of C's rows sweeps those rows
+ * of op(A), so op(A) is taken in chunks of rows that stay in L2 (about
+ * AMX_CHUNK_BYTES packed), each packed by the thread that takes it, and
+ * op(B) is packed whole first, its panels shared by the threads. The sums
+ * are the panel-by-panel kernel's, bit for bit. */
+#define AMX_CHUNK_BYTES (512 * 1024)
+
+AMX static void amx_tall(bool ta, bool tb, int M, int N, int K, int mc, float alpha, Operand A, int lda, Operand B,
+                         int ldb, float beta, float *C, int ldc, const TileEnd *end, bool split) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15, tiles_n = (N + NR - 1) / NR, chunks = (M + mc - 1) / mc;
+    uint32_t *whole = buffer(&buffers()->whole, (size_t)tiles_n * Kp * NR);
+#pragma omp parallel if (split)
+    {
+#pragma omp for schedule(static)
+        for (int tj = 0; tj < tiles_n; tj++) {
+            int j0 = tj * NR, cols = N - j0 < NR ? N - j0 : NR;
+            uint32_t *out = whole + (size_t)tj * Kp * NR;
+            if (tb) pack_down(out, NR, B, (long)j0 * ldb, ldb, K, cols, buffer(&buffers()->panel, 16 * (size_t)Kp16));
+            else pack_across(out, NR, B, j0, ldb, K, cols);
+        }
+        amx_begin();
+#pragma omp for schedule(static)
+        for (int ch = 0; ch < chunks; ch++) {
+            long i0 = (long)ch * mc;
+            int m = M - i0 < mc ? (int)(M - i0) : mc;
+            long ar;
+            const uint32_t *pa = pack_a_rows(ta, m, K, (Operand){at(A, ta ? i0 : i0 * lda), A.h}, lda, &ar);
+            for (int tj = 0; tj < tiles_n; tj++)
+                amx_panel(m, N - tj * NR, Kp, pa, ar, whole + (size_t)tj * Kp * NR, alpha, beta,
+                          C ? C + i0 * ldc : NULL, ldc, i0, tj * NR, end);
+        }
+        amx_end();
+    }
+}
+
 /* One block of K: the whole product when K is short. */
-AVX512_BF16 static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, Operand A, int lda,
-                                    Operand B, int ldb, float beta, float *C, int ldc, const TileEnd *end) {
+AMX static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, Operand A, int lda, Operand B,
+                            int ldb, float beta, float *C, int ldc, const TileEnd *end) {
     int Kp = (K + 1) / 2;
-    long ar, ap;
-    const uint32_t *pa = pack_a(ta, M, K, A, lda, &ar, &ap);
+    bool amx = gemm_small_amx();
+    bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
+    if (amx) {
+        /* chunks of rows: an even count for the threads, each at most AMX_CHUNK_BYTES */
+        int Kp16 = (Kp + 15) & ~15, per = AMX_CHUNK_BYTES / (4 * Kp16), threads = split ? omp_get_max_threads() : 1;
+        int chunks = (M + per - 1) / (per > 0 ? per : 1);
+        chunks = (chunks + threads - 1) / threads * threads;
+        int mc = ((M + chunks - 1) / chunks + 31) & ~31;
+        if (M > mc) {
+#pragma omp atomic
+            amx_products++;
+            amx_tall(ta, tb, M, N, K, mc, alpha, A, lda, B, ldb, beta, C, ldc, end, split);
+            return;
+        }
+    }
+    long ar, ap = 1;
+    const uint32_t *pa = amx ? pack_a_rows(ta, M, K, A, lda, &ar) : pack_a(ta, M, K, A, lda, &ar, &ap);
+    if (amx) {
+#pragma omp atomic
+        amx_products++;
+    }
     /* op(B) a panel of NR columns at a time, packed where it is used: the
      * panel stays in L1 while every row tile of A passes over it */
     int tiles_n = (N + NR - 1) / NR;
-    bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
-#pragma omp parallel for schedule(static) if (split)
-    for (int tj = 0; tj < tiles_n; tj++) {
-        int j0 = tj * NR;
-        const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
-        for (int i0 = 0; i0 < M; i0 += MR) {
-            int mr = M - i0 < MR ? M - i0 : MR;
-            if (end)
-                tile_end(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
-                         C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
-            else
-                tile(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta, C + (long)i0 * ldc + j0, ldc);
+#pragma omp parallel if (split)
+    {
+        if (amx) amx_begin();
+#pragma omp for schedule(static)
+        for (int tj = 0; tj < tiles_n; tj++) {
+            int j0 = tj * NR;
+            const uint32_t *pb = pack_panel(tb, B, ldb, K, N, j0);
+            if (amx) {
+                amx_panel(M, N - j0, Kp, pa, ar, pb, alpha, beta, C, ldc, 0, j0, end);
+                continue;
+            }
+            for (int i0 = 0; i0 < M; i0 += MR) {
+                int mr = M - i0 < MR ? M - i0 : MR;
+                if (end)
+                    tile_end(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta,
+                             C ? C + (long)i0 * ldc + j0 : NULL, ldc, i0, j0, end);
+                else
+                    tile(mr, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, beta, C + (long)i0 * ldc + j0, ldc);
+            }
         }
+        if (amx) amx_end();
     }
 }
 
@@ -392,25 +611,38 @@ AVX512_BF16 void gemm_small_pack_b(uint32_t *out, bool tb, const uint16_t *B, in
 /* The panels of a packed op(B) are read in place: panel (n0 + j0) / NR of
  * the packing, from pair row k0 / 2. Blocks of K as gemm_small_ex takes them,
  * so the sums are its own. */
-AVX512_BF16 void gemm_small_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
-                                   const uint32_t *packed, int packed_K, int k0, int n0, float beta, float *C,
-                                   int ldc) {
+AMX void gemm_small_packed(bool ta, int M, int N, int K, float alpha, const void *A, bool a16, int lda,
+                           const uint32_t *packed, int packed_K, int k0, int n0, float beta, float *C, int ldc) {
     int packed_Kp = (packed_K + 1) / 2;
+    bool amx = gemm_small_amx();
     for (int kb = 0; kb < K; kb += GEMM_SMALL_KC) {
         int k = K - kb < GEMM_SMALL_KC ? K - kb : GEMM_SMALL_KC, Kp = (k + 1) / 2;
         Operand a = {at((Operand){A, a16}, ta ? (long)kb * lda : kb), a16};
-        long ar, ap;
-        const uint32_t *pa = pack_a(ta, M, k, a, lda, &ar, &ap);
+        long ar, ap = 1;
+        const uint32_t *pa = amx ? pack_a_rows(ta, M, k, a, lda, &ar) : pack_a(ta, M, k, a, lda, &ar, &ap);
+        if (amx) {
+#pragma omp atomic
+            amx_products++;
+        }
         float b = kb ? 1.0f : beta;
         int tiles_n = (N + NR - 1) / NR;
         bool split = !omp_in_parallel() && (long)M * N * k >= GEMM_SMALL_PARALLEL_MADDS;
-#pragma omp parallel for schedule(static) if (split)
-        for (int tj = 0; tj < tiles_n; tj++) {
-            int j0 = tj * NR;
-            const uint32_t *pb = packed + ((long)(n0 + j0) / NR * packed_Kp + (k0 + kb) / 2) * NR;
-            for (int i0 = 0; i0 < M; i0 += MR)
-                tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, b,
-                     C + (long)i0 * ldc + j0, ldc);
+#pragma omp parallel if (split)
+        {
+            if (amx) amx_begin();
+#pragma omp for schedule(static)
+            for (int tj = 0; tj < tiles_n; tj++) {
+                int j0 = tj * NR;
+                const uint32_t *pb = packed + ((long)(n0 + j0) / NR * packed_Kp + (k0 + kb) / 2) * NR;
+                if (amx) {
+                    amx_panel(M, N - j0, Kp, pa, ar, pb, alpha, b, C, ldc, 0, j0, NULL);
+                    continue;
+                }
+                for (int i0 = 0; i0 < M; i0 += MR)
+                    tile(M - i0 < MR ? M - i0 : MR, N - j0, Kp, pa + i0 * ar, ar, ap, pb, NR, alpha, b,
+                         C + (long)i0 * ldc + j0, ldc);
+            }
+            if (amx) amx_end();
         }
     }
 }

@@ -14,6 +14,14 @@
 
 /* Whether the CPU has the instructions (checked once). */
 bool gemm_small_available(void);
+/* Whether the kernel runs on AMX tiles here (AMX-BF16, the OS's leave, and
+ * not turned off by ATTNLAB_NO_AMX or gemm_small_set_amx). */
+bool gemm_small_amx(void);
+/* For the tests and ./bench: AMX tiles used where the CPU has them (on at
+ * start), or the vector kernel. Returns the previous setting. */
+bool gemm_small_set_amx(bool on);
+/* For the tests: the products (blocks of K) made on AMX tiles so far. */
+long gemm_small_amx_products(void);
 
 /* C = alpha op(A) op(B) + beta C as gemm() takes it, inputs rounded to bf16
  * (nearest even), sums in fp32; C is not read when beta is 0. Called outside

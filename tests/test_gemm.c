@@ -221,13 +221,17 @@ END_TEST
 /* On AVX512-BF16, small products run in gemm's own kernel (nothing reaches
  * OpenBLAS), within the same analysis as sgemm on rounded inputs, which the
  * fallback still runs; a product big enough to be split over the threads
- * gives the same bits on 1 and 2 threads. */
+ * gives the same bits on 1 and 2 threads. Where the CPU has AMX, each case
+ * runs on its tiles (_i < 4) and on the vector kernel (_i >= 4), and the
+ * count of tile products shows which ran. */
 START_TEST(test_gemm_small_kernel) {
     if (!bf16_here()) return;
     if (!gemm_small_available()) {
         printf("test_gemm: the small-product kernel is not tested: this CPU has no AVX512-BF16\n");
         return;
     }
+    bool tiles = !(_i & 4) && gemm_small_amx(), amx_was = gemm_small_set_amx(!(_i & 4));
+    long amx_before = gemm_small_amx_products();
     Precision was = gemm_set_precision(PRECISION_BF16);
     for (int fallback = 0; fallback < 2; fallback++) {
         Problem p = problem(_i & 1, _i & 2, 37, 29, 53, 1.0f, 0.0f, false, 500 + (uint64_t)_i);
@@ -263,6 +267,59 @@ START_TEST(test_gemm_small_kernel) {
     free(C1);
     free(C2);
     problem_free(&q);
+    gemm_set_precision(was);
+    /* three products on the kernel (the fallback's is not), the long one in three blocks of K, the
+     * split one on each of two thread counts */
+    ck_assert_int_eq(gemm_small_amx_products() - amx_before, tiles ? 1 + 3 + 2 : 0);
+    gemm_small_set_amx(amx_was);
+}
+END_TEST
+
+/* gemm_packed reads blocks of a packing in place and gives the bits gemm_ex
+ * gives for the same block of op(B): every transpose of A, A in floats and
+ * in bf16, blocks at the packing's start and inside it, the last one odd;
+ * on AMX tiles and on the vector kernel where the CPU has AMX. */
+START_TEST(test_gemm_packed_matches_ex) {
+    if (!bf16_here()) return;
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    if (!gemm_packed_usable()) {
+        printf("test_gemm: gemm_packed is not tested: gemm's kernel does not run on this CPU\n");
+        gemm_set_precision(was);
+        return;
+    }
+    bool amx_was = gemm_small_set_amx(!(_i & 4)), ta = _i & 1, tb = _i & 2, a16 = _i & 1;
+    enum { PK = 77, PN = 96 };
+    Rng r;
+    rng_seed(&r, 900 + (uint64_t)_i);
+    int ldb = tb ? PK + 3 : PN + 5;
+    uint16_t *B = malloc(sizeof *B * (size_t)(tb ? PN : PK) * ldb);
+    for (long i = 0; i < (long)(tb ? PN : PK) * ldb; i++) B[i] = bf16_from_float(rng_normal(&r));
+    uint32_t *words = malloc(sizeof *words * (size_t)gemm_packed_words(PK, PN));
+    GemmPackedB pb = gemm_pack_b(words, tb, B, ldb, PK, PN);
+    static const int blocks[][5] = {/* M, N, K, k0, n0 */ {37, 96, 77, 0, 0}, {16, 64, 32, 0, 32},
+                                    {45, 33, 48, 20, 0},  {8, 32, 31, 46, 64}};
+    for (int s = 0; s < 4; s++) {
+        int M = blocks[s][0], N = blocks[s][1], K = blocks[s][2], k0 = blocks[s][3], n0 = blocks[s][4];
+        int lda = (ta ? M : K) + 3;
+        long na = (long)(ta ? K : M) * lda;
+        float *A = malloc(sizeof *A * na), *C0 = malloc(sizeof *C0 * (size_t)M * N);
+        uint16_t *A16 = malloc(sizeof *A16 * na);
+        for (long i = 0; i < na; i++) A[i] = rng_normal(&r), A16[i] = bf16_from_float(A[i]);
+        for (long i = 0; i < (long)M * N; i++) C0[i] = rng_normal(&r);
+        float *got = malloc(sizeof *got * (size_t)M * N), *want = malloc(sizeof *want * (size_t)M * N);
+        memcpy(got, C0, sizeof *got * (size_t)M * N);
+        memcpy(want, C0, sizeof *want * (size_t)M * N);
+        const void *a = a16 ? (const void *)A16 : (const void *)A;
+        ck_assert_msg(gemm_packed(ta, M, N, K, 0.5f, a, a16, lda, &pb, k0, n0, 1.0f, got, N), "block %d not run", s);
+        const uint16_t *bblock = tb ? B + (long)n0 * ldb + k0 : B + (long)k0 * ldb + n0;
+        gemm_ex(ta, tb, M, N, K, 0.5f, a, a16, lda, bblock, true, ldb, 1.0f, want, N, NULL);
+        ck_assert_msg(!memcmp(got, want, sizeof *got * (size_t)M * N), "block %d (%d x %d x %d at k %d, n %d) differs",
+                      s, M, N, K, k0, n0);
+        free(A), free(A16), free(C0), free(got), free(want);
+    }
+    free(B);
+    free(words);
+    gemm_small_set_amx(amx_was);
     gemm_set_precision(was);
 }
 END_TEST
@@ -319,7 +376,8 @@ Suite *gemm_suite(void) {
     tcase_add_loop_test(tc, test_gemm_bf16_not_truncated, 0, 2);
     tcase_add_test(tc, test_gemm_bf16_edges);
     tcase_add_test(tc, test_gemm_bf16_threads);
-    tcase_add_loop_test(tc, test_gemm_small_kernel, 0, 4);
+    tcase_add_loop_test(tc, test_gemm_small_kernel, 0, 8);
+    tcase_add_loop_test(tc, test_gemm_packed_matches_ex, 0, 8);
     tcase_add_test(tc, test_gemm_bf16_weights_mirror);
     tcase_add_test(tc, test_gemm_isa_named);
     suite_add_tcase(s, tc);

@@ -214,8 +214,8 @@ static int bench_main(int argc, char **argv) {
         err_print(&e);
         return 1;
     }
-    printf("attnlab bench: %s\n(%s)\nprecision %s; oneDNN ISA %s\n\n", threads_banner(threads), openblas_get_config(),
-           precision_choices[cfg.train.precision], gemm_dnnl_isa());
+    printf("attnlab bench: %s\n(%s)\nprecision %s; oneDNN ISA %s; bf16 products here: %s\n\n", threads_banner(threads),
+           openblas_get_config(), precision_choices[cfg.train.precision], gemm_dnnl_isa(), gemm_bf16_route());
     /* every product of every mode at the precision asked (the training step also binds its weights) */
     if (cfg.train.precision == PRECISION_BF16) gemm_set_precision(PRECISION_BF16);
     int rc = 0;
