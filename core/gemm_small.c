@@ -256,6 +256,18 @@ AVX512_BF16 static inline __attribute__((always_inline)) void tile_put(__m512 ac
     const float *bias = end ? end->bias : NULL;
     const GemmEpilogue *ep = end ? end->ep : NULL;
     float t[NR];
+    /* the column sums in registers over the tile's rows, added in row order
+     * as gemm_epilogue_run adds them (its own would go through memory at
+     * every row: a store and a load in each sum's chain) */
+    GemmEpilogue rest;
+    __m512 cs[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    bool sums = ep && ep->colsum;
+    if (sums) {
+        rest = *ep;
+        rest.colsum = NULL;
+        for (int h = 0; h < 2; h++) cs[h] = _mm512_maskz_loadu_ps(first(nc - 16 * h), ep->colsum + j0 + 16 * h);
+        ep = &rest;
+    }
     for (int r = 0; r < mr; r++) {
         float *c = C ? C + (long)r * ldc : NULL;
         for (int h = 0; h < 2; h++) {
@@ -273,7 +285,11 @@ AVX512_BF16 static inline __attribute__((always_inline)) void tile_put(__m512 ac
             else _mm512_mask_storeu_ps(c + 16 * h, m, v);
         }
         if (ep) gemm_epilogue_run(ep, end->fault, t, nc < NR ? nc : NR, i0 + r, j0, c);
+        if (sums)
+            for (int h = 0; h < 2; h++) cs[h] = _mm512_add_ps(cs[h], _mm512_maskz_loadu_ps(first(nc - 16 * h), t + 16 * h));
     }
+    if (sums)
+        for (int h = 0; h < 2; h++) _mm512_mask_storeu_ps(end->ep->colsum + j0 + 16 * h, first(nc - 16 * h), cs[h]);
 }
 
 /* C's rows i0 .. i0 + mr - 1, columns j0 .. j0 + nc - 1: alpha times the
@@ -396,35 +412,48 @@ AMX static void amx_end(void) { _tile_release(); }
 
 enum { AMX_PAIRS = 16, AMX_ROWS = 32 };
 
-/* op(A) (M x K) as rows of Kp16 pairs (zero past Kp), M16 rows (zero past
- * M), *ar = the row stride in pairs; bf16 rows that fill whole blocks are
- * read where they are. */
+/* Whether op(A) (M x K, bf16 rows filling whole blocks of pairs and rows)
+ * can be read where it is. */
+static bool a_in_place(bool ta, int M, int K, Operand A, int lda) {
+    return !ta && A.h && K % (2 * AMX_PAIRS) == 0 && lda % 2 == 0 && M % 16 == 0 && ((uintptr_t)A.p & 3) == 0;
+}
+
+/* Rows 16 g .. 16 g + 15 of op(A) (M x K) into out (rows of Kp16 pairs,
+ * zero past Kp and past row M). */
+AMX static void pack_a_group(uint32_t *out, bool ta, int g, int M, int K, Operand A, int lda) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), i0 = 16 * g;
+    int rows = M - i0 < 16 ? M - i0 : 16;
+    out += (long)i0 * Kp16;
+    if (!ta) {
+        for (int i = 0; i < rows; i++) {
+            pack_row_of(out + (long)i * Kp16, A, (long)(i0 + i) * lda, K);
+            memset(out + (long)i * Kp16 + Kp, 0, sizeof *out * (size_t)(Kp16 - Kp));
+        }
+        memset(out + (long)rows * Kp16, 0, sizeof *out * (size_t)(16 - rows) * Kp16);
+        return;
+    }
+    /* op(A)'s rows are A's columns: their pair rows, then 16 x 16 transposes */
+    uint32_t *across = buffer(&buffers()->across, (size_t)Kp16 * 16);
+    pack_across(across, 16, A, i0, lda, K, rows);
+    memset(across + (long)Kp * 16, 0, sizeof *across * (size_t)(Kp16 - Kp) * 16);
+    for (int p0 = 0; p0 < Kp16; p0 += 16) {
+        __m512i r[16];
+        for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * 16);
+        transpose16(r);
+        for (int i = 0; i < 16; i++) _mm512_storeu_si512(out + (long)i * Kp16 + p0, r[i]);
+    }
+}
+
+/* op(A) (M x K) as rows of Kp16 pairs, M16 rows, in the thread's buffer, or
+ * where it is; *ar = the row stride in pairs. */
 AMX static const uint32_t *pack_a_rows(bool ta, int M, int K, Operand A, int lda, long *ar) {
-    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), M16 = (M + 15) & ~15;
-    if (!ta && A.h && K % (2 * AMX_PAIRS) == 0 && lda % 2 == 0 && M % 16 == 0 && ((uintptr_t)A.p & 3) == 0) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1);
+    if (a_in_place(ta, M, K, A, lda)) {
         *ar = lda / 2;
         return A.p;
     }
-    uint32_t *buf = pack_space((size_t)M16 * Kp16);
-    if (!ta) {
-        for (int i = 0; i < M; i++) {
-            pack_row_of(buf + (long)i * Kp16, A, (long)i * lda, K);
-            memset(buf + (long)i * Kp16 + Kp, 0, sizeof *buf * (size_t)(Kp16 - Kp));
-        }
-    } else {
-        /* op(A)'s pair rows (pair p of every row i), then 16 x 16 transposes */
-        uint32_t *across = buffer(&buffers()->across, (size_t)Kp16 * M16);
-        pack_across(across, M16, A, 0, lda, K, M);
-        memset(across + (long)Kp * M16, 0, sizeof *across * (size_t)(Kp16 - Kp) * M16);
-        for (int i0 = 0; i0 < M16; i0 += 16)
-            for (int p0 = 0; p0 < Kp16; p0 += 16) {
-                __m512i r[16];
-                for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * M16 + i0);
-                transpose16(r);
-                for (int i = 0; i < 16; i++) _mm512_storeu_si512(buf + (long)(i0 + i) * Kp16 + p0, r[i]);
-            }
-    }
-    memset(buf + (long)M * Kp16, 0, sizeof *buf * (size_t)(M16 - M) * Kp16);
+    uint32_t *buf = pack_space((size_t)((M + 15) & ~15) * Kp16);
+    for (int g = 0; g < (M + 15) / 16; g++) pack_a_group(buf, ta, g, M, K, A, lda);
     *ar = Kp16;
     return buf;
 }
@@ -487,17 +516,20 @@ AMX static void amx_panel(int M, int nc, int Kp, const uint32_t *pa, long ar, co
     }
 }
 
-/* Tiles, a tall op(A): every panel of a block of C's rows sweeps those rows
- * of op(A), so op(A) is taken in chunks of rows that stay in L2 (about
- * AMX_CHUNK_BYTES packed), each packed by the thread that takes it, and
- * op(B) is packed whole first, its panels shared by the threads. The sums
- * are the panel-by-panel kernel's, bit for bit. */
+/* Tiles, a tall op(A): every panel sweeps all of op(A)'s rows, so op(A) is
+ * taken in chunks of rows that stay in L2 (about AMX_CHUNK_BYTES packed),
+ * each packed by the threads together, and op(B) is packed whole first.
+ * The threads share the panels out as in small_block, so each column of C
+ * (and of a column-sum epilogue) is one thread's, its rows in order. The
+ * sums are the panel-by-panel kernel's, bit for bit. */
 #define AMX_CHUNK_BYTES (512 * 1024)
 
 AMX static void amx_tall(bool ta, bool tb, int M, int N, int K, int mc, float alpha, Operand A, int lda, Operand B,
                          int ldb, float beta, float *C, int ldc, const TileEnd *end, bool split) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15, tiles_n = (N + NR - 1) / NR, chunks = (M + mc - 1) / mc;
     uint32_t *whole = buffer(&buffers()->whole, (size_t)tiles_n * Kp * NR);
+    bool in_place = a_in_place(ta, M, K, A, lda);
+    uint32_t *chunk = in_place ? NULL : pack_space((size_t)mc * Kp16);
 #pragma omp parallel if (split)
     {
 #pragma omp for schedule(static)
@@ -508,12 +540,18 @@ AMX static void amx_tall(bool ta, bool tb, int M, int N, int K, int mc, float al
             else pack_across(out, NR, B, j0, ldb, K, cols);
         }
         amx_begin();
-#pragma omp for schedule(static)
         for (int ch = 0; ch < chunks; ch++) {
             long i0 = (long)ch * mc;
             int m = M - i0 < mc ? (int)(M - i0) : mc;
-            long ar;
-            const uint32_t *pa = pack_a_rows(ta, m, K, (Operand){at(A, ta ? i0 : i0 * lda), A.h}, lda, &ar);
+            Operand a = {at(A, ta ? i0 : i0 * lda), A.h};
+            if (!in_place) {
+#pragma omp for schedule(static)
+                for (int g = 0; g < (m + 15) / 16; g++) pack_a_group(chunk, ta, g, m, K, a, lda);
+            }
+            const uint32_t *pa = in_place ? a.p : chunk;
+            long ar = in_place ? lda / 2 : Kp16;
+            /* the same panels to each thread at every chunk (static, one count) */
+#pragma omp for schedule(static)
             for (int tj = 0; tj < tiles_n; tj++)
                 amx_panel(m, N - tj * NR, Kp, pa, ar, whole + (size_t)tj * Kp * NR, alpha, beta,
                           C ? C + i0 * ldc : NULL, ldc, i0, tj * NR, end);
@@ -529,10 +567,8 @@ AMX static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, 
     bool amx = gemm_small_amx();
     bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
     if (amx) {
-        /* chunks of rows: an even count for the threads, each at most AMX_CHUNK_BYTES */
-        int Kp16 = (Kp + 15) & ~15, per = AMX_CHUNK_BYTES / (4 * Kp16), threads = split ? omp_get_max_threads() : 1;
-        int chunks = (M + per - 1) / (per > 0 ? per : 1);
-        chunks = (chunks + threads - 1) / threads * threads;
+        /* chunks of rows of at most AMX_CHUNK_BYTES, as even as whole blocks of rows allow */
+        int Kp16 = (Kp + 15) & ~15, per = AMX_CHUNK_BYTES / (4 * Kp16), chunks = (M + per - 1) / per;
         int mc = ((M + chunks - 1) / chunks + 31) & ~31;
         if (M > mc) {
 #pragma omp atomic

@@ -182,10 +182,10 @@ static bool same_results(const Case *c, const Case *ref, char *msg, int size) {
 /* M, N, K, and whether the product is made to reach oneDNN (its K rule
  * lowered): there gemm_ex hands its bf16-stored operands to oneDNN as they
  * are, and the bias as oneDNN's bias argument (K 1100: sums oneDNN may
- * split). 272 x 20 x 1000: on AMX tiles, op(A) in chunks of rows, each
+ * split). 272 x 72 x 1000: on AMX tiles, op(A) in chunks of rows, each
  * with its epilogue's rows. */
 static const int shapes[][4] = {{37, 45, 19, 0},   {64, 96, 130, 0},  {8, 32, 2, 0},      {24, 33, 2100, 0},
-                                {272, 20, 1000, 0}, {32, 80, 1100, 1}, {64, 96, 384, 1}};
+                                {272, 72, 1000, 0}, {32, 80, 1100, 1}, {64, 96, 384, 1}};
 #define N_SHAPES (int)(sizeof shapes / sizeof *shapes)
 #define DNNL_SHAPE_MIN_K 256
 
@@ -465,12 +465,47 @@ START_TEST(test_fused_mlp_catches) {
 }
 END_TEST
 
+/* The products of every case (the tall shape's too, whose chunks of rows
+ * are packed by the threads together, and whose column sums must stay one
+ * thread's, in row order) give the same bits on 2 threads as on 1. */
+static bool two_threads_as_one(Case *c, void *ctx) {
+    Verdict *v = ctx;
+    Case one = *c;
+    one.C = malloc(sizeof(float) * (size_t)c->M * c->N), one.colsum = malloc(sizeof(float) * c->N);
+    one.pre = malloc(2 * (size_t)c->M * c->N), one.out = malloc(2 * (size_t)c->M * c->N);
+    int threads = engine_threads();
+    engine_set_threads(1);
+    run_ex(&one);
+    engine_set_threads(2);
+    run_ex(c);
+    engine_set_threads(threads);
+    char why[200], what[150];
+    if (!same_results(c, &one, why, sizeof why)) {
+        describe(c, what, sizeof what);
+        snprintf(v->msg, sizeof v->msg, "2 threads against 1, %s: %s", what, why);
+        v->ok = false;
+    }
+    free(one.C), free(one.colsum), free(one.pre), free(one.out);
+    return v->ok;
+}
+
+START_TEST(test_fused_threads) {
+    if (!bf16_runs_here("test_fused")) return;
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    Verdict v = {true, ""};
+    each_case(two_threads_as_one, &v);
+    gemm_set_precision(was);
+    ck_assert_msg(v.ok, "%s", v.msg);
+}
+END_TEST
+
 Suite *fused_suite(void) {
     Suite *s = suite_create("fused");
     TCase *tc = tcase_create("epilogues");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_fused_matches_unfused);
     tcase_add_test(tc, test_fused_matches_reference);
+    tcase_add_test(tc, test_fused_threads);
     tcase_add_test(tc, test_fused_dnnl_shape_reaches_dnnl);
     tcase_add_test(tc, test_fused_faults_caught);
     tcase_add_test(tc, test_fused_mlp_bf16_rule);
