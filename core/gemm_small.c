@@ -518,18 +518,20 @@ AMX static void amx_panel(int M, int nc, int Kp, const uint32_t *pa, long ar, co
 
 /* Tiles, a tall op(A): every panel sweeps all of op(A)'s rows, so op(A) is
  * taken in chunks of rows that stay in L2 (about AMX_CHUNK_BYTES packed),
- * each packed by the threads together, and op(B) is packed whole first.
- * The threads share the panels out as in small_block, so each column of C
- * (and of a column-sum epilogue) is one thread's, its rows in order. The
- * sums are the panel-by-panel kernel's, bit for bit. */
+ * and op(B) is packed whole first, its panels shared by the threads. The
+ * threads take whole chunks (by_rows), each packing its own; or, when the
+ * epilogue sums columns, they share each chunk's panels out as small_block
+ * does, so that a column's sum stays one thread's, its rows in order (the
+ * chunk then packed by the threads together). Either way the sums are the
+ * panel-by-panel kernel's, bit for bit. */
 #define AMX_CHUNK_BYTES (512 * 1024)
 
 AMX static void amx_tall(bool ta, bool tb, int M, int N, int K, int mc, float alpha, Operand A, int lda, Operand B,
-                         int ldb, float beta, float *C, int ldc, const TileEnd *end, bool split) {
+                         int ldb, float beta, float *C, int ldc, const TileEnd *end, bool split, bool by_rows) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15, tiles_n = (N + NR - 1) / NR, chunks = (M + mc - 1) / mc;
     uint32_t *whole = buffer(&buffers()->whole, (size_t)tiles_n * Kp * NR);
     bool in_place = a_in_place(ta, M, K, A, lda);
-    uint32_t *chunk = in_place ? NULL : pack_space((size_t)mc * Kp16);
+    uint32_t *shared = in_place || by_rows ? NULL : pack_space((size_t)mc * Kp16);
 #pragma omp parallel if (split)
     {
 #pragma omp for schedule(static)
@@ -540,21 +542,33 @@ AMX static void amx_tall(bool ta, bool tb, int M, int N, int K, int mc, float al
             else pack_across(out, NR, B, j0, ldb, K, cols);
         }
         amx_begin();
-        for (int ch = 0; ch < chunks; ch++) {
-            long i0 = (long)ch * mc;
-            int m = M - i0 < mc ? (int)(M - i0) : mc;
-            Operand a = {at(A, ta ? i0 : i0 * lda), A.h};
-            if (!in_place) {
+        if (by_rows) {
 #pragma omp for schedule(static)
-                for (int g = 0; g < (m + 15) / 16; g++) pack_a_group(chunk, ta, g, m, K, a, lda);
+            for (int ch = 0; ch < chunks; ch++) {
+                long i0 = (long)ch * mc, ar;
+                int m = M - i0 < mc ? (int)(M - i0) : mc;
+                const uint32_t *pa = pack_a_rows(ta, m, K, (Operand){at(A, ta ? i0 : i0 * lda), A.h}, lda, &ar);
+                for (int tj = 0; tj < tiles_n; tj++)
+                    amx_panel(m, N - tj * NR, Kp, pa, ar, whole + (size_t)tj * Kp * NR, alpha, beta,
+                              C ? C + i0 * ldc : NULL, ldc, i0, tj * NR, end);
             }
-            const uint32_t *pa = in_place ? a.p : chunk;
-            long ar = in_place ? lda / 2 : Kp16;
-            /* the same panels to each thread at every chunk (static, one count) */
+        } else {
+            for (int ch = 0; ch < chunks; ch++) {
+                long i0 = (long)ch * mc;
+                int m = M - i0 < mc ? (int)(M - i0) : mc;
+                Operand a = {at(A, ta ? i0 : i0 * lda), A.h};
+                if (!in_place) {
 #pragma omp for schedule(static)
-            for (int tj = 0; tj < tiles_n; tj++)
-                amx_panel(m, N - tj * NR, Kp, pa, ar, whole + (size_t)tj * Kp * NR, alpha, beta,
-                          C ? C + i0 * ldc : NULL, ldc, i0, tj * NR, end);
+                    for (int g = 0; g < (m + 15) / 16; g++) pack_a_group(shared, ta, g, m, K, a, lda);
+                }
+                const uint32_t *pa = in_place ? a.p : shared;
+                long ar = in_place ? lda / 2 : Kp16;
+                /* the same panels to each thread at every chunk (static, one count) */
+#pragma omp for schedule(static)
+                for (int tj = 0; tj < tiles_n; tj++)
+                    amx_panel(m, N - tj * NR, Kp, pa, ar, whole + (size_t)tj * Kp * NR, alpha, beta,
+                              C ? C + i0 * ldc : NULL, ldc, i0, tj * NR, end);
+            }
         }
         amx_end();
     }
@@ -567,13 +581,17 @@ AMX static void small_block(bool ta, bool tb, int M, int N, int K, float alpha, 
     bool amx = gemm_small_amx();
     bool split = !omp_in_parallel() && (long)M * N * K >= GEMM_SMALL_PARALLEL_MADDS;
     if (amx) {
-        /* chunks of rows of at most AMX_CHUNK_BYTES, as even as whole blocks of rows allow */
+        /* chunks of rows of at most AMX_CHUNK_BYTES, as even as whole blocks of rows allow; taken by
+         * the threads whole, an even count for them, unless the epilogue sums columns */
+        bool by_rows = !(end && end->ep && end->ep->colsum);
         int Kp16 = (Kp + 15) & ~15, per = AMX_CHUNK_BYTES / (4 * Kp16), chunks = (M + per - 1) / per;
+        int threads = split && by_rows ? omp_get_max_threads() : 1;
+        chunks = (chunks + threads - 1) / threads * threads;
         int mc = ((M + chunks - 1) / chunks + 31) & ~31;
         if (M > mc) {
 #pragma omp atomic
             amx_products++;
-            amx_tall(ta, tb, M, N, K, mc, alpha, A, lda, B, ldb, beta, C, ldc, end, split);
+            amx_tall(ta, tb, M, N, K, mc, alpha, A, lda, B, ldb, beta, C, ldc, end, split, by_rows);
             return;
         }
     }
