@@ -63,7 +63,7 @@ COMMANDS := train bench spectrum ablate extrapolate sample report
 BUILD ?= build
 FLAVOUR_CFLAGS ?= $(OPT)
 
-.PHONY: check-no-bf16 all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
+.PHONY: check-no-bf16 check-no-amx all check check-asan clean deps build-all layering-flags lib install run-tests run-tests-asan fixtures data fuzz fuzz-run uplot \
 	grid-page-png
 
 all: deps
@@ -122,6 +122,7 @@ run-tests: $(BUILD)/test_all $(COMMANDS) python/attnlab_tables.json
 	sh tests/cli_mpi.sh
 	sh tests/cli_pages.sh
 	@$(MAKE) --no-print-directory check-no-bf16
+	@$(MAKE) --no-print-directory check-no-amx
 
 # The tests as on a CPU without AVX512-BF16 or AMX-BF16: oneDNN held below its
 # bf16 ISA (ONEDNN_MAX_CPU_ISA) and gemm's own kernel off (ATTNLAB_NO_AVX512BF16).
@@ -139,6 +140,16 @@ check-no-bf16: $(BUILD)/test_all $(COMMANDS)
 	@grep -q "^error: precision=bf16: this CPU has neither" $(BUILD)/no-bf16.err && [ ! -e $(BUILD)/no-bf16-run ] || \
 	    { echo "check-no-bf16: --precision bf16 was not refused in one line"; cat $(BUILD)/no-bf16.err; exit 1; }
 	@echo "check-no-bf16: $$(grep -c 'bf16 tests skipped' $(BUILD)/no-bf16.log) bf16 tests skipped, saying why; $$(tail -n 1 $(BUILD)/no-bf16.log)"
+
+# Where the CPU has AMX, every test ran above on gemm's kernel on AMX tiles:
+# here they run again on its vector kernel (ATTNLAB_NO_AMX), as on an
+# AVX512-BF16 CPU without AMX (oneDNN then takes the large products).
+check-no-amx: $(BUILD)/test_all
+	@if grep -q amx_bf16 /proc/cpuinfo 2>/dev/null; then \
+	    CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-3} ATTNLAB_NO_AMX=1 ATTNLAB_UPLOT=$(CURDIR)/vendor/uplot \
+	        ./$(BUILD)/test_all >$(BUILD)/no-amx.log 2>&1 || { tail -n 30 $(BUILD)/no-amx.log; exit 1; }; \
+	    echo "check-no-amx: on the vector kernel: $$(tail -n 1 $(BUILD)/no-amx.log)"; \
+	else echo "check-no-amx: this CPU has no AMX: the tests above ran on the vector kernel"; fi
 
 # What a folder's files compile with (tests/layering.sh): make -s layering-flags DIR=core
 layering-flags:

@@ -30,16 +30,15 @@ static int dnnl_min_k = GEMM_BF16_DNNL_MIN_K; /* gemm_bf16_to_dnnl's K rule */
 /* One shape's primitive. */
 typedef struct {
     int M, N, K, ta, tb, lda, ldb, ldc;
-    int f32;  /* inputs in fp32 (./bench's comparison), not bf16 */
-    int bias; /* C = A op(B) + a bias row (alpha 1, beta 0): oneDNN's bias argument */
+    int f32; /* inputs in fp32 (./bench's comparison), not bf16 */
     float alpha, beta;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
-    dnnl_memory_desc_t md[5]; /* src, weights, dst, bias, scratchpad */
+    dnnl_memory_desc_t md[4]; /* src, weights, dst, scratchpad */
 } Entry;
 
 #define GEMM_MAX_SHAPES 1024
-enum { MEM_SRC, MEM_WEI, MEM_DST, MEM_BIAS, MEM_SCRATCH, MEM_COUNT };
+enum { MEM_SRC, MEM_WEI, MEM_DST, MEM_SCRATCH, MEM_COUNT };
 static Entry shapes[GEMM_MAX_SHAPES];
 static int n_shapes; /* read with acquire, raised with release */
 static dnnl_engine_t engine;
@@ -163,12 +162,7 @@ static void entry_make(Entry *s) {
     dnnl_dims_t dims = {s->M, s->N}, strides = {s->ldc, 1};
     DNNL_TRY(dnnl_memory_desc_init_by_strides(&s->md[MEM_DST], 2, dims, dnnl_f32, strides));
     dnnl_matmul_desc_t desc;
-    if (s->bias) {
-        dnnl_dims_t bdims = {1, s->N}, bstrides = {s->N, 1};
-        DNNL_TRY(dnnl_memory_desc_init_by_strides(&s->md[MEM_BIAS], 2, bdims, dnnl_f32, bstrides));
-    }
-    DNNL_TRY(dnnl_matmul_desc_init(&desc, &s->md[MEM_SRC], &s->md[MEM_WEI], s->bias ? &s->md[MEM_BIAS] : NULL,
-                                   &s->md[MEM_DST]));
+    DNNL_TRY(dnnl_matmul_desc_init(&desc, &s->md[MEM_SRC], &s->md[MEM_WEI], NULL, &s->md[MEM_DST]));
     dnnl_primitive_attr_t attr;
     DNNL_TRY(dnnl_primitive_attr_create(&attr));
     DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
@@ -189,8 +183,7 @@ static void entry_make(Entry *s) {
 /* The entry of this shape, made when new. */
 static bool same_shape(const Entry *s, const Entry *k) {
     return s->M == k->M && s->N == k->N && s->K == k->K && s->ta == k->ta && s->tb == k->tb && s->f32 == k->f32 &&
-           s->bias == k->bias && s->lda == k->lda &&
-           s->ldb == k->ldb && s->ldc == k->ldc && s->alpha == k->alpha && s->beta == k->beta;
+           s->lda == k->lda && s->ldb == k->ldb && s->ldc == k->ldc && s->alpha == k->alpha && s->beta == k->beta;
 }
 
 static int entry_find(const Entry *key) {
@@ -286,11 +279,8 @@ static dnnl_memory_t thread_mem(int e, int which) {
 /* The product of key's shape in oneDNN. A and B are fp32, rounded here (or
  * read from the weights' mirror), unless a16 or b16 says they are stored in
  * bf16 already: oneDNN then reads them as they are, the same bits as
- * widening them and rounding them again, without the two passes. bias (N
- * floats) when key->bias: C = A op(B) + bias. */
-static void gemm_bf16(const Entry *key, const void *A, bool a16, const void *B, bool b16, const float *bias,
-                      float *C) {
-    if (!key->bias != !bias) DIE("gemm_bf16: a bias pointer without its entry, or the other way");
+ * widening them and rounding them again, without the two passes. */
+static void gemm_bf16(const Entry *key, const void *A, bool a16, const void *B, bool b16, float *C) {
     int e = entry_find(key);
     const Entry *s = &shapes[e];
     if (s->f32 && (a16 || b16)) DIE("gemm_bf16: an operand stored in bf16 for an fp32 product");
@@ -302,18 +292,15 @@ static void gemm_bf16(const Entry *key, const void *A, bool a16, const void *B, 
     size_t sbytes = dnnl_memory_desc_get_size(&s->md[MEM_SCRATCH]);
     tls.scratch = grow(tls.scratch, &tls.scratch_cap, sbytes ? sbytes : 1, 1);
     if (!tls.stream) DNNL_TRY(dnnl_stream_create(&tls.stream, engine, dnnl_stream_default_flags));
-    void *handles[MEM_COUNT] = {(void *)a, (void *)b, C, (void *)bias, tls.scratch};
-    static const int args[MEM_COUNT] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS,
-                                        DNNL_ARG_SCRATCHPAD};
+    void *handles[MEM_COUNT] = {(void *)a, (void *)b, C, tls.scratch};
+    static const int args[MEM_COUNT] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
     dnnl_exec_arg_t exec[MEM_COUNT];
-    int n_args = 0;
     for (int i = 0; i < MEM_COUNT; i++) {
-        if (i == MEM_BIAS && !s->bias) continue;
         dnnl_memory_t m = thread_mem(e, i);
         DNNL_TRY(dnnl_memory_set_data_handle(m, handles[i]));
-        exec[n_args++] = (dnnl_exec_arg_t){args[i], m};
+        exec[i] = (dnnl_exec_arg_t){args[i], m};
     }
-    DNNL_TRY(dnnl_primitive_execute(s->prim, tls.stream, n_args, exec));
+    DNNL_TRY(dnnl_primitive_execute(s->prim, tls.stream, MEM_COUNT, exec));
     DNNL_TRY(dnnl_stream_wait(tls.stream));
     if (s->f32) return;
 #pragma omp atomic
@@ -341,7 +328,7 @@ long gemm_bf16_thread_variance(int threads, char *msg, int size) {
         memset(c1, 0, sizeof(float) * 2 * nc);
         for (int run = 0; run < 2; run++) {
             omp_set_num_threads(run ? threads : 1);
-            gemm_bf16(s, a, false, b, false, NULL, run ? c2 : c1);
+            gemm_bf16(s, a, false, b, false, run ? c2 : c1);
         }
         long differ = 0;
         for (size_t i = 0; i < nc; i++) differ += memcmp(&c1[i], &c2[i], sizeof(float)) != 0;
@@ -464,7 +451,7 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, in
     if (precision == PRECISION_BF16 && K > 0) {
         Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                      .beta = beta};
-        gemm_bf16(&key, A, false, B, false, NULL, C);
+        gemm_bf16(&key, A, false, B, false, C);
         return;
     }
     sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -483,7 +470,7 @@ void gemm_via(GemmPath path, bool ta, bool tb, int M, int N, int K, float alpha,
     engine_once();
     Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
                  .beta = beta, .f32 = path == GEMM_PATH_DNNL_F32};
-    gemm_bf16(&key, A, false, B, false, NULL, C);
+    gemm_bf16(&key, A, false, B, false, C);
 }
 
 /* ---- gemm_ex: epilogues, and operands stored in bf16 --------------------- */
@@ -537,19 +524,18 @@ static void gemm_ex_unfused(bool ta, bool tb, int M, int N, int K, float alpha, 
     if (na) widen_rows(ex_buf, A, ra, ca, lda), a = ex_buf;
     if (nb) widen_rows(ex_buf + na, B, rb, cb, ldb), b = ex_buf + na;
     if (!C) C = ex_buf + na + nb, ldc = N;
-    /* oneDNN adds the bias itself (its bias argument: one fp32 addition to each finished sum, the
-     * same bits as the sum post-op onto a C that holds the bias, without writing C first) */
-    bool dnnl_bias = dnnl && ep && ep->bias && alpha == 1.0f;
-    if (ep && ep->bias && !dnnl_bias) {
+    /* the bias copied into C's rows for the sum (beta 1): oneDNN's bias argument, a primitive of
+     * its own, need not give the bits of the sum post-op (on AMX, for an op(A) transposed, it did
+     * not), nor did it make the step faster */
+    if (ep && ep->bias) {
         for (int r = 0; r < M; r++) memcpy(C + (long)r * ldc, ep->bias, sizeof(float) * (size_t)N);
         if (fault == GEMM_FAULT_BIAS_TWICE) bias_again(C, ldc, M, N, ep->bias);
         beta = 1.0f;
     }
     if (dnnl) {
         Entry key = {.M = M, .N = N, .K = K, .ta = ta, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha,
-                     .beta = beta, .bias = dnnl_bias};
-        gemm_bf16(&key, A, a16, B, b16, dnnl_bias ? ep->bias : NULL, C);
-        if (dnnl_bias && fault == GEMM_FAULT_BIAS_TWICE) bias_again(C, ldc, M, N, ep->bias);
+                     .beta = beta};
+        gemm_bf16(&key, A, a16, B, b16, C);
     } else if (K > 0)
         gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, C, ldc);
     else if (!(ep && ep->bias))

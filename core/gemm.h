@@ -6,13 +6,15 @@
  *   - fp32: OpenBLAS's sgemm;
  *   - bf16: A and B are rounded to bfloat16 (round to nearest even), the
  *     products are summed in fp32, and C stays fp32. Most products run in
- *     gemm's own AVX512-BF16 kernel (gemm_small.h): every one inside a
- *     parallel region (one thread's block of an attention kernel), every
- *     one under GEMM_BF16_MIN_MADDS multiply-adds (oneDNN's cost per call
- *     exceeds such a product's work), and, unless oneDNN has AMX, every
- *     one whose K is at most GEMM_BF16_DNNL_MIN_K, where the kernel was
- *     measured faster than oneDNN (docs/speed.md): on AVX512-BF16 hosts,
- *     every product of the reference step. The others go to oneDNN's
+ *     gemm's own kernel (gemm_small.h: AVX512-BF16's dot products, or AMX
+ *     tiles where the CPU has them): every one inside a parallel region
+ *     (one thread's block of an attention kernel), every one under
+ *     GEMM_BF16_MIN_MADDS multiply-adds (oneDNN's cost per call exceeds
+ *     such a product's work), and every one whose K is at most
+ *     GEMM_BF16_DNNL_MIN_K, where the kernel was measured faster than
+ *     oneDNN (docs/speed.md): every product of the reference step. (Where
+ *     oneDNN has AMX and the kernel may not use it, ATTNLAB_NO_AMX, the
+ *     large ones go to oneDNN.) The others go to oneDNN's
  *     matmul primitive, one made per shape (sizes, transposes, leading
  *     dimensions, alpha, beta) and kept for the life of the process. On a CPU without AVX512-BF16 (AMX alone) the small ones
  *     run as sgemm on inputs rounded to bf16 and widened again, the same

@@ -1,9 +1,11 @@
-/* gemm_small.h: gemm's kernel for small bf16 products (AVX512-BF16).
+/* gemm_small.h: gemm's own kernel for bf16 products (AVX512-BF16, and AMX
+ * tiles where the CPU has them).
  *
- * gemm() sends here, in bf16, the products under GEMM_BF16_MIN_MADDS and
- * those made inside a parallel region (an attention kernel's blocks), when
- * the CPU has AVX512-BF16; where it has not, they run as sgemm on inputs
- * rounded to bf16, the same rule at fp32's rate. */
+ * gemm() sends here, in bf16, the products gemm.h's rule gives it (those
+ * made inside a parallel region, the small ones, and those of K up to
+ * GEMM_BF16_DNNL_MIN_K), when the CPU has AVX512-BF16; where it has not,
+ * the small ones run as sgemm on inputs rounded to bf16, the same rule at
+ * fp32's rate. */
 #ifndef ATTNLAB_GEMM_SMALL_H
 #define ATTNLAB_GEMM_SMALL_H
 

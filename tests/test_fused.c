@@ -181,8 +181,7 @@ static bool same_results(const Case *c, const Case *ref, char *msg, int size) {
 
 /* M, N, K, and whether the product is made to reach oneDNN (its K rule
  * lowered): there gemm_ex hands its bf16-stored operands to oneDNN as they
- * are, and the bias as oneDNN's bias argument (K 1100: sums oneDNN may
- * split). 272 x 72 x 1000: on AMX tiles, op(A) in chunks of rows, each
+ * are (K 1100: sums oneDNN may split). 272 x 72 x 1000: on AMX tiles, op(A) in chunks of rows, each
  * with its epilogue's rows. */
 static const int shapes[][4] = {{37, 45, 19, 0},   {64, 96, 130, 0},  {8, 32, 2, 0},      {24, 33, 2100, 0},
                                 {272, 72, 1000, 0}, {32, 80, 1100, 1}, {64, 96, 384, 1}};
