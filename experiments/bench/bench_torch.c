@@ -1,7 +1,7 @@
 /* bench_torch.c: ./bench --vs-torch, the same measurements in PyTorch.
  *
  * Without --scaling: experiments/bench/torch_reference.py, the same model in
- * PyTorch, in the same invocation: a short probe of each plausible thread and
+ * PyTorch, in the same invocation: two short probes of each plausible thread and
  * OpenMP setting, then --rounds rounds of both under PyTorch's fastest, and
  * the median of the rounds' ratios (bench_vs_torch). With --scaling:
  * experiments/bench/torch_scaling.py, the causal cosformer layer with autograd, at
@@ -265,9 +265,9 @@ static int bench_torch(const Config *cfg, const TorchSetting *s, int warmup, int
     return 0;
 }
 
-/* --vs-torch: a short probe of each plausible PyTorch setting on this host
- * (torch_candidates, then the fastest with ATen's AVX-512 kernels when the CPU
- * has AVX-512 and PyTorch did not pick them), then --rounds rounds of attnlab
+/* --vs-torch: two short probes of each plausible PyTorch setting on this
+ * host (torch_candidates, then the fastest with ATen's AVX-512 kernels when
+ * the CPU has AVX-512 and PyTorch did not pick them), then --rounds rounds of attnlab
  * and PyTorch under the fastest setting, one after the other, and the medians
  * of the rounds' ratios and of each side. */
 int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads) {
@@ -283,16 +283,21 @@ int bench_vs_torch(const BenchOptions *o, const Config *cfg, int threads) {
            "step%s\n(N threads: torch.set_num_threads(N), OMP_NUM_THREADS and OPENBLAS_NUM_THREADS N, set before "
            "torch loads):\n",
            probe_steps, probe_steps == 1 ? "" : "s");
-    for (int i = 0; i < n; i++) {
-        if (bench_torch(cfg, &c[i], 1, probe_steps, true, openblas, &r) != 0) return 1;
-        printf("  %6.0f tok/s  ATen %-7s %s\n", r.tok_s, r.capability, torch_setting_label(&c[i], label, sizeof label));
-        probe_tok_s[i] = r.tok_s;
-        if (r.tok_s > probe_tok_s[best]) best = i;
-        /* ATen's AVX-512 kernels are built in but, as of torch 1.13, picked only on CPUs it knows */
-        if (i == n - 1 && !avx512_tried && cpu_has_avx512() && strcasecmp(r.capability, "AVX512")) {
-            avx512_tried = true;
-            c[n] = c[best];
-            c[n++].aten_avx512 = true;
+    /* two passes over the settings, each setting's faster probe counting: one
+     * probe of 5 steps on a noisy host can put a slower setting first */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) printf("  again:\n");
+        for (int i = 0; i < n; i++) {
+            if (bench_torch(cfg, &c[i], 1, probe_steps, true, openblas, &r) != 0) return 1;
+            printf("  %6.0f tok/s  ATen %-7s %s\n", r.tok_s, r.capability, torch_setting_label(&c[i], label, sizeof label));
+            probe_tok_s[i] = pass && probe_tok_s[i] > r.tok_s ? probe_tok_s[i] : r.tok_s;
+            if (probe_tok_s[i] > probe_tok_s[best]) best = i;
+            /* ATen's AVX-512 kernels are built in but, as of torch 1.13, picked only on CPUs it knows */
+            if (i == n - 1 && !avx512_tried && cpu_has_avx512() && strcasecmp(r.capability, "AVX512")) {
+                avx512_tried = true;
+                c[n] = c[best];
+                c[n++].aten_avx512 = true;
+            }
         }
     }
     const TorchSetting *win = &c[best];

@@ -5,7 +5,7 @@
  * defaults with d_model and context at 256), the median over timed steps after
  * warm-up, with a per-op breakdown (bench_train.c). --vs-torch runs
  * experiments/bench/torch_reference.py, the same model in PyTorch, in the same
- * invocation: a short probe of each plausible thread and OpenMP setting, then
+ * invocation: two short probes of each plausible thread and OpenMP setting, then
  * --rounds rounds of both under PyTorch's fastest, and prints the median of
  * the rounds' ratios (bench_torch.c).
  *
@@ -48,7 +48,7 @@ static void usage(FILE *f) {
             "               d_model 256, 4 heads, context 256, batch 16; model and batch\n"
             "               options may be changed with --key value), with a per-op breakdown\n"
             "  --vs-torch   also run experiments/bench/torch_reference.py, the same model in PyTorch, at its\n"
-            "               fastest setting here: a short probe (1 warm-up + 5 steps) of 1 thread and\n"
+            "               fastest setting here: two short probes (1 warm-up + 5 steps) of 1 thread and\n"
             "               of --threads threads with OpenMP's wait variables unset, OMP_WAIT_POLICY\n"
             "               PASSIVE or ACTIVE, or as attnlab runs (GOMP_SPINCOUNT=1000), then of the\n"
             "               fastest with ATEN_CPU_CAPABILITY=avx512 on an AVX-512 CPU. Then --rounds\n"
