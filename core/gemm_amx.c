@@ -14,6 +14,7 @@
  * panel's last partial block of pairs is copied into a zero-padded one.
  * gemm_small.c calls in through gemm_small_parts.h. */
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
@@ -45,8 +46,11 @@ bool gemm_small_amx(void) {
     if (amx_have < 0) {
         /* ATTNLAB_NO_AMX set: as on a CPU without AMX (the vector kernel runs) */
         const char *off = getenv("ATTNLAB_NO_AMX");
-        amx_have = gemm_small_available() && !(off && *off) && __builtin_cpu_supports("amx-tile") &&
-                   __builtin_cpu_supports("amx-bf16") &&
+        /* CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (asked directly: clang's
+         * __builtin_cpu_supports knows neither) */
+        unsigned a, b, c, d;
+        bool cpu = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1);
+        amx_have = gemm_small_available() && !(off && *off) && cpu &&
                    syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     }
     return amx_have && !amx_off;
