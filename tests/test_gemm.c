@@ -355,6 +355,28 @@ START_TEST(test_gemm_bf16_weights_mirror) {
 }
 END_TEST
 
+/* Where the kernel says the CPU has AMX, it runs on it: a CPU whose flags
+ * (as Linux shows them) list AMX-TILE and AMX-BF16 gets gemm_small_amx(),
+ * unless ATTNLAB_NO_AMX is set, and the route names the tiles. */
+START_TEST(test_gemm_amx_found) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[8192];
+    bool tile = false, bf16 = false;
+    while (fgets(line, sizeof line, f) && !(tile && bf16))
+        if (!strncmp(line, "flags", 5)) tile = strstr(line, " amx_tile") != NULL, bf16 = strstr(line, " amx_bf16") != NULL;
+    fclose(f);
+    const char *off = getenv("ATTNLAB_NO_AMX"), *no_bf16 = getenv("ATTNLAB_NO_AVX512BF16");
+    if (!tile || !bf16 || (off && *off) || (no_bf16 && *no_bf16) || !gemm_small_available()) {
+        ck_assert(!gemm_small_amx());
+        return;
+    }
+    ck_assert_msg(gemm_small_amx(), "the CPU lists amx_tile and amx_bf16, and the kernel does not use them");
+    Err e = {0};
+    if (gemm_bf16_check(&e) == 0) ck_assert_msg(strstr(gemm_bf16_route(), "gemm_small amx"), "route: %s", gemm_bf16_route());
+}
+END_TEST
+
 START_TEST(test_gemm_isa_named) {
     const char *isa = gemm_dnnl_isa();
     ck_assert(isa && *isa);
@@ -380,6 +402,7 @@ Suite *gemm_suite(void) {
     tcase_add_loop_test(tc, test_gemm_packed_matches_ex, 0, 8);
     tcase_add_test(tc, test_gemm_bf16_weights_mirror);
     tcase_add_test(tc, test_gemm_isa_named);
+    tcase_add_test(tc, test_gemm_amx_found);
     suite_add_tcase(s, tc);
     return s;
 }
