@@ -168,7 +168,7 @@ AMX static void amx_sums(float out[AMX_ROWS][NR], int rows, int Kp, const uint32
 /* C's columns j0 .. (a panel, pb) for every row of op(A) (pa, stride ar),
  * as tile() and tile_end() make them. */
 AMX void amx_panel(int M, int nc, int Kp, const uint32_t *pa, long ar, const uint32_t *pb, float alpha,
-                          float beta, float *C, int ldc, long row0, int j0, const TileEnd *end) {
+                   float beta, float *C, int ldc, long row0, int j0, const TileEnd *end) {
     uint32_t tail[AMX_PAIRS * NR] __attribute__((aligned(64)));
     int full = Kp / AMX_PAIRS * AMX_PAIRS;
     if (full < Kp) {

@@ -173,7 +173,7 @@ AVX512_BF16 void small_transpose16(__m512i r[16]) {
 /* X stored cols x K (each column of op(X) a stored row; row stride ld) as
  * Kp pair rows of width w: the rows' pairs, transposed 16 x 16 at a time. */
 AVX512_BF16 void small_pack_down(uint32_t *out, int w, Operand X, long off, int ld, int K, int cols,
-                                  uint32_t *tmp) {
+                                   uint32_t *tmp) {
     assert(w % 16 == 0 && w >= cols);
     int Kp = (K + 1) / 2, Kp16 = (Kp + 15) & ~15;
     for (int j0 = 0; j0 < w; j0 += 16) {
