@@ -216,24 +216,37 @@ typedef struct {
     char msg[400];
 } Verdict;
 
+/* c with result buffers of its own (inputs shared; other_free frees them). */
+static Case other_results(const Case *c) {
+    Case o = *c;
+    o.C = malloc(sizeof(float) * (size_t)c->M * c->N), o.colsum = malloc(sizeof(float) * c->N);
+    o.pre = malloc(2 * (size_t)c->M * c->N), o.out = malloc(2 * (size_t)c->M * c->N);
+    return o;
+}
+
+static void other_free(Case *o) { free(o->C), free(o->colsum), free(o->pre), free(o->out); }
+
+/* Whether c's results are o's, bit for bit; if not, v says so, headed by how. */
+static bool judge(Verdict *v, const Case *c, const Case *o, const char *how) {
+    char why[200], what[150];
+    if (!same_results(c, o, why, sizeof why)) {
+        describe(c, what, sizeof what);
+        snprintf(v->msg, sizeof v->msg, "%s, %s: %s", how, what, why);
+        v->ok = false;
+    }
+    return v->ok;
+}
+
 /* gemm_ex in the kernel against gemm_ex unfused. */
 static bool fused_vs_unfused(Case *c, void *ctx) {
-    Verdict *v = ctx;
-    Case u = *c;
-    u.C = malloc(sizeof(float) * (size_t)c->M * c->N), u.colsum = malloc(sizeof(float) * c->N);
-    u.pre = malloc(2 * (size_t)c->M * c->N), u.out = malloc(2 * (size_t)c->M * c->N);
+    Case u = other_results(c);
     run_ex(c);
     bool was = gemm_set_unfused(true);
     run_ex(&u);
     gemm_set_unfused(was);
-    char why[200], what[150];
-    if (!same_results(c, &u, why, sizeof why)) {
-        describe(c, what, sizeof what);
-        snprintf(v->msg, sizeof v->msg, "fused against unfused, %s: %s", what, why);
-        v->ok = false;
-    }
-    free(u.C), free(u.colsum), free(u.pre), free(u.out);
-    return v->ok;
+    bool ok = judge(ctx, c, &u, "fused against unfused");
+    other_free(&u);
+    return ok;
 }
 
 START_TEST(test_fused_matches_unfused) {
@@ -248,20 +261,12 @@ END_TEST
 
 /* gemm_ex against the test's own composition. */
 static bool against_reference(Case *c, void *ctx) {
-    Verdict *v = ctx;
-    Case ref = *c;
-    ref.C = malloc(sizeof(float) * (size_t)c->M * c->N), ref.colsum = malloc(sizeof(float) * c->N);
-    ref.pre = malloc(2 * (size_t)c->M * c->N), ref.out = malloc(2 * (size_t)c->M * c->N);
+    Case ref = other_results(c);
     run_ex(c);
     run_reference(c, &ref);
-    char why[200], what[150];
-    if (!same_results(c, &ref, why, sizeof why)) {
-        describe(c, what, sizeof what);
-        snprintf(v->msg, sizeof v->msg, "gemm_ex against its reference, %s: %s", what, why);
-        v->ok = false;
-    }
-    free(ref.C), free(ref.colsum), free(ref.pre), free(ref.out);
-    return v->ok;
+    bool ok = judge(ctx, c, &ref, "gemm_ex against its reference");
+    other_free(&ref);
+    return ok;
 }
 
 static bool all_match_reference(Precision p, bool unfused, char *msg, int size) {
@@ -468,24 +473,16 @@ END_TEST
  * are packed by the threads together, and whose column sums must stay one
  * thread's, in row order) give the same bits on 2 threads as on 1. */
 static bool two_threads_as_one(Case *c, void *ctx) {
-    Verdict *v = ctx;
-    Case one = *c;
-    one.C = malloc(sizeof(float) * (size_t)c->M * c->N), one.colsum = malloc(sizeof(float) * c->N);
-    one.pre = malloc(2 * (size_t)c->M * c->N), one.out = malloc(2 * (size_t)c->M * c->N);
+    Case one = other_results(c);
     int threads = engine_threads();
     engine_set_threads(1);
     run_ex(&one);
     engine_set_threads(2);
     run_ex(c);
     engine_set_threads(threads);
-    char why[200], what[150];
-    if (!same_results(c, &one, why, sizeof why)) {
-        describe(c, what, sizeof what);
-        snprintf(v->msg, sizeof v->msg, "2 threads against 1, %s: %s", what, why);
-        v->ok = false;
-    }
-    free(one.C), free(one.colsum), free(one.pre), free(one.out);
-    return v->ok;
+    bool ok = judge(ctx, c, &one, "2 threads against 1");
+    other_free(&one);
+    return ok;
 }
 
 START_TEST(test_fused_threads) {
