@@ -166,16 +166,25 @@ void op_linear_forward(Node *n) {
     linear_rows(n->out->data, tensor_values(x), tensor_is16(x), w, b, x->n / w->shape[1]);
 }
 
-/* dx += dy W,  dW += dy^T x,  db += dy^T 1 (column sums) */
+/* dx += dy W,  dW += dy^T x,  db += dy^T 1 (column sums). In bf16 both
+ * products read dy rounded to bf16: it is rounded once, into scratch, and
+ * both read that (the value each product's own packing would have made, so
+ * the same bits, one rounding pass fewer); db sums the fp32 dy. */
 void op_linear_backward(Node *n) {
     Tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
-    long N = w->shape[0], K = w->shape[1], M = x->n / K;
+    long N = w->shape[0], K = w->shape[1], M = x->n / K, halves = (M * N + 1) / 2;
     const float *dy = n->out->grad;
+    uint16_t *dy16 = NULL;
+    if (gemm_precision() == PRECISION_BF16 && x->requires_grad && w->requires_grad) {
+        dy16 = (uint16_t *)tensor_scratch(halves);
+        bf16_from_floats(dy16, dy, M * N);
+    }
+    const void *a = dy16 ? (const void *)dy16 : (const void *)dy;
     if (x->requires_grad)
-        gemm(false, false, M, K, N, 1.0f, dy, N, w->data, K, 1.0f, tensor_grad(x), K);
-    if (w->requires_grad && tensor_is16(x))
-        gemm_ex(true, false, N, K, M, 1.0f, dy, false, N, x->data16, true, K, 1.0f, tensor_grad(w), K, NULL);
-    else if (w->requires_grad)
-        gemm(true, false, N, K, M, 1.0f, dy, N, x->data, K, 1.0f, tensor_grad(w), K);
+        gemm_ex(false, false, M, K, N, 1.0f, a, dy16 != NULL, N, w->data, false, K, 1.0f, tensor_grad(x), K, NULL);
+    if (w->requires_grad)
+        gemm_ex(true, false, N, K, M, 1.0f, a, dy16 != NULL, N, tensor_values(x), tensor_is16(x), K, 1.0f, tensor_grad(w),
+                K, NULL);
+    if (dy16) tensor_scratch_release((float *)dy16, halves);
     if (b && b->requires_grad) bias_grad_rows(b, dy, M);
 }

@@ -14,6 +14,8 @@
  *   product reads the bf16 values it would round; output and every
  *   gradient bit for bit. An fp32 h kept by mistake (mlp_keep_h32) and each
  *   fault fail it. The op keeps half of fp32's memory for h.
+ * - op_linear in bf16, whose backward rounds dy once for both products,
+ *   against gemm() on the fp32 values, bit for bit.
  * Without AVX512-BF16 the bf16 parts say why they skip; the fp32
  * composition is checked everywhere. */
 #include <check.h>
@@ -469,6 +471,77 @@ START_TEST(test_fused_mlp_catches) {
 }
 END_TEST
 
+/* op_linear in bf16: its backward rounds dy to bf16 once for both products;
+ * output, dx and dW are gemm()'s in bf16 on the fp32 values (each product
+ * rounding dy as it packs it), bit for bit. */
+typedef struct {
+    float out[MROWS * MH], dx[MROWS * MD], dw[MH * MD];
+} LinearRun;
+
+static void linear_inputs(float *x, float *w, float *b, float *R) {
+    Rng r;
+    rng_seed(&r, 7);
+    fill(x, MROWS * MD, &r);
+    fill(w, MH * MD, &r);
+    fill(b, MH, &r);
+    fill(R, MROWS * MH, &r);
+}
+
+static void linear_op_run(LinearRun *res) {
+    static float x[MROWS * MD], w[MH * MD], b[MH], R[MROWS * MH];
+    linear_inputs(x, w, b, R);
+    Arena a;
+    arena_init(&a, 1 << 20);
+    engine_set_arena(&a);
+    bool gwas = grad_set(true);
+    tape_reset();
+    int sx[3] = {MB, MT, MD}, sw[2] = {MH, MD}, sb[1] = {MH};
+    Tensor *t[3] = {tensor_new(3, sx), tensor_new(2, sw), tensor_new(1, sb)};
+    const float *v[3] = {x, w, b};
+    for (int k = 0; k < 3; k++) {
+        memcpy(t[k]->data, v[k], sizeof(float) * t[k]->n);
+        t[k]->requires_grad = true;
+    }
+    Tensor *y = op_linear(t[0], t[1], t[2]);
+    memcpy(res->out, y->data, sizeof res->out);
+    backward_seeded(y, R);
+    memcpy(res->dx, t[0]->grad, sizeof res->dx);
+    memcpy(res->dw, t[1]->grad, sizeof res->dw);
+    tape_reset();
+    grad_set(gwas);
+    engine_set_arena(NULL);
+    arena_free(&a);
+}
+
+static bool linear_holds(char *msg, int size) {
+    static float x[MROWS * MD], w[MH * MD], b[MH], R[MROWS * MH];
+    static LinearRun got, want;
+    Precision was = gemm_set_precision(PRECISION_BF16);
+    linear_op_run(&got);
+    linear_inputs(x, w, b, R);
+    for (int i = 0; i < MROWS; i++) memcpy(want.out + i * MH, b, sizeof b);
+    gemm(false, true, MROWS, MH, MD, 1, x, MD, w, MD, 1, want.out, MH);
+    memset(&want.dx, 0, sizeof want.dx);
+    memset(&want.dw, 0, sizeof want.dw);
+    gemm(false, false, MROWS, MD, MH, 1, R, MH, w, MD, 1, want.dx, MD);
+    gemm(true, false, MH, MD, MROWS, 1, R, MH, x, MD, 1, want.dw, MD);
+    gemm_set_precision(was);
+    return same_floats("output", got.out, want.out, MROWS * MH, msg, size) &&
+           same_floats("dx", got.dx, want.dx, MROWS * MD, msg, size) &&
+           same_floats("dW", got.dw, want.dw, MH * MD, msg, size);
+}
+
+START_TEST(test_fused_linear_bf16_rule) {
+    if (!bf16_runs_here("test_fused")) return;
+    char msg[300];
+    ck_assert_msg(linear_holds(msg, sizeof msg), "%s", msg);
+    bool uwas = gemm_set_unfused(true);
+    bool ok = linear_holds(msg, sizeof msg);
+    gemm_set_unfused(uwas);
+    ck_assert_msg(ok, "unfused: %s", msg);
+}
+END_TEST
+
 /* The products of every case (the tall shape's too, whose chunks of rows
  * are packed by the threads together, and whose column sums must stay one
  * thread's, in row order) give the same bits on 2 threads as on 1. */
@@ -506,6 +579,7 @@ Suite *fused_suite(void) {
     tcase_add_test(tc, test_fused_faults_caught);
     tcase_add_test(tc, test_fused_mlp_bf16_rule);
     tcase_add_test(tc, test_fused_mlp_catches);
+    tcase_add_test(tc, test_fused_linear_bf16_rule);
     suite_add_tcase(s, tc);
     return s;
 }
