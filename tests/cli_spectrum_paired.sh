@@ -109,6 +109,16 @@ if ./spectrum --paired "$T/g/init" "$T/g/trained" --within 0.06 >"$T/out" 2>"$T/
 else
     fail "paired: --within 0.06" "exit $?"
 fi
+# a grid part-way through a later look: a trained seed with no spectrum.csv yet and no
+# initialisation is left out, the same pairs counted (a seed both arms have still needs its
+# spectrum: "no spectrum.csv" below)
+run trained 6 0.002 2.4
+if ./spectrum --paired "$T/g/init" "$T/g/trained" >"$T/out" 2>"$T/err"; then
+    has "paired: an unmeasured seed without a pair is left out" "$T/out" "$C0" "$C2" "3 seed pair(s) counted"
+else
+    fail "paired: an unmeasured seed without a pair is left out" "exit $?: $(cat "$T/err")"
+fi
+rm -r "$T/g/trained_seed-6"
 # the arms swapped: every difference changes sign, and so does the direction
 if ./spectrum --paired "$T/g/trained" "$T/g/init" >"$T/out" 2>"$T/err"; then
     has "paired: A and B swapped" "$T/out" \

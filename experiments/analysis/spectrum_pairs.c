@@ -163,14 +163,26 @@ static int arm_run(ArmRun *r, const char *folder, long long seed, Err *e) {
     return 0;
 }
 
-/* The runs of arm DIR/POINT, the folders DIR/POINT_seed-<n>, by seed: the
- * count, or -1 with e set. */
-static int arm_read(const char *arm, ArmRun *runs, Err *e) {
-    static GridArmRun folders[ARM_MAX];
-    int n = grid_arm_folders(arm, folders, ARM_MAX, e);
+static bool has_seed(const GridArmRun *runs, int n, long long seed) {
     for (int i = 0; i < n; i++)
-        if (arm_run(&runs[i], folders[i].folder, folders[i].seed, e) != 0) return -1;
-    return n;
+        if (runs[i].seed == seed) return true;
+    return false;
+}
+
+/* The runs of arm DIR/POINT, the folders DIR/POINT_seed-<n>, by seed, given
+ * the other arm's folders: the count, or -1 with e set. A folder with no
+ * spectrum.csv whose seed the other arm lacks is left out: it has no pair
+ * either way (a grid part-way through a later look of its plan, whose new
+ * seeds are measured when it ends). */
+static int arm_read(const GridArmRun *folders, int n, const GridArmRun *other, int n_other, ArmRun *runs, Err *e) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        char path[1400];
+        if (path_join(path, sizeof path, folders[i].folder, "spectrum.csv", e) != 0) return -1;
+        if (!file_exists(path) && !has_seed(other, n_other, folders[i].seed)) continue;
+        if (arm_run(&runs[k++], folders[i].folder, folders[i].seed, e) != 0) return -1;
+    }
+    return k;
 }
 
 /* The verdict rule on B - A, with no claim: which way the interval excludes 0. */
@@ -251,9 +263,14 @@ static int pair_runs(FILE *out, const ArmRun *ra, int na, const ArmRun *rb, int 
 /* Both arms' runs, into ra (*na of them) and rb (*nb), every spectrum of
  * one shape; -1 with e set. */
 static int arms_read(const char *arm_a, const char *arm_b, ArmRun *ra, int *na, ArmRun *rb, int *nb, Err *e) {
-    *na = arm_read(arm_a, ra, e);
-    *nb = *na < 0 ? -1 : arm_read(arm_b, rb, e);
+    static GridArmRun fa[ARM_MAX], fb[ARM_MAX];
+    int ka = grid_arm_folders(arm_a, fa, ARM_MAX, e), kb = ka < 0 ? -1 : grid_arm_folders(arm_b, fb, ARM_MAX, e);
+    if (kb < 0) return -1;
+    *na = arm_read(fa, ka, fb, kb, ra, e);
+    *nb = *na < 0 ? -1 : arm_read(fb, kb, fa, ka, rb, e);
     if (*nb < 0) return -1;
+    if (*na == 0 || *nb == 0)
+        return err_set(e, "%s and %s: no seed in both arms, so no pair to compare", arm_a, arm_b);
     const ArmRun *first = &ra[0];
     for (int i = 0; i < *na + *nb; i++) {
         const ArmRun *r = i < *na ? &ra[i] : &rb[i - *na];
