@@ -89,31 +89,39 @@ static bool a_in_place(bool ta, int M, int K, Operand A, int lda) {
     return !ta && A.h && K % (2 * AMX_PAIRS) == 0 && lda % 2 == 0 && M % 16 == 0 && ((uintptr_t)A.p & 3) == 0;
 }
 
-/* Rows 16 g .. 16 g + 15 of op(A) (M x K) into out (rows of Kp16 pairs,
- * zero past Kp and past row M). */
-AMX static void pack_a_group(uint32_t *out, bool ta, int g, int M, int K, Operand A, int lda) {
-    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), i0 = 16 * g;
-    int rows = M - i0 < 16 ? M - i0 : 16;
+/* Rows 16 g .. 16 (g + ng) - 1 of op(A) (M x K) into out (rows of Kp16
+ * pairs, zero past Kp and past row M). A transposed op(A)'s rows are A's
+ * columns, read across A's rows: ng groups at once, so that each row of A
+ * is visited once for 16 ng of its values (one group at a time read 32 or
+ * 64 bytes a row, a page apart, four times over). */
+AMX static void pack_a_groups(uint32_t *out, bool ta, int g, int ng, int M, int K, Operand A, int lda) {
+    int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), i0 = 16 * g, w = 16 * ng;
+    int rows = M - i0 < w ? M - i0 : w;
     out += (long)i0 * Kp16;
     if (!ta) {
         for (int i = 0; i < rows; i++) {
             small_pack_row(out + (long)i * Kp16, A, (long)(i0 + i) * lda, K);
             memset(out + (long)i * Kp16 + Kp, 0, sizeof *out * (size_t)(Kp16 - Kp));
         }
-        memset(out + (long)rows * Kp16, 0, sizeof *out * (size_t)(16 - rows) * Kp16);
+        memset(out + (long)rows * Kp16, 0, sizeof *out * (size_t)(w - rows) * Kp16);
         return;
     }
-    /* op(A)'s rows are A's columns: their pair rows, then 16 x 16 transposes */
-    uint32_t *across = small_buffer(&small_buffers()->across, (size_t)Kp16 * 16);
-    small_pack_across(across, 16, A, i0, lda, K, rows);
-    memset(across + (long)Kp * 16, 0, sizeof *across * (size_t)(Kp16 - Kp) * 16);
-    for (int p0 = 0; p0 < Kp16; p0 += 16) {
-        __m512i r[16];
-        for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * 16);
-        small_transpose16(r);
-        for (int i = 0; i < 16; i++) _mm512_storeu_si512(out + (long)i * Kp16 + p0, r[i]);
-    }
+    /* op(A)'s rows are A's columns: their pair rows, w wide, then 16 x 16 transposes */
+    uint32_t *across = small_buffer(&small_buffers()->across, (size_t)Kp16 * w);
+    small_pack_across(across, w, A, i0, lda, K, rows);
+    memset(across + (long)Kp * w, 0, sizeof *across * (size_t)(Kp16 - Kp) * w);
+    for (int q = 0; q < ng; q++)
+        for (int p0 = 0; p0 < Kp16; p0 += 16) {
+            __m512i r[16];
+            for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * w + 16 * q);
+            small_transpose16(r);
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(out + (long)(16 * q + i) * Kp16 + p0, r[i]);
+        }
 }
+
+/* Groups of 16 rows that pack_a_rows packs at once (64 rows: 128 bytes of a
+ * bf16 A's row, 256 of an fp32 one). */
+enum { AMX_A_GROUPS = 4 };
 
 /* op(A) (M x K) as rows of Kp16 pairs, M16 rows, in the thread's buffer, or
  * where it is; *ar = the row stride in pairs. */
@@ -124,7 +132,9 @@ AMX const uint32_t *pack_a_rows(bool ta, int M, int K, Operand A, int lda, long 
         return A.p;
     }
     uint32_t *buf = small_pack_space((size_t)((M + 15) & ~15) * Kp16);
-    for (int g = 0; g < (M + 15) / 16; g++) pack_a_group(buf, ta, g, M, K, A, lda);
+    int groups = (M + 15) / 16;
+    for (int g = 0; g < groups; g += AMX_A_GROUPS)
+        pack_a_groups(buf, ta, g, groups - g < AMX_A_GROUPS ? groups - g : AMX_A_GROUPS, M, K, A, lda);
     *ar = Kp16;
     return buf;
 }
@@ -235,7 +245,7 @@ AMX static void tall(bool ta, bool tb, int M, int N, int K, int mc, float alpha,
                 Operand a = {at(A, ta ? i0 : i0 * lda), A.h};
                 if (!in_place) {
 #pragma omp for schedule(static)
-                    for (int g = 0; g < (m + 15) / 16; g++) pack_a_group(shared, ta, g, m, K, a, lda);
+                    for (int g = 0; g < (m + 15) / 16; g++) pack_a_groups(shared, ta, g, 1, m, K, a, lda);
                 }
                 const uint32_t *pa = in_place ? a.p : shared;
                 long ar = in_place ? lda / 2 : Kp16;
