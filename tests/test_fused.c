@@ -351,15 +351,40 @@ static void mlp_inputs(float *x, float *w1, float *b1, float *w2, float *b2, flo
     for (int i = 0; i < MH * MD; i++) w1[i] *= 0.5f, w2[i] *= 0.3f;
 }
 
+/* An op's run in the test: its own arena and tape, gradients on (the
+ * previous setting returned for op_end). */
+static bool op_begin(Arena *a) {
+    arena_init(a, 1 << 20);
+    engine_set_arena(a);
+    bool gwas = grad_set(true);
+    tape_reset();
+    return gwas;
+}
+
+static void op_end(Arena *a, bool gwas) {
+    tape_reset();
+    grad_set(gwas);
+    engine_set_arena(NULL);
+    arena_free(a);
+}
+
+/* holds() on gemm's fused path, then on the unfused composition (oneDNN's
+ * and other CPUs' route). */
+static void assert_both_routes(bool (*holds)(char *, int)) {
+    char msg[300];
+    ck_assert_msg(holds(msg, sizeof msg), "%s", msg);
+    bool uwas = gemm_set_unfused(true);
+    bool ok = holds(msg, sizeof msg);
+    gemm_set_unfused(uwas);
+    ck_assert_msg(ok, "unfused: %s", msg);
+}
+
 /* op_mlp in bf16, backward seeded with R. */
 static void mlp_op_run(MlpRun *res) {
     static float x[MROWS * MD], w1[MH * MD], b1[MH], w2[MD * MH], b2[MD], R[MROWS * MD];
     mlp_inputs(x, w1, b1, w2, b2, R);
     Arena a;
-    arena_init(&a, 1 << 20);
-    engine_set_arena(&a);
-    bool gwas = grad_set(true);
-    tape_reset();
+    bool gwas = op_begin(&a);
     Tensor *t[5];
     const float *v[5] = {x, w1, b1, w2, b2};
     int shapes5[5][3] = {{MB, MT, MD}, {MH, MD}, {MH}, {MD, MH}, {MD}}, nd[5] = {3, 2, 1, 2, 1};
@@ -376,10 +401,7 @@ static void mlp_op_run(MlpRun *res) {
     memcpy(res->dw1, t[1]->grad, sizeof res->dw1);
     memcpy(res->db1, t[2]->grad, sizeof res->db1);
     memcpy(res->dw2, t[3]->grad, sizeof res->dw2);
-    tape_reset();
-    grad_set(gwas);
-    engine_set_arena(NULL);
-    arena_free(&a);
+    op_end(&a, gwas);
 }
 
 /* The bf16 rule composed here: gemm() in bf16, h rounded to bf16, GELU and
@@ -437,13 +459,7 @@ static bool mlp_holds(char *msg, int size) {
 
 START_TEST(test_fused_mlp_bf16_rule) {
     if (!bf16_runs_here("test_fused")) return;
-    char msg[300];
-    ck_assert_msg(mlp_holds(msg, sizeof msg), "%s", msg);
-    /* on the unfused composition (oneDNN's and other CPUs' route) too */
-    bool uwas = gemm_set_unfused(true);
-    bool ok = mlp_holds(msg, sizeof msg);
-    gemm_set_unfused(uwas);
-    ck_assert_msg(ok, "unfused: %s", msg);
+    assert_both_routes(mlp_holds);
     /* h kept in bf16: half of fp32's bytes */
     static MlpRun r;
     Precision was = gemm_set_precision(PRECISION_BF16);
@@ -491,10 +507,7 @@ static void linear_op_run(LinearRun *res) {
     static float x[MROWS * MD], w[MH * MD], b[MH], R[MROWS * MH];
     linear_inputs(x, w, b, R);
     Arena a;
-    arena_init(&a, 1 << 20);
-    engine_set_arena(&a);
-    bool gwas = grad_set(true);
-    tape_reset();
+    bool gwas = op_begin(&a);
     int sx[3] = {MB, MT, MD}, sw[2] = {MH, MD}, sb[1] = {MH};
     Tensor *t[3] = {tensor_new(3, sx), tensor_new(2, sw), tensor_new(1, sb)};
     const float *v[3] = {x, w, b};
@@ -507,10 +520,7 @@ static void linear_op_run(LinearRun *res) {
     backward_seeded(y, R);
     memcpy(res->dx, t[0]->grad, sizeof res->dx);
     memcpy(res->dw, t[1]->grad, sizeof res->dw);
-    tape_reset();
-    grad_set(gwas);
-    engine_set_arena(NULL);
-    arena_free(&a);
+    op_end(&a, gwas);
 }
 
 static bool linear_holds(char *msg, int size) {
@@ -533,12 +543,7 @@ static bool linear_holds(char *msg, int size) {
 
 START_TEST(test_fused_linear_bf16_rule) {
     if (!bf16_runs_here("test_fused")) return;
-    char msg[300];
-    ck_assert_msg(linear_holds(msg, sizeof msg), "%s", msg);
-    bool uwas = gemm_set_unfused(true);
-    bool ok = linear_holds(msg, sizeof msg);
-    gemm_set_unfused(uwas);
-    ck_assert_msg(ok, "unfused: %s", msg);
+    assert_both_routes(linear_holds);
 }
 END_TEST
 
