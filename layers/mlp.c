@@ -14,9 +14,10 @@
  * between them (gemm_ex, gemm.h): the first product's tile takes b1, is
  * rounded to bf16 as the kept h (half fp32's memory), and GELU of that
  * rounded value is written in bf16 as g, which the second product reads
- * as it is; backward makes g again from h in bf16 for dW2, and the product
- * dg = dy W2 takes gelu'(h) and writes dh in bf16 (both of dh's products
- * read it as it is) while summing its columns into b1's gradient. Every
+ * as it is; backward rounds dy once for its two products, makes g again
+ * from h in bf16 for dW2, and the product dg = dy W2 takes gelu'(h) and
+ * writes dh in bf16 (both of dh's products read it as it is) while summing
+ * its columns into b1's gradient. Every
  * value a product reads is the bf16 one it would have rounded anyway; what
  * bf16 adds is GELU and its gradient read at h rounded to bf16, as
  * PyTorch's autocast has them (tests/test_mlp.c holds the op to that rule
@@ -89,19 +90,22 @@ static void mlp_backward16(Node *n) {
     const float *dy_all = n->out->grad;
     const uint16_t *h_all = (const uint16_t *)n->saved;
     uint16_t *buf = (uint16_t *)tensor_scratch(halves(R * hid));
+    /* each pass's dy rounded to bf16 once for its two products (dW2 and
+     * dy W2): the values each would round as it packs, so the same bits */
+    uint16_t *dy = (uint16_t *)tensor_scratch(halves(R * d));
     if (b2->requires_grad) bias_grad_rows(b2, dy_all, M);
     for (long r0 = 0; r0 < M; r0 += R) {
         long m = R < M - r0 ? R : M - r0;
-        const float *dy = dy_all + r0 * d;
+        bf16_from_floats(dy, dy_all + r0 * d, m * d);
         const uint16_t *h = h_all + r0 * hid;
         if (w2->requires_grad) {
             gelu16(h, buf, m * hid); /* g again */
-            gemm_ex(true, false, d, hid, m, 1.0f, dy, false, d, buf, true, hid, 1.0f, tensor_grad(w2), hid, NULL);
+            gemm_ex(true, false, d, hid, m, 1.0f, dy, true, d, buf, true, hid, 1.0f, tensor_grad(w2), hid, NULL);
         }
         /* dh = (dy W2) gelu'(h) in bf16, its column sums into b1's gradient */
         GemmEpilogue e = {.slope16 = h, .ld_slope = hid, .colsum = b1->requires_grad ? tensor_grad(b1) : NULL,
                           .out16 = buf, .ld_out = hid};
-        gemm_ex(false, false, m, hid, d, 1.0f, dy, false, d, w2->data, false, hid, 0.0f, NULL, hid, &e);
+        gemm_ex(false, false, m, hid, d, 1.0f, dy, true, d, w2->data, false, hid, 0.0f, NULL, hid, &e);
         if (x->requires_grad)
             gemm_ex(false, false, m, d, hid, 1.0f, buf, true, hid, w1->data, false, d, 1.0f, tensor_grad(x) + r0 * d,
                     d, NULL);
@@ -109,6 +113,7 @@ static void mlp_backward16(Node *n) {
             gemm_ex(true, false, hid, d, m, 1.0f, buf, true, hid, rows_of(x, r0 * d), tensor_is16(x), d, 1.0f,
                     tensor_grad(w1), d, NULL);
     }
+    tensor_scratch_release((float *)dy, halves(R * d));
     tensor_scratch_release((float *)buf, halves(R * hid));
 }
 
