@@ -183,8 +183,8 @@ void op_linear_backward(Node *n) {
     if (x->requires_grad)
         gemm_ex(false, false, M, K, N, 1.0f, a, dy16 != NULL, N, w->data, false, K, 1.0f, tensor_grad(x), K, NULL);
     if (w->requires_grad)
-        gemm_ex(true, false, N, K, M, 1.0f, a, dy16 != NULL, N, tensor_values(x), tensor_is16(x), K, 1.0f, tensor_grad(w),
-                K, NULL);
+        gemm_ex(true, false, N, K, M, 1.0f, a, dy16 != NULL, N, tensor_values(x), tensor_is16(x), K, 1.0f,
+                tensor_grad(w), K, NULL);
     if (dy16) tensor_scratch_release((float *)dy16, halves);
     if (b && b->requires_grad) bias_grad_rows(b, dy, M);
 }
