@@ -130,6 +130,7 @@ fi
 expect "ablate: unknown key" 2 "unknown key 'bogus'" ./ablate bogus=1/2 $SMALL "$T/small.txt"
 expect "ablate: bad value" 2 "--phi: 'tanh' is not one of" ./ablate phi=relu/tanh $SMALL "$T/small.txt"
 expect "ablate: empty axis value" 2 "phi=relu//elu: an empty value in the axis" ./ablate phi=relu//elu $SMALL "$T/small.txt"
+expect "ablate: a value given twice" 2 "steps=8 and steps=8: one run folder," ./ablate steps=8/9/8 $SMALL "$T/small.txt"
 expect "ablate: empty axis" 2 "no value" ./ablate phi= $SMALL "$T/small.txt"
 expect "ablate: no axis" 2 "no axis given" ./ablate $SMALL "$T/small.txt"
 expect "ablate: no corpus" 2 "no corpus given" ./ablate phi=relu/elu $SMALL

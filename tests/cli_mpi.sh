@@ -11,7 +11,8 @@
 #      (but for the tok/s column, a speed), and with --seeds 2 the same
 #      summary.csv (means, intervals, differences from the baseline), bit
 #      for bit, and the same results.csv; a rank done first waits for the
-#      other asleep;
+#      other asleep; a rank that frees up takes the next run, and ranks that
+#      do not share the folder are dealt runs by turn;
 #  (e) ./train run plainly: no MPI in its output, checkpoint or config.json,
 #      and the same bits as under mpirun -np 1;
 #  (f) ranks that disagree (an MPMD launch with another --lr on rank 1)
@@ -179,18 +180,57 @@ else
 fi
 
 # A rank done with its share waits for the others asleep, not polling as
-# MPI_Barrier does (a core held for as long as the other rank's last run): rank
-# 0's 10 steps end seconds before rank 1's 400, and the wait's CPU time is the
+# MPI_Barrier does (a core held for as long as the other rank's last run): one
+# rank's 10 steps end seconds before the other's 400, and the wait's CPU time is the
 # naps' wake-ups, under 5% of it; a polling wait takes a core, about all of it
 # (half on a loaded machine), so a quarter tells the two apart.
 $MPI ./ablate steps=10/400 --no-baseline $SMALL --out "$T/idle" "$T/c.txt" >"$T/out" 2>"$T/err"
 rc=$?
-wait_line=$(grep '^rank 0: waited' "$T/out")
+wait_line=$(grep '^rank [01]: waited' "$T/out") # the rank that took the 10 steps
 if [ $rc = 0 ] && [ -n "$wait_line" ] &&
     echo "$wait_line" | awk '{ w = $4; c = substr($(NF - 3), 2) } END { exit !(w >= 1 && c < w / 4) }'; then
     pass "mpirun -np 2 ./ablate: a rank done first waits asleep ($wait_line)"
 else
     fail "mpirun -np 2 ./ablate: a rank done first waits asleep" "exit $rc; ${wait_line:-no wait line}"
+fi
+
+# Runs are claimed as the ranks free up (experiments/run/deal.h): one rank
+# takes the 400-step run, the other all three short ones (dealt by turn, the
+# first rank would take the third). A claim folder an earlier command left
+# (killed) is removed, and this one's is gone at the end.
+mkdir -p "$T/deal/.deal-1-1" && : >"$T/deal/.deal-1-1/0"
+$MPI ./ablate steps=400/10/11/12 --no-baseline $SMALL --out "$T/deal" "$T/c.txt" >"$T/out" 2>"$T/err"
+rc=$?
+rank_of() { sed -n "s/^run [0-9]\/4 steps=$1 \[rank \([01]\)\].*(100%) done.*/\1/p" "$T/out"; }
+long=$(rank_of 400)
+short="$(rank_of 10)$(rank_of 11)$(rank_of 12)"
+if [ $rc = 0 ] && [ -n "$long" ] && [ "$short" = "$((1 - long))$((1 - long))$((1 - long))" ] &&
+    [ -z "$(ls -a "$T/deal" | grep '^\.deal-')" ]; then
+    pass "mpirun -np 2 ./ablate: a rank that frees up takes the next run (400 steps on rank $long, the rest on the other)"
+else
+    fail "mpirun -np 2 ./ablate: a rank that frees up takes the next run" \
+        "exit $rc; the long run on rank '$long', the short ones on '$short'; $(ls -a "$T/deal" | grep '^\.deal-')"
+fi
+
+# Ranks that do not see one folder (an MPMD launch with another --out on rank
+# 1 stands in for two nodes, each with its own disk): the runs are dealt by
+# turn, so that a stopped run resumes where its checkpoint is: rank 1's are
+# the second and fourth, in its own folder, and rank 0's tables have all four.
+# Run again, each rank finds its own runs finished.
+by_turn() {
+    mpirun --oversubscribe --bind-to none -np 1 ./ablate steps=12/10/11/13 --no-baseline $SMALL --out "$T/node0" "$T/c.txt" : \
+        -np 1 ./ablate steps=12/10/11/13 --no-baseline $SMALL --out "$T/node1" "$T/c.txt" >"$T/out" 2>"$T/err"
+}
+by_turn
+rc=$?
+folders() { ls "$1" | grep '^steps-' | tr '\n' ' '; }
+if [ $rc = 0 ] && [ "$(folders "$T/node0")" = "steps-11 steps-12 " ] && [ "$(folders "$T/node1")" = "steps-10 steps-13 " ] &&
+    [ "$(grep -c '^| steps=[0-9]* | [0-9]* | [0-9]\.[0-9]* |' "$T/node0/results.md")" = 4 ] &&
+    [ -z "$(ls -a "$T/node0" "$T/node1" | grep '^\.deal-')" ] && by_turn && [ "$(grep -c 'finished before' "$T/out")" = 4 ]; then
+    pass "mpirun -np 2 ./ablate, a folder per rank: dealt by turn, all four rows on rank 0, resumed each on its own rank"
+else
+    fail "mpirun -np 2 ./ablate, a folder per rank: dealt by turn" \
+        "exit $rc; rank 0 has $(folders "$T/node0"), rank 1 $(folders "$T/node1"); $(grep -c 'finished before' "$T/out") finished before"
 fi
 
 # --seeds 2: the runs spread over the ranks differently (seeds of one point on

@@ -328,6 +328,15 @@ int grid_plan(const Grid *g, bool baseline, const char *dir, GridRun **out, Err 
             snprintf(r->why, sizeof r->why, "%s", why.msg);
         }
     }
+    /* a value given twice (or two that name one folder) would train two runs into one folder */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(runs[i].folder, runs[j].folder)) {
+                err_set(e, "%s and %s: one run folder, %s", runs[j].name, runs[i].name, runs[i].folder),
+                    err_hint(e, "give each value of an axis once");
+                free(runs);
+                return -1;
+            }
     *out = runs;
     return n;
 }

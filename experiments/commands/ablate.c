@@ -14,9 +14,10 @@
  *
  * Runs train seed by seed (every point's first seed, then every point's
  * second...), so that a grid stopped part-way holds whole seed pairs. Under
- * mpirun -np N the runs are dealt round-robin to the ranks in that order,
- * each training its runs whole, one at a time; rank 0 then gathers every
- * result and curve and writes the tables, the same as a serial run's. */
+ * mpirun -np N the ranks take the runs in that order as each frees up (dealt
+ * by turn when the ranks do not share the folder: deal.h), each training its
+ * runs whole, one at a time; rank 0 then gathers every result and curve and
+ * writes the tables, the same as a serial run's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 
 #include "args.h"
 #include "corpus.h"
+#include "deal.h"
 #include "dist.h"
 #include "grid_report.h"
 #include "interrupt.h"
@@ -115,8 +117,9 @@ static void usage(FILE *f) {
             "\n"
             "Runs train seed by seed (every point's first seed, then every point's second, ...), so\n"
             "that a grid stopped part-way holds whole seed pairs. Under mpirun -np N, each rank trains\n"
-            "whole runs (the k-th in that order goes to rank k mod N) and rank 0 writes the tables,\n"
-            "the same as a serial run's; resuming works as above.\n"
+            "whole runs, taking the next in that order as it frees up (when the ranks' nodes do not\n"
+            "share DIR's disk, the k-th goes to rank k mod N, so a run resumes where its checkpoint\n"
+            "is), and rank 0 writes the tables, the same as a serial run's; resuming works as above.\n"
             "\n"
             "Example: ./ablate phi=identity/leakyrelu/relu/elu reweight=none/cos --steps 1000 data/brown.txt\n",
             option_find("attn")->def);
@@ -260,30 +263,40 @@ static void training_order(const GridRun *runs, int n_runs, int *order) {
 }
 
 /* Trains the runs not finished before, in training_order: this rank's share
- * of them (the k-th run not skipped goes to rank k mod N), then every result
- * goes to every rank. 0, or the exit status; *some_failed when a run failed
- * on any rank. */
-static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus, bool tables_only,
+ * of them (deal.h: claimed as the ranks free up, or the k-th run that can
+ * run to rank k mod N), then every result goes to every rank. 0, or the exit
+ * status; *some_failed when a run failed on any rank. */
+static int train_runs(GridRun *runs, int n_runs, int n_train, const char *dir, const char *corpus, bool tables_only,
                       bool *some_failed) {
     const int rank = dist_rank(), ranks = dist_size();
     double trained_s = 0, trained_steps = 0; /* this rank's, for the ETA: seconds per step trained */
     int index = 0, rc = 0, failed = 0;
     bool interrupted = false;
     Err e;
+    Deal deal;
+    if (deal_open(&deal, dir, &e) != 0) {
+        err_print(&e);
+        return 1;
+    }
     int *state = xcalloc((size_t)n_runs, sizeof *state), *owner = xcalloc((size_t)n_runs, sizeof *owner);
     int *order = xcalloc((size_t)n_runs, sizeof *order);
+    double *trained_by = xcalloc((size_t)n_runs, sizeof *trained_by); /* 1 + the rank that trained it */
     training_order(runs, n_runs, order);
-    /* first what this rank's run folders hold: a folder of other options
-     * stops the whole grid before anything is trained */
+    /* first what the run folders hold (a rank reads those it sees: all when
+     * claimed, its own share when by turn): a folder of other options stops
+     * the whole grid before anything is trained */
     for (int k = 0; k < n_runs; k++) {
         int i = order[k];
         if (runs[i].skipped) continue;
-        owner[i] = index++ % ranks;
-        if (owner[i] == rank && rc == 0 && (state[i] = grid_run_state(&runs[i], corpus, &e)) < 0) rc = -1;
+        owner[i] = deal.shared ? 0 : index % ranks; /* a claimed run's owner is known once trained */
+        index++;
+        if ((deal.shared || owner[i] == rank) && rc == 0 && (state[i] = grid_run_state(&runs[i], corpus, &e)) < 0)
+            rc = -1;
     }
     if (dist_agree(rc, &e) != 0) {
         err_print(&e);
-        free(state), free(owner), free(order);
+        deal_close(&deal);
+        free(state), free(owner), free(order), free(trained_by);
         return 1;
     }
     char tag[32] = "";
@@ -294,8 +307,14 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         GridRun *r = &runs[i];
         if (r->skipped) continue;
         index++;
-        if (owner[i] != rank) continue;
-        if (tables_only && state[i] != GRID_FINISHED) {
+        if (state[i] == GRID_FINISHED) { /* known to the ranks that read its folder: one says so */
+            if (!deal.shared || rank == 0)
+                printf("run %d/%d %s%s: finished before (val bpb %.4f)\n", index, n_train, r->name, tag,
+                       r->result.val_bpb);
+            continue;
+        }
+        if (!deal_take(&deal, index - 1)) continue;
+        if (tables_only) {
             /* a run ./train took to its last step in the grid's folder is
              * recorded from its log; any other is left for a later command */
             int got = state[i] == GRID_UNFINISHED ? grid_record_logged(r, &e) : 1;
@@ -308,23 +327,26 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
             r->pending = r->skipped = true;
             continue;
         }
-        if (state[i] == GRID_FINISHED) {
-            printf("run %d/%d %s%s: finished before (val bpb %.4f)\n", index, n_train, r->name, tag, r->result.val_bpb);
-            continue;
-        }
         char label[400], eta[32];
-        /* the steps of this rank's runs from this one on (a resumed run's
-         * whole count: its checkpoint's step is not read until it trains) */
-        double left = 0;
-        for (int l = k; l < n_runs; l++)
-            if (!runs[order[l]].skipped && owner[order[l]] == rank && state[order[l]] != GRID_FINISHED)
-                left += runs[order[l]].cfg.train.steps;
+        /* the steps left to this rank from this run on (a resumed run's whole
+         * count: its checkpoint's step is not read until it trains): by turn
+         * its own runs; claimed, this one and its share of those after */
+        double left = r->cfg.train.steps;
+        for (int l = k + 1; l < n_runs; l++) {
+            const GridRun *o = &runs[order[l]];
+            if (o->skipped || state[order[l]] == GRID_FINISHED) continue;
+            if (deal.shared)
+                left += (double)o->cfg.train.steps / ranks;
+            else if (owner[order[l]] == rank)
+                left += o->cfg.train.steps;
+        }
         if (trained_steps > 0)
             snprintf(label, sizeof label, "run %d/%d %.250s%s (all runs: eta %s)", index, n_train, r->name, tag,
                      format_duration(trained_s / trained_steps * left, eta, sizeof eta));
         else
             snprintf(label, sizeof label, "run %d/%d %.250s%s", index, n_train, r->name, tag);
         double t0 = now_seconds();
+        trained_by[i] = rank + 1;
         int got = grid_train(r, corpus, state[i] == GRID_UNFINISHED, label, dist_size() > 1);
         interrupted = got == 1;
         failed += got < 0;
@@ -341,10 +363,12 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *corpus
         if (waited >= 1)
             printf("rank %d: waited %.1f s for the other ranks' runs, asleep (%.2f s of CPU)\n", rank, waited, cpu);
         fflush(stdout);
+        deal_close(&deal);
+        dist_sum(trained_by, n_runs);
         for (int i = 0; i < n_runs; i++)
-            if (!runs[i].skipped) share_result(&runs[i], owner[i]);
+            if (!runs[i].skipped) share_result(&runs[i], trained_by[i] > 0 ? (int)trained_by[i] - 1 : owner[i]);
     }
-    free(state), free(owner), free(order);
+    free(state), free(owner), free(order), free(trained_by);
     int stop = dist_max(interrupted ? interrupt_exit_status() : 0);
     if (stop) {
         printf("interrupted; run the same command again to resume\n");
@@ -537,7 +561,7 @@ static int ablate_main(int argc, char **argv) {
         double t_start = now_seconds();
         dist_show_output(); /* every rank shows its own runs' progress */
         bool some_failed = false;
-        status = train_runs(runs, n_runs, n_train, corpus, tables_only, &some_failed);
+        status = train_runs(runs, n_runs, n_train, dir, corpus, tables_only, &some_failed);
         if (status == 0) status = report(&grid, runs, n_runs, dir, t_start, some_failed);
         if (status == 0 && some_failed) status = 1;
     }
