@@ -89,8 +89,12 @@ static bool a_in_place(bool ta, int M, int K, Operand A, int lda) {
     return !ta && A.h && K % (2 * AMX_PAIRS) == 0 && lda % 2 == 0 && M % 16 == 0 && ((uintptr_t)A.p & 3) == 0;
 }
 
-/* Rows 16 g .. 16 (g + ng) - 1 of op(A) (M x K) into out (rows of Kp16
- * pairs, zero past Kp and past row M). A transposed op(A)'s rows are A's
+/* Rows 16 g .. 16 (g + ng) - 1 of op(A) (M x K) into out as tiles: the
+ * rows of group g, pairs 16 q .. 16 q + 15, are the 1 KiB at out + (g
+ * nq + q) 256 (nq = Kp16 / 16 tiles along K), zero past Kp and past row M,
+ * so that a tile load reads 1 KiB in a row rather than 64 bytes of each of
+ * 16 rows (its row stride 64 bytes). Rows of A are packed 16 at a time as
+ * rows of pairs, then cut into tiles. A transposed op(A)'s rows are A's
  * columns, read across A's rows: ng groups at once, so that each row of A
  * is visited once for 16 ng of its values (one group at a time read 32 or
  * 64 bytes a row, a page apart, four times over). */
@@ -98,16 +102,20 @@ AMX static void pack_a_groups(uint32_t *out, bool ta, int g, int ng, int M, int 
     int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1), i0 = 16 * g, w = 16 * ng;
     int rows = M - i0 < w ? M - i0 : w;
     out += (long)i0 * Kp16;
+    uint32_t *across = small_buffer(&small_buffers()->across, (size_t)Kp16 * w);
     if (!ta) {
-        for (int i = 0; i < rows; i++) {
-            small_pack_row(out + (long)i * Kp16, A, (long)(i0 + i) * lda, K);
-            memset(out + (long)i * Kp16 + Kp, 0, sizeof *out * (size_t)(Kp16 - Kp));
+        for (int i = 0; i < w; i++) {
+            uint32_t *row = across + (long)i * Kp16;
+            if (i < rows) small_pack_row(row, A, (long)(i0 + i) * lda, K);
+            memset(row + (i < rows ? Kp : 0), 0, sizeof *row * (size_t)(Kp16 - (i < rows ? Kp : 0)));
         }
-        memset(out + (long)rows * Kp16, 0, sizeof *out * (size_t)(w - rows) * Kp16);
+        for (int i = 0; i < w; i++)
+            for (int p0 = 0; p0 < Kp16; p0 += 16)
+                _mm512_storeu_si512(out + (long)(i / 16) * 16 * Kp16 + (long)p0 * 16 + (i % 16) * 16,
+                                    _mm512_loadu_si512(across + (long)i * Kp16 + p0));
         return;
     }
     /* op(A)'s rows are A's columns: their pair rows, w wide, then 16 x 16 transposes */
-    uint32_t *across = small_buffer(&small_buffers()->across, (size_t)Kp16 * w);
     small_pack_across(across, w, A, i0, lda, K, rows);
     memset(across + (long)Kp * w, 0, sizeof *across * (size_t)(Kp16 - Kp) * w);
     for (int q = 0; q < ng; q++)
@@ -115,7 +123,8 @@ AMX static void pack_a_groups(uint32_t *out, bool ta, int g, int ng, int M, int 
             __m512i r[16];
             for (int p = 0; p < 16; p++) r[p] = _mm512_loadu_si512(across + (long)(p0 + p) * w + 16 * q);
             small_transpose16(r);
-            for (int i = 0; i < 16; i++) _mm512_storeu_si512(out + (long)(16 * q + i) * Kp16 + p0, r[i]);
+            uint32_t *tile = out + (long)q * 16 * Kp16 + (long)p0 * 16;
+            for (int i = 0; i < 16; i++) _mm512_storeu_si512(tile + i * 16, r[i]);
         }
 }
 
@@ -123,8 +132,8 @@ AMX static void pack_a_groups(uint32_t *out, bool ta, int g, int ng, int M, int 
  * bf16 A's row, 256 of an fp32 one). */
 enum { AMX_A_GROUPS = 4 };
 
-/* op(A) (M x K) as rows of Kp16 pairs, M16 rows, in the thread's buffer, or
- * where it is; *ar = the row stride in pairs. */
+/* op(A) (M x K) as tiles (pack_a_groups), M16 rows, in the thread's buffer,
+ * *ar = -Kp16; or where it is, as rows, *ar = their stride in pairs. */
 AMX const uint32_t *pack_a_rows(bool ta, int M, int K, Operand A, int lda, long *ar) {
     int Kp = (K + 1) / 2, Kp16 = (Kp + AMX_PAIRS - 1) & ~(AMX_PAIRS - 1);
     if (a_in_place(ta, M, K, A, lda)) {
@@ -135,13 +144,13 @@ AMX const uint32_t *pack_a_rows(bool ta, int M, int K, Operand A, int lda, long 
     int groups = (M + 15) / 16;
     for (int g = 0; g < groups; g += AMX_A_GROUPS)
         pack_a_groups(buf, ta, g, groups - g < AMX_A_GROUPS ? groups - g : AMX_A_GROUPS, M, K, A, lda);
-    *ar = Kp16;
+    *ar = -Kp16;
     return buf;
 }
 
-/* The sums of op(A)'s rows a (rows of them, at most 32; stride ar pairs)
- * against a panel b (Kp pair rows of NR; its last partial block of pairs
- * read from tail): out[r][j]. */
+/* The sums of op(A)'s rows a (rows of them, at most 32; stride ar pairs, or
+ * tiles when ar = -Kp16) against a panel b (Kp pair rows of NR; its last
+ * partial block of pairs read from tail): out[r][j]. */
 AMX static void amx_sums(float out[AMX_ROWS][NR], int rows, int Kp, const uint32_t *a, long ar, const uint32_t *b,
                          const uint32_t *tail) {
     /* GCC 12's tile intrinsics are asm that names no memory: barriers, so
@@ -152,16 +161,18 @@ AMX static void amx_sums(float out[AMX_ROWS][NR], int rows, int Kp, const uint32
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
-    long sa = ar * 4;
+    /* a block of 16 pairs of the rows' first and second 16: a + step p (+ down) */
+    bool tiles = ar < 0;
+    long sa = tiles ? 64 : ar * 4, step = tiles ? 16 : 1, down = tiles ? -16 * ar : 16 * ar;
     for (int p = 0; p < Kp; p += AMX_PAIRS) {
         const uint32_t *bp = p + AMX_PAIRS <= Kp ? b + (long)p * NR : tail;
         _tile_loadd(6, bp, NR * 4);
         _tile_loadd(7, bp + 16, NR * 4);
-        _tile_loadd(4, a + p, sa);
+        _tile_loadd(4, a + step * p, sa);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         if (rows > 16) {
-            _tile_loadd(5, a + 16 * ar + p, sa);
+            _tile_loadd(5, a + down + step * p, sa);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
@@ -188,7 +199,7 @@ AMX void amx_panel(int M, int nc, int Kp, const uint32_t *pa, long ar, const uin
     float out[AMX_ROWS][NR] __attribute__((aligned(64)));
     for (int i0 = 0; i0 < M; i0 += AMX_ROWS) {
         int rows = M - i0 < AMX_ROWS ? M - i0 : AMX_ROWS;
-        amx_sums(out, rows, Kp, pa + i0 * ar, ar, pb, tail);
+        amx_sums(out, rows, Kp, pa + i0 * (ar < 0 ? -ar : ar), ar, pb, tail);
         for (int r0 = 0; r0 < rows; r0 += MR) {
             int mr = rows - r0 < MR ? rows - r0 : MR;
             __m512 acc[MR][2];
@@ -248,7 +259,7 @@ AMX static void tall(bool ta, bool tb, int M, int N, int K, int mc, float alpha,
                     for (int g = 0; g < (m + 15) / 16; g++) pack_a_groups(shared, ta, g, 1, m, K, a, lda);
                 }
                 const uint32_t *pa = in_place ? a.p : shared;
-                long ar = in_place ? lda / 2 : Kp16;
+                long ar = in_place ? lda / 2 : -Kp16;
                 /* the same panels to each thread at every chunk (static, one count) */
 #pragma omp for schedule(static)
                 for (int tj = 0; tj < tiles_n; tj++)

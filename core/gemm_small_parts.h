@@ -115,7 +115,8 @@ AVX512_BF16 static inline __attribute__((always_inline)) void tile_put(__m512 ac
 
 /* AMX tiles (gemm_amx.c): a thread's tile configuration before its share
  * of a product, and its release after; a product counted as made on tiles;
- * op(A) packed as the tiles read it (*ar its row stride in pairs); one
+ * op(A) packed as the tiles read it (*ar its row stride in pairs, or -Kp16
+ * when packed as whole tiles of 1 KiB: gemm_amx.c); one
  * panel of C's columns for every row of op(A); and a tall op(A) taken in
  * chunks of rows (false, having done nothing, when op(A) is not tall). */
 void amx_begin(void);
