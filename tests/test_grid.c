@@ -606,6 +606,31 @@ START_TEST(test_ladder) {
     read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "slope: too few pairs (3), or pairs at one rung alone") &&
                       strstr(text, "; too few pairs or rungs for a slope"), "%s", text);
+    /* a rung whose pairs are all set apart (both runs on the byte plateau) has no effect:
+     * "-" in ladder.md and an empty field in ladder.csv, not nan */
+    for (int s = 0; s < 3; s++) {
+        char a[64], dir[500], metrics[600];
+        snprintf(a, sizeof a, "phi-flat_seed-%d", 1337 + s);
+        fake_run(g2, a, st, 4.0);
+        snprintf(dir, sizeof dir, "%s/%s", g2, a);
+        snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
+        FILE *f = fopen(metrics, "w");
+        fprintf(f, "{\"step\": %d, \"val_bpb\": 4.0}\n{\"step\": %d, \"val_bpb\": 4.0}\n", st / 4, st);
+        fclose(f);
+        snprintf(a, sizeof a, "phi-tanh_seed-%d", 1337 + s);
+        snprintf(metrics, sizeof metrics, "%s/%s/metrics.jsonl", g2, a);
+        f = fopen(metrics, "w");
+        fprintf(f, "{\"step\": %d, \"val_bpb\": 4.1}\n{\"step\": %d, \"val_bpb\": 4.05}\n", st / 4, st);
+        fclose(f);
+    }
+    const char *flat[] = {"phi=flat < phi=tanh"};
+    l.claims = flat;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, "| 0 (3 apart) | - | - | inconclusive") && !strstr(text, "nan"), "%s", text);
+    snprintf(path, sizeof path, "%s/ladder.csv", out);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, ",0,3,0,,,,") && !strstr(text, "nan"), "%s", text);
     const char *bad[] = {"phi=relu"};
     l.claims = bad;
     ck_assert_int_eq(ladder_run(&l, out, &e), 2);

@@ -261,7 +261,11 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
             fprintf(md, "| %s | %ld | %.3g | %.3g | %d", name, r[i].params, r[i].tokens, r[i].flops, p->pairs);
             if (p->apart) fprintf(md, " (%d apart)", p->apart);
             if (p->mixed) fprintf(md, " (%d mixed kernels)", p->mixed);
-            snprintf(cell, sizeof cell, f, p->d.diff);
+            /* no pair counted (all set apart): no effect, "-" rather than nan */
+            if (isfinite(p->d.diff))
+                snprintf(cell, sizeof cell, f, p->d.diff);
+            else
+                snprintf(cell, sizeof cell, "-");
             fprintf(md, " | %s | ", cell);
             if (isfinite(p->d.half)) {
                 char lo[64], hi[64];
@@ -269,8 +273,10 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
                 fprintf(md, "[%s, %s] | %s | %.1f h |\n", lo, hi, r[i].verdict, p->time_s / 3600);
             } else
                 fprintf(md, "- | %s | %.1f h |\n", r[i].verdict, p->time_s / 3600);
-            fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,%.6f,", t->claims[c], name, r[i].params, r[i].tokens,
-                    r[i].flops, p->pairs, p->apart, p->mixed, p->d.diff);
+            fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,", t->claims[c], name, r[i].params, r[i].tokens, r[i].flops,
+                    p->pairs, p->apart, p->mixed);
+            if (isfinite(p->d.diff)) fprintf(csv, "%.6f", p->d.diff);
+            fputc(',', csv);
             if (isfinite(p->d.half))
                 fprintf(csv, "%.6f,%.6f,", p->d.diff - p->d.half, p->d.diff + p->d.half);
             else
