@@ -605,7 +605,21 @@ START_TEST(test_ladder) {
     ck_assert_int_eq(ladder_run(&l, out, &e), 0);
     read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, "slope: too few pairs (3), or pairs at one rung alone") &&
-                      strstr(text, "; too few pairs or rungs for a slope"), "%s", text);
+                      strstr(text, "cannot be followed yet: no pairs yet at the first and second rungs; too few "
+                                   "pairs or rungs for a slope"), "%s", text);
+    /* three rungs awaiting the plan's next look, named as a list */
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "phi-identity_seed-%d", 1337 + s), snprintf(b, sizeof b, "phi-elu_seed-%d", 1337 + s);
+        fake_run(g2, a, st, 2.2 + wide[s]);
+        fake_run(g2, b, st, 2.2);
+    }
+    ck_assert_int_eq(seed_plan_parse("6,12", &looks, why, sizeof why), 0);
+    l.claims = pending, l.plan = &looks;
+    ck_assert_int_eq(ladder_run(&l, out, &e), 0);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, "the plan's next look is due at the first, second and third rungs"), "%s", text);
+    l.plan = &none;
     /* a rung whose pairs are all set apart (both runs on the byte plateau) has no effect:
      * "-" in ladder.md and an empty field in ladder.csv, not nan */
     for (int s = 0; s < 3; s++) {

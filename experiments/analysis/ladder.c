@@ -118,13 +118,18 @@ static void survival(const Rung *r, int n, double slope, double half, const char
         all = all && r[i].ok;
         same = same && r[i].ok && !strcmp(verdict_kind(r[i].verdict), first);
     }
-    if (!all)
-        k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: a rung has no pairs");
-    else if (waiting) {
-        k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: the plan's next look is due at the");
-        int m = 0;
+    if (!all || waiting) {
+        /* the rungs without pairs, else those awaiting a look: "the first, second and third rungs" */
+        bool pick[LADDER_MAX_RUNGS] = {false};
+        int m = 0, said = 0;
+        for (int i = 0; i < n; i++) m += pick[i] = !all ? !r[i].ok : awaits_look(&r[i]);
+        k += (size_t)snprintf(buf + k, size - k, "cannot be followed yet: %s",
+                              !all ? "no pairs yet at the" : "the plan's next look is due at the");
         for (int i = 0; i < n && k < size; i++)
-            if (awaits_look(&r[i])) k += (size_t)snprintf(buf + k, size - k, "%s %s", m++ ? " and" : "", rung_ordinal(i));
+            if (pick[i]) {
+                said++;
+                k += (size_t)snprintf(buf + k, size - k, "%s %s", said == 1 ? "" : said == m ? " and" : ",", rung_ordinal(i));
+            }
         if (k < size) k += (size_t)snprintf(buf + k, size - k, " rung%s", m > 1 ? "s" : "");
     } else if (same)
         k += (size_t)snprintf(buf + k, size - k, "holds at every rung");
