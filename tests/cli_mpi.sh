@@ -159,10 +159,10 @@ $MPI ./ablate phi=relu/identity/elu $SMALL --out "$T/abl2" "$T/c.txt" >"$T/out" 
 rc=$?
 # every column but tok/s, a speed (found by its heading: where the runs ran follows it)
 rows() { grep '^| ' "$1" | awk -F'|' 'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^ *tok\/s *$/) c = i } { $c = ""; print }'; }
+# (which rank trains which run is the claims' race: the dealing test below holds both to work)
 if [ $rc = 0 ] && [ "$(grep -c '^| [a-z]' "$T/abl2/results.md")" = 5 ] &&
-    [ "$(rows "$T/abl1/results.md")" = "$(rows "$T/abl2/results.md")" ] && [ -s "$T/abl2/curves.png" ] &&
-    grep -q "rank 1" "$T/out"; then
-    pass "mpirun -np 2 ./ablate: the serial run's results.md rows, runs on both ranks"
+    [ "$(rows "$T/abl1/results.md")" = "$(rows "$T/abl2/results.md")" ] && [ -s "$T/abl2/curves.png" ]; then
+    pass "mpirun -np 2 ./ablate: the serial run's results.md rows"
 else
     fail "mpirun -np 2 ./ablate: the serial run's results.md rows" "exit $rc or rows differ"
 fi
