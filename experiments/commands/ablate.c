@@ -537,9 +537,13 @@ static int ablate_main(int argc, char **argv) {
         fprintf(stderr, "error: --paired and --ladder: one at a time\n");
         return 2;
     }
-    if (tables_only && dist_size() > 1) {
-        fprintf(stderr, "error: --tables-only: trains nothing, so it runs without mpirun\n");
-        return 2;
+    if ((tables_only || paired || ladder) && dist_size() > 1) {
+        /* every rank would write the same tables. Rank 0 says so and fails; the
+         * others end with 0, so that mpirun does not stop rank 0 before its
+         * message (the job's status is rank 0's) */
+        fprintf(stderr, "error: %s: trains nothing, so it runs without mpirun\n",
+                tables_only ? "--tables-only" : paired ? "--paired" : "--ladder");
+        return dist_rank() == 0 ? 2 : 0;
     }
     if (paired) return paired_main(&pos, &extra);
     if (ladder) return ladder_main(&pos, &extra, out);

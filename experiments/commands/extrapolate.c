@@ -409,6 +409,7 @@ static void job_free(Job *j) {
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    command_one_process("extrapolate");
     interrupt_install();
     Job j = {.threads = 0, .lock = -1};
     int status = parse_args(&j, argc, argv);

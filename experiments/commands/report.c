@@ -39,6 +39,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    command_one_process("report");
     const char *out = "report.html";
     bool force = false;
     const ArgFlag flags[] = {{"--out", .text = &out, .needs = "a file"}, {"--force", .on = &force}};

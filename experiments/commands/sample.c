@@ -270,6 +270,7 @@ static int sample_text(Model *m, const SampleArgs *a, const Config *cfg) {
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    command_one_process("sample");
     interrupt_install();
     SampleArgs a;
     int status = parse_args(&a, argc, argv);

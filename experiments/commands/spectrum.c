@@ -552,6 +552,7 @@ static int paired_main(const ArgPositional *pos, const char *within, const char 
 
 int main(int argc, char **argv) {
     command_startup(argc, argv);
+    command_one_process("spectrum");
     interrupt_install();
     SpectrumArgs a = {.samples = 8};
     bool paired = false, ladder = false;

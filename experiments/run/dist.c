@@ -26,6 +26,28 @@ bool dist_launched(void) {
     return false;
 }
 
+/* The first of vars set to a whole number in [0, INT_MAX], or fallback. */
+static int env_number(const char *const *vars, int fallback) {
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && x >= 0 && x <= INT_MAX) return (int)x;
+    }
+    return fallback;
+}
+
+int dist_launched_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", NULL};
+    int n = env_number(vars, 1);
+    return n > 0 ? n : 1;
+}
+
+int dist_launched_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
+    return env_number(vars, 0);
+}
+
 void dist_init(int *argc, char ***argv) {
     if (on || !dist_launched()) return;
     int provided;

@@ -26,6 +26,11 @@
 
 /* Whether an MPI launcher started this process (its environment says so). */
 bool dist_launched(void);
+/* Before MPI's start, from the launcher's environment (Open MPI, PMI, PMIx):
+ * the world's size (1 when not launched or not said) and this process's
+ * rank (0 when not launched). */
+int dist_launched_size(void);
+int dist_launched_rank(void);
 /* MPI_Init when launched; then quiets the ranks other than 0 (above). */
 void dist_init(int *argc, char ***argv);
 /* MPI_Finalize, when dist_init called MPI_Init. Every rank calls it. */

@@ -173,6 +173,18 @@ const char *threads_banner(int threads) {
     return line;
 }
 
+void command_one_process(const char *command) {
+    if (!dist_launched() || dist_launched_size() <= 1) return;
+    /* the other ranks end quietly and first, with 0, so that mpirun does not
+     * stop rank 0 before its message: the job's status is rank 0's */
+    if (dist_launched_rank() != 0) exit(0);
+    fprintf(stderr,
+            "error: ./%s under mpirun -np %d: it runs as one process, and each rank would run it whole\n"
+            "hint: run it without mpirun (mpirun is for ./train, ./ablate and ./bench)\n",
+            command, dist_launched_size());
+    exit(2);
+}
+
 int command_main_distributed(int argc, char **argv, int (*body)(int argc, char **argv)) {
     command_startup(argc, argv);
     dist_init(&argc, &argv);

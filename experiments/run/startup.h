@@ -48,6 +48,12 @@ bool startup_malloc_policy(void);
  * in memory (memory_check_threads): OpenBLAS would retry them forever. A
  * checkpoint's thread count is bookkeeping, never a request. */
 int command_threads(int requested, FILE *notes, Err *e);
+/* A command that runs as one process (spectrum, extrapolate, sample,
+ * report) started by mpirun -np N with N > 1: every rank would run the whole
+ * command into one folder. Rank 0 prints the error and exits 2, the others
+ * exit 0 at once (no MPI call: nothing is started). Nothing when run plainly
+ * or under mpirun -np 1. */
+void command_one_process(const char *command);
 /* The main of a command that also runs under mpirun (train, ablate, bench):
  * command_startup, MPI's start when launched by mpirun (a plain run makes
  * no MPI call), body, MPI's end; body's status. */
