@@ -309,6 +309,14 @@ done
 mpirun --oversubscribe --bind-to none -np 1 ./sample "$T/plain" --length 4 >"$T/out" 2>"$T/err"
 rc=$?
 if [ $rc = 0 ] && [ -s "$T/out" ]; then pass "mpirun -np 1 ./sample: runs"; else fail "mpirun -np 1 ./sample" "exit $rc: $(head -n 1 "$T/err")"; fi
+$MPI ./bench --steps 1 --layers 1 --d_model 32 >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc != 0 ] && head -n 1 "$T/err" | grep -q "^error: ./bench under mpirun -np 2: each rank would time the same step" &&
+    [ ! -s "$T/out" ]; then
+    pass "mpirun -np 2 ./bench (not --mpi): refused"
+else
+    fail "mpirun -np 2 ./bench (not --mpi): refused" "exit $rc: $(head -n 1 "$T/err")"
+fi
 for mode in --ladder --paired --tables-only; do
     $MPI ./ablate $mode "$T/abl1" "$T/abl1" >"$T/out" 2>"$T/err"
     rc=$?
