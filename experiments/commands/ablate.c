@@ -288,7 +288,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *dir, c
     for (int k = 0; k < n_runs; k++) {
         int i = order[k];
         if (runs[i].skipped) continue;
-        owner[i] = deal.shared ? 0 : index % ranks; /* a claimed run's owner is known once trained */
+        owner[i] = deal.shared ? 0 : deal_turn(index); /* a claimed run's owner is known once trained */
         index++;
         if ((deal.shared || owner[i] == rank) && rc == 0 && (state[i] = grid_run_state(&runs[i], corpus, &e)) < 0)
             rc = -1;
@@ -538,12 +538,10 @@ static int ablate_main(int argc, char **argv) {
         return 2;
     }
     if ((tables_only || paired || ladder) && dist_size() > 1) {
-        /* every rank would write the same tables. Rank 0 says so and fails; the
-         * others end with 0, so that mpirun does not stop rank 0 before its
-         * message (the job's status is rank 0's) */
+        /* every rank would write the same tables */
         fprintf(stderr, "error: %s: trains nothing, so it runs without mpirun\n",
                 tables_only ? "--tables-only" : paired ? "--paired" : "--ladder");
-        return dist_rank() == 0 ? 2 : 0;
+        return dist_refused();
     }
     if (paired) return paired_main(&pos, &extra);
     if (ladder) return ladder_main(&pos, &extra, out);

@@ -176,13 +176,12 @@ static int bench_main(int argc, char **argv) {
     }
     if (dist_size() > 1 && !o.mpi) {
         /* every rank would time its own step at once, and rank 0 print figures the
-         * others slowed; --mpi's ranks are the ones ./bench --mpi starts. Rank 0
-         * says so and fails, the others end with 0 (the job's status is rank 0's) */
+         * others slowed; --mpi's ranks are the ones ./bench --mpi starts */
         fprintf(stderr,
                 "error: ./bench under mpirun -np %d: each rank would time the same step at once\n"
                 "hint: ./bench --mpi measures ranks (it starts mpirun itself); the other modes run without mpirun\n",
                 dist_size());
-        return dist_rank() == 0 ? 2 : 0;
+        return dist_refused();
     }
     if (o.mpi && (o.ops || o.scaling || o.vs_torch)) {
         fprintf(stderr, "error: --mpi: runs on its own, not with --ops, --scaling or --vs-torch\n");

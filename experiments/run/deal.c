@@ -66,8 +66,10 @@ int deal_open(Deal *d, const char *dir, Err *e) {
     return 0;
 }
 
+int deal_turn(int index) { return index % dist_size(); }
+
 bool deal_take(Deal *d, int index) {
-    if (!d->shared) return index % dist_size() == dist_rank();
+    if (!d->shared) return deal_turn(index) == dist_rank();
     char path[1200];
     snprintf(path, sizeof path, "%s/%d", d->claims, index);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
@@ -78,7 +80,7 @@ bool deal_take(Deal *d, int index) {
     printf("rank %d: %s: cannot claim a run (%s): the runs left are dealt by turn\n", dist_rank(), path,
            strerror(errno));
     d->shared = false;
-    return index % dist_size() == dist_rank();
+    return deal_turn(index) == dist_rank();
 }
 
 void deal_close(Deal *d) {

@@ -34,6 +34,9 @@ typedef struct {
  * other command uses them) and makes this command's, dir/.deal-PID-TIME; the
  * other ranks look for it. 0, or -1 with e set on every rank. */
 int deal_open(Deal *d, const char *dir, Err *e);
+/* The rank that trains the run at position index when runs are dealt by
+ * turn: index mod N. */
+int deal_turn(int index);
 /* Whether this rank trains the run at position index (0-based, counting the
  * runs that can run, in training order). By turn: index mod N is this
  * rank. Claimed: whether this rank's claim of it won; call it once per run,

@@ -48,6 +48,8 @@ int dist_launched_rank(void) {
     return env_number(vars, 0);
 }
 
+int dist_refused(void) { return dist_rank() == 0 ? 2 : 0; }
+
 void dist_init(int *argc, char ***argv) {
     if (on || !dist_launched()) return;
     int provided;

@@ -72,6 +72,12 @@ void dist_barrier(void);
  * this process spent meanwhile (its other threads' too); both 0 without MPI. */
 void dist_wait_idle(double *waited_s, double *cpu_s);
 
+/* The exit status of a command that every rank refuses alike (its usage
+ * under mpirun): 2 on rank 0, which prints the error, and 0 on the others,
+ * so that mpirun does not stop rank 0 before its message (the job's status
+ * is rank 0's). */
+int dist_refused(void);
+
 /* A 64-bit hash of n floats' bits (for dist_same: the ranks' parameters). */
 uint64_t dist_hash_floats(const float *x, long n, uint64_t h);
 
