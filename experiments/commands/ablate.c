@@ -262,6 +262,54 @@ static void training_order(const GridRun *runs, int n_runs, int *order) {
             if (runs[i].seed_index == s) order[k++] = i;
 }
 
+/* --tables-only: a run ./train took to its last step in the grid's folder is
+ * recorded from its log; any other is left for a later command. */
+static void record_logged(GridRun *r, int state, int index, int n_train) {
+    Err e;
+    int got = state == GRID_UNFINISHED ? grid_record_logged(r, &e) : 1;
+    if (got == 0) {
+        printf("run %d/%d %s: trained to its last step by ./train: recorded from its metrics (val bpb %.4f)\n", index,
+               n_train, r->name, r->result.val_bpb);
+        return;
+    }
+    if (got < 0) printf("run %s: not recorded: %s\n", r->name, e.msg);
+    r->pending = r->skipped = true;
+}
+
+/* The steps left to this rank from the k-th run of order on, for the ETA (a
+ * resumed run's whole count: its checkpoint's step is not read until it
+ * trains): by turn its own runs; claimed, the k-th and its share of those
+ * after. */
+static double steps_left(const GridRun *runs, int n_runs, const int *order, const int *state, const int *owner, int k,
+                         bool shared) {
+    double left = runs[order[k]].cfg.train.steps;
+    for (int l = k + 1; l < n_runs; l++) {
+        const GridRun *o = &runs[order[l]];
+        if (o->skipped || state[order[l]] == GRID_FINISHED) continue;
+        if (shared)
+            left += (double)o->cfg.train.steps / dist_size();
+        else if (owner[order[l]] == dist_rank())
+            left += o->cfg.train.steps;
+    }
+    return left;
+}
+
+/* Under mpirun, when every rank is done: each run's result and curve from
+ * the rank that trained it (trained_by: 1 + that rank, 0 when none did this
+ * time) or read its folder (owner) to every rank. */
+static void share_results(GridRun *runs, int n_runs, double *trained_by, const int *owner, Deal *deal) {
+    /* the ranks' shares may end hours apart: wait for the others asleep */
+    double waited, cpu;
+    dist_wait_idle(&waited, &cpu);
+    if (waited >= 1)
+        printf("rank %d: waited %.1f s for the other ranks' runs, asleep (%.2f s of CPU)\n", dist_rank(), waited, cpu);
+    fflush(stdout);
+    deal_close(deal);
+    dist_sum(trained_by, n_runs);
+    for (int i = 0; i < n_runs; i++)
+        if (!runs[i].skipped) share_result(&runs[i], trained_by[i] > 0 ? (int)trained_by[i] - 1 : owner[i]);
+}
+
 /* Trains the runs not finished before, in training_order: this rank's share
  * of them (deal.h: claimed as the ranks free up, or the k-th run that can
  * run to rank k mod N), then every result goes to every rank. 0, or the exit
@@ -314,32 +362,12 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *dir, c
             continue;
         }
         if (!deal_take(&deal, index - 1)) continue;
-        if (tables_only) {
-            /* a run ./train took to its last step in the grid's folder is
-             * recorded from its log; any other is left for a later command */
-            int got = state[i] == GRID_UNFINISHED ? grid_record_logged(r, &e) : 1;
-            if (got == 0) {
-                printf("run %d/%d %s%s: trained to its last step by ./train: recorded from its metrics (val bpb %.4f)\n",
-                       index, n_train, r->name, tag, r->result.val_bpb);
-                continue;
-            }
-            if (got < 0) printf("run %s: not recorded: %s\n", r->name, e.msg);
-            r->pending = r->skipped = true;
+        if (tables_only) { /* (refused under mpirun: one rank) */
+            record_logged(r, state[i], index, n_train);
             continue;
         }
         char label[400], eta[32];
-        /* the steps left to this rank from this run on (a resumed run's whole
-         * count: its checkpoint's step is not read until it trains): by turn
-         * its own runs; claimed, this one and its share of those after */
-        double left = r->cfg.train.steps;
-        for (int l = k + 1; l < n_runs; l++) {
-            const GridRun *o = &runs[order[l]];
-            if (o->skipped || state[order[l]] == GRID_FINISHED) continue;
-            if (deal.shared)
-                left += (double)o->cfg.train.steps / ranks;
-            else if (owner[order[l]] == rank)
-                left += o->cfg.train.steps;
-        }
+        double left = steps_left(runs, n_runs, order, state, owner, k, deal.shared);
         if (trained_steps > 0)
             snprintf(label, sizeof label, "run %d/%d %.250s%s (all runs: eta %s)", index, n_train, r->name, tag,
                      format_duration(trained_s / trained_steps * left, eta, sizeof eta));
@@ -356,18 +384,7 @@ static int train_runs(GridRun *runs, int n_runs, int n_train, const char *dir, c
         }
     }
     fflush(stdout);
-    if (ranks > 1) {
-        /* the ranks' shares may end hours apart: wait for the others asleep */
-        double waited, cpu;
-        dist_wait_idle(&waited, &cpu);
-        if (waited >= 1)
-            printf("rank %d: waited %.1f s for the other ranks' runs, asleep (%.2f s of CPU)\n", rank, waited, cpu);
-        fflush(stdout);
-        deal_close(&deal);
-        dist_sum(trained_by, n_runs);
-        for (int i = 0; i < n_runs; i++)
-            if (!runs[i].skipped) share_result(&runs[i], trained_by[i] > 0 ? (int)trained_by[i] - 1 : owner[i]);
-    }
+    if (ranks > 1) share_results(runs, n_runs, trained_by, owner, &deal);
     free(state), free(owner), free(order), free(trained_by);
     int stop = dist_max(interrupted ? interrupt_exit_status() : 0);
     if (stop) {
