@@ -16,6 +16,7 @@
 #                                than one machine (below); not in the default list
 #           a claim's part may end in :LOOK, the seed pairs of the plan's look to run it
 #           to (th-s0:6); without one, LOOK (default 3)
+#           a th part's look may end in @POINTS, the points it trains (below): th-s0:12@heads-16
 #
 # The binaries are the current folder's (./ablate, ./spectrum): run it from a checkout
 # built at one fixed commit (git worktree), so that later commits cannot split a grid's
@@ -49,7 +50,17 @@
 # 95/3 = 98.3% so that all three together keep 95% (./ablate --plan). This script runs
 # the first look (3 pairs); a grid whose verdicts call for the next look is run again
 # at that look: its part with the look after a colon (th-s0:6, then th-s0:12), or LOOK=6
-# for every part given.
+# for every part given. A claim decided at a look stops there: its verdict stays the one
+# at that look (the looks' levels split 95% three ways, so the plan holds whichever look a
+# claim stops at), so a later look needs only the points of the claims still undecided.
+# A th grid's four points answer three claims and feed a fourth (the spectrum reads the
+# plain 4-head models): th-RUNG:LOOK@POINTS trains, for the look's seeds, only the points
+# whose folder names begin with one of POINTS (comma-separated: heads-16 is both 16-head
+# points, heads-4_talking_heads-none the plain 4-head one), each with ./train and the
+# options ./ablate gives it (the same bits: ./ablate trains a run as ./train does), two at
+# a time; the spectrum's models and initialisations only when POINTS has the plain 4-head
+# point. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
+# stay at the look they reached.
 set -eu
 
 OUT=${1:?usage: sh scripts/ladder.sh OUT CORPUS [PART...]}
@@ -76,6 +87,7 @@ COMMON="--heads 4 --batch 16 --threads 1 --sample_length 0 --precision bf16"
 LRS="0.0005:0.000025/0.001:0.00005/0.002:0.0001/0.004:0.0002"
 
 rung_opts() { eval "echo \$RUNG_$1"; }
+rung_steps() { rung_opts "$1" | sed 's/.*--steps \([0-9]*\).*/\1/'; }
 
 # Packs grid $1 (a folder under OUT) and copies its kept files into SYNC.
 keep() {
@@ -99,6 +111,28 @@ keep() {
 restore() {
     [ ! -f "$OUT/$1/runs.tar.xz" ] || sh scripts/results.sh unpack "$OUT/$1" >/dev/null
 }
+
+# Whether run folder $1 is at its last step ($STEPS): recorded by a grid, or ./train's last
+# line there.
+at_end() { [ -f "$1/result.json" ] || tail -n 1 "$1/metrics.jsonl" 2>/dev/null | grep -q "^{\"step\": $STEPS,"; }
+
+# Run folder $1 trained with ./train and the options after it, in the background, resumed
+# from its checkpoint where it has one, unless it is at its last step; two at a time
+# (train_wait waits for the last of them). Its output goes to $1.log, removed at its end.
+JOBS=0
+train_bg() {
+    d=$1
+    shift
+    ! at_end "$d" || { rm -f "$d.log"; return 0; }
+    if [ -f "$d/model.safetensors" ]; then
+        ./train --resume "$d" >"$d.log" 2>&1 &
+    else
+        ./train "$@" --out "$d" "$CORPUS" >"$d.log" 2>&1 &
+    fi
+    JOBS=$((JOBS + 1))
+    if [ "$JOBS" -ge 2 ]; then train_wait; fi
+}
+train_wait() { wait; JOBS=0; }
 
 # The rung's learning rate as lr:min_lr, from its sweep (the lowest final val bpb of
 # a finished run); nothing when the sweep has not finished.
@@ -143,15 +177,55 @@ sweep() {
     keep "$g"
 }
 
+# Whether point $1 (a folder name's start) is one of POINTS (all are when POINTS is empty).
+wanted() {
+    [ -n "$POINTS" ] || return 0
+    for w in $(echo "$POINTS" | tr , ' '); do
+        case "$1" in "$w"*) return 0 ;; esac
+    done
+    return 1
+}
+
+# The th grid's points that POINTS names, seed by seed for the look's seeds, each with
+# ./train and the options ./ablate gives it (a seed's points side by side, two at a time).
+th_points() {
+    g=ladder-th-$1
+    STEPS=$(rung_steps "$1")
+    mkdir -p "$OUT/$g"
+    seed=1337
+    while [ "$seed" -lt $((1337 + LOOK)) ]; do
+        for heads in 4 16; do
+            for th in none both; do
+                p=heads-${heads}_talking_heads-$th
+                wanted "$p" || continue
+                # shellcheck disable=SC2086
+                train_bg "$OUT/$g/${p}_seed-$seed" --attn softmax $(rung_opts "$1") $COMMON $lr --context 128 \
+                    --heads $heads --talking_heads $th --seed $seed
+            done
+        done
+        seed=$((seed + 1))
+    done
+    train_wait
+    for d in "$OUT/$g"/*_seed-*; do
+        [ -d "$d" ] || continue
+        if at_end "$d"; then rm -f "$d.log"; else echo "ladder: $d: not trained to its end (see $d.log)" >&2; fi
+    done
+}
+
 talking_heads() {
     g=ladder-th-$1
     lr=$(lr_opts "$1")
+    STEPS=$(rung_steps "$1")
     restore "$g"
     restore "ladder-init-$1"
-    # shellcheck disable=SC2086
-    $ABLATE heads=4/16 talking_heads=none/both --no-baseline $(rung_opts "$1") $COMMON $lr --context 128 \
-        --seeds "$LOOK" $PLAN --expect "talking_heads=both < talking_heads=none" \
-        --expect "heads=4,talking_heads=none < heads=16,talking_heads=none" --out "$OUT/$g" "$CORPUS"
+    if [ -n "$POINTS" ] && [ -z "${TABLES_ONLY:-}" ]; then
+        th_points "$1"
+    else
+        # shellcheck disable=SC2086
+        $ABLATE heads=4/16 talking_heads=none/both --no-baseline $(rung_opts "$1") $COMMON $lr --context 128 \
+            --seeds "$LOOK" $PLAN --expect "talking_heads=both < talking_heads=none" \
+            --expect "heads=4,talking_heads=none < heads=16,talking_heads=none" --out "$OUT/$g" "$CORPUS"
+    fi
     # the spectrum claim: the plain 4-head models against their initialisations (the
     # same options and seeds at learning rate 0 for one step: AdamW moves no weight)
     i=ladder-init-$1
@@ -160,23 +234,31 @@ talking_heads() {
         # the initialisations run after the grid: a sitting may end before any has
         ls "$OUT/$i"/*/result.json >/dev/null 2>&1 || [ -f "$OUT/$i/runs.tar.xz" ] || return 0
     fi
-    # shellcheck disable=SC2086
-    $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
-        --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
+    if wanted heads-4_talking_heads-none; then
+        # shellcheck disable=SC2086
+        $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
+            --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
+    fi
     [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
     # (a run trained on another machine has no model here: its archive keeps no weights)
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
+        wanted heads-4_talking_heads-none || break
         models=""
         for d in "$OUT/$arm"_seed-*; do
-            if [ -f "$d/model.safetensors" ]; then
+            if [ -f "$d/model.safetensors" ] && at_end "$d"; then
                 models="$models $d"
             elif [ -d "$d" ]; then
-                echo "ladder: $d: no model.safetensors here (trained on another machine?): left out of the spectrum" >&2
+                echo "ladder: $d: no trained model.safetensors here (trained on another machine?): left out of the spectrum" >&2
             fi
         done
         # shellcheck disable=SC2086
         [ -z "$models" ] || ./spectrum $models "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"
     done
+    if [ -n "$POINTS" ]; then
+        # ./train's runs have no result.json until ./ablate --tables-only records them
+        echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS th-$1:$LOOK"
+        return 0
+    fi
     keep "$g"
     keep "$i"
 }
@@ -195,13 +277,10 @@ models() {
     g=ladder-models-$1
     t=ladder-th-$1
     lr=$(lr_opts "$1")
-    steps=$(rung_opts "$1" | sed 's/.*--steps \([0-9]*\).*/\1/')
+    STEPS=$(rung_steps "$1")
     restore "$g"
     restore "$t"
     mkdir -p "$OUT/$g"
-    # a run folder at its last step: recorded by a grid, or ./train's last line there
-    at_end() { [ -f "$1/result.json" ] || tail -n 1 "$1/metrics.jsonl" 2>/dev/null | grep -q "^{\"step\": $steps,"; }
-    jobs=0
     seed=1337
     while [ "$seed" -lt $((1337 + LOOK)) ]; do
         d=$OUT/$g/heads-4_seed-$seed
@@ -215,17 +294,10 @@ models() {
             continue
         fi
         [ -z "${TABLES_ONLY:-}" ] || continue
-        if [ -f "$d/model.safetensors" ]; then
-            ./train --resume "$d" >"$d.log" 2>&1 &
-        else
-            # shellcheck disable=SC2086
-            ./train --attn softmax --talking_heads none $(rung_opts "$1") $COMMON $lr --context 128 \
-                --seed $((seed - 1)) --out "$d" "$CORPUS" >"$d.log" 2>&1 &
-        fi
-        jobs=$((jobs + 1))
-        if [ "$jobs" -ge 2 ]; then wait; jobs=0; fi
+        # shellcheck disable=SC2086
+        train_bg "$d" --attn softmax --talking_heads none $(rung_opts "$1") $COMMON $lr --context 128 --seed $((seed - 1))
     done
-    wait
+    train_wait
     models=""
     seed=1337
     while [ "$seed" -lt $((1337 + LOOK)) ]; do
@@ -276,6 +348,11 @@ linformer() {
 DEFAULT_LOOK=$LOOK
 for part in "$@"; do
     LOOK=$DEFAULT_LOOK
+    POINTS=""
+    case "$part" in
+    th-*:*@?*) POINTS=${part##*@}; part=${part%@*} ;;
+    *@*) echo "error: $part: only a th part's look takes @POINTS (th-s0:12@heads-16)" >&2; exit 2 ;;
+    esac
     case "$part" in
     lr-*:*) echo "error: $part: a sweep has one seed, no looks" >&2; exit 2 ;;
     *:3 | *:6 | *:12) LOOK=${part##*:}; part=${part%:*} ;;
@@ -283,7 +360,7 @@ for part in "$@"; do
     esac
     rung=${part##*-}
     case "$rung" in s0 | s1 | s2) ;; *) echo "error: $part: no such part" >&2; exit 2 ;; esac
-    echo "ladder: $part, $LOOK seed pairs ($(date -u +%H:%M))"
+    echo "ladder: $part, $LOOK seed pairs${POINTS:+, points $POINTS} ($(date -u +%H:%M))"
     case "$part" in
     lr-*) sweep "$rung" ;;
     th-*) talking_heads "$rung" ;;
