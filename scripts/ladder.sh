@@ -80,10 +80,11 @@ LOOK=${LOOK:-3}
 PLAN=""
 if ./ablate --help 2>&1 | grep -q -- '--plan'; then PLAN="--plan $SEED_PLAN"; fi
 
-RUNG_s0="--layers 2 --d_model 128 --steps 2500 --warmup 100"
+# (LADDER_RUNG_s0 and LADDER_COMMON replace s0's options and the common ones: for the tests)
+RUNG_s0=${LADDER_RUNG_s0:-"--layers 2 --d_model 128 --steps 2500 --warmup 100"}
 RUNG_s1="--layers 4 --d_model 128 --steps 4000 --warmup 160"
 RUNG_s2="--layers 4 --d_model 192 --steps 5500 --warmup 220"
-COMMON="--heads 4 --batch 16 --threads 1 --sample_length 0 --precision bf16"
+COMMON=${LADDER_COMMON:-"--heads 4 --batch 16 --threads 1 --sample_length 0 --precision bf16"}
 LRS="0.0005:0.000025/0.001:0.00005/0.002:0.0001/0.004:0.0002"
 
 rung_opts() { eval "echo \$RUNG_$1"; }

@@ -195,4 +195,39 @@ else
     fail "ablate: every run failed" "$(tail -n 3 "$T/out")"
 fi
 
+# scripts/ladder.sh: a th part's later look trains only the points it names, each with
+# ./train and the options ./ablate gives it (the same bits as the grid's own run), and
+# the grid's tables then record them (s0 made tiny; the rung's sweep as if it had run)
+L=$T/ladder
+mkdir -p "$L/ladder-lr-s0"
+printf 'point,lr:min_lr,status,final_val_bpb\nx,0.004:0.0002,done,2.5\n' >"$L/ladder-lr-s0/results.csv"
+# the same losses, step by step (the line without its timings), to the last step
+same_curve() {
+    sed 's/, "tok_s".*//' "$L/ladder-th-s0/$1/metrics.jsonl" >"$T/a" && sed 's/, "tok_s".*//' "$T/ladder-ref/$1/metrics.jsonl" >"$T/b" &&
+        grep -q '^{"step": 20, .*"val_bpb": [0-9]' "$T/a" && cmp -s "$T/a" "$T/b"
+}
+LRUNG="--layers 1 --d_model 32 --steps 20 --warmup 2 --eval_every 10"
+LCOMMON="--heads 4 --batch 2 --threads 1 --sample_length 0"
+if LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON ABLATE=./ablate sh scripts/ladder.sh "$L" "$T/small.txt" \
+    th-s0:3@heads-16 >"$T/out" 2>"$T/err" &&
+    [ "$(ls -d "$L"/ladder-th-s0/*_seed-* | wc -l)" = 6 ] && ! ls -d "$L"/ladder-th-s0/heads-4* >/dev/null 2>&1 &&
+    [ ! -e "$L/ladder-init-s0" ] && ! ls "$L"/ladder-th-s0/*.log >/dev/null 2>&1 &&
+    # shellcheck disable=SC2086
+    ./ablate heads=4/16 talking_heads=none/both --no-baseline $LRUNG $LCOMMON --lr 0.004 --min_lr 0.0002 \
+        --context 128 --seeds 3 --out "$T/ladder-ref" "$T/small.txt" >/dev/null 2>&1 &&
+    same_curve heads-16_talking_heads-both_seed-1339 && same_curve heads-16_talking_heads-none_seed-1338; then
+    pass "ladder: th-s0:3@heads-16 trains the two 16-head points alone, with the grid's bits"
+else
+    fail "ladder: a th part's points" "$(tail -n 3 "$T/err") $(ls "$L/ladder-th-s0" 2>&1 | head -n 8)"
+fi
+if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" \
+    "$T/small.txt" th-s0:3 >"$T/out" 2>"$T/err" && [ "$(tar -tJf "$L/ladder-th-s0/runs.tar.xz" | grep -c result.json)" = 6 ] &&
+    grep -q 'heads=4,talking_heads=both,seed=1339' "$L/ladder-th-s0/results.md"; then
+    pass "ladder: the points' runs saved with TABLES_ONLY, the others listed as not trained"
+else
+    fail "ladder: saving a th part's points" "$(tail -n 3 "$T/err")"
+fi
+expect "ladder: points on a part other than th" 2 "only a th part's look takes @POINTS" \
+    sh scripts/ladder.sh "$L" "$T/small.txt" cos-s0:3@heads-16
+
 cli_end
