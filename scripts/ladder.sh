@@ -189,9 +189,8 @@ wanted() {
 
 # The th grid's points that POINTS names, seed by seed for the look's seeds, each with
 # ./train and the options ./ablate gives it (a seed's points side by side, two at a time).
+# (called by talking_heads, which sets g, lr and STEPS)
 th_points() {
-    g=ladder-th-$1
-    STEPS=$(rung_steps "$1")
     mkdir -p "$OUT/$g"
     seed=1337
     while [ "$seed" -lt $((1337 + LOOK)) ]; do
