@@ -53,8 +53,10 @@ static int claim_sides(const char *claim, char *lower, char *higher, size_t size
 }
 
 /* The slope of the pairs' effects against log10 FLOPs, its 95% half-width
- * (NAN when it cannot be had: fewer than 3 pairs, or pairs at one rung alone). */
-static void slope_of(const Rung *r, int n, double *slope, double *half, int *pairs) {
+ * (NAN when it cannot be had: fewer than 3 pairs, or pairs at one rung alone),
+ * and the point the fitted line passes through, the pairs' mean log10 FLOPs and effect
+ * (mean may be NULL). */
+static void slope_of(const Rung *r, int n, double *slope, double *half, int *pairs, double mean[2]) {
     double sx = 0, sy = 0;
     int N = 0, rungs = 0;
     for (int i = 0; i < n; i++)
@@ -68,6 +70,7 @@ static void slope_of(const Rung *r, int n, double *slope, double *half, int *pai
      * rounding error, not 0, and the slope's interval absurd) */
     if (N < 3 || rungs < 2) return;
     double mx = sx / N, my = sy / N, sxx = 0, sxy = 0;
+    if (mean) mean[0] = mx, mean[1] = my;
     for (int i = 0; i < n; i++)
         if (r[i].ok && isfinite(r[i].flops))
             for (int k = 0; k < r[i].p.pairs; k++) {
@@ -192,14 +195,17 @@ static const char *unit_of(const LadderText *t, int c) { return t->unit ? t->uni
 static const char *fmt_of(const LadderText *t, int c) { return t->fmt ? t->fmt[c] : "%+.4f"; }
 
 /* One panel per claim (the claims' units differ: bpb, c(T/4), singular values): its effect
- * at each rung, the interval as a vertical bar, and the line of no effect, against log FLOPs. */
+ * at each rung, the interval as a vertical bar, the least-squares line of the pairs (its slope
+ * and interval in the legend) where there is one, and the line of no effect, against log FLOPs. */
 static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDER_MAX_RUNGS], Err *e) {
-    enum { MAXC = PLOT_MAX_PANELS };
+    /* the fitted line as a curve of many points, as plot_lines marks each point of a series
+     * of 30 or fewer and its ends are not measurements */
+    enum { MAXC = PLOT_MAX_PANELS, FIT_POINTS = 64 };
     static double ex[MAXC][LADDER_MAX_RUNGS], ey[MAXC][LADDER_MAX_RUNGS], bx[MAXC][3 * LADDER_MAX_RUNGS],
-        by[MAXC][3 * LADDER_MAX_RUNGS], zx[MAXC][2], zy[MAXC][2];
-    static PlotSeries s[MAXC][3];
+        by[MAXC][3 * LADDER_MAX_RUNGS], zx[MAXC][2], zy[MAXC][2], fx[MAXC][FIT_POINTS], fy[MAXC][FIT_POINTS];
+    static PlotSeries s[MAXC][4];
     static PlotSpec spec[MAXC];
-    static char ylabel[MAXC][120];
+    static char ylabel[MAXC][120], fit[MAXC][256];
     PlotPanel panel[MAXC];
     int np = 0;
     for (int c = 0; c < t->n_claims && c < MAXC; c++) {
@@ -216,13 +222,27 @@ static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDE
             m += 3;
         }
         if (n == 0) continue; /* no rung judged it: nothing to draw */
+        double slope, half, mean[2];
+        int pairs;
+        slope_of(rungs[c], t->n_rungs, &slope, &half, &pairs, mean);
         int k = 0;
         s[c][k++] = (PlotSeries){NULL, ex[c], ey[c], n, 0};
         if (m) s[c][k++] = (PlotSeries){NULL, bx[c], by[c], m, 1};
         zx[c][0] = lo / 1.3, zx[c][1] = hi * 1.3, zy[c][0] = zy[c][1] = 0;
         s[c][k++] = (PlotSeries){NULL, zx[c], zy[c], 2, 1};
+        if (isfinite(half)) {
+            char a[64], l[64], h[64];
+            const char *f = fmt_of(t, c);
+            snprintf(a, sizeof a, f, slope), snprintf(l, sizeof l, f, slope - half), snprintf(h, sizeof h, f, slope + half);
+            snprintf(fit[c], sizeof fit[c], "slope %s [%s, %s]", a, l, h);
+            for (int j = 0; j < FIT_POINTS; j++) {
+                double x = log10(lo) + (log10(hi) - log10(lo)) * j / (FIT_POINTS - 1);
+                fx[c][j] = pow(10, x), fy[c][j] = mean[1] + slope * (x - mean[0]);
+            }
+            s[c][k++] = (PlotSeries){fit[c], fx[c], fy[c], FIT_POINTS, 0};
+        }
         snprintf(ylabel[c], sizeof ylabel[c], "effect A - B, %s (below 0: holds)", unit_of(t, c));
-        spec[c] = (PlotSpec){t->claims[c], "training FLOPs", ylabel[c], 1, 0, 0, 0, 0};
+        spec[c] = (PlotSpec){t->claims[c], "training FLOPs (log scale; slope per decade)", ylabel[c], 1, 0, 0, 0, 0};
         panel[np++] = (PlotPanel){&spec[c], s[c], k};
     }
     if (np == 0) return err_set(e, "%s: no rung has an effect to plot", path);
@@ -290,7 +310,7 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
         }
         double slope, half;
         int pairs;
-        slope_of(r, t->n_rungs, &slope, &half, &pairs);
+        slope_of(r, t->n_rungs, &slope, &half, &pairs, NULL);
         if (isfinite(half)) {
             char a[64], lo[64], hi[64];
             snprintf(a, sizeof a, f, slope), snprintf(lo, sizeof lo, f, slope - half),
