@@ -89,6 +89,16 @@ static void slope_of(const Rung *r, int n, double *slope, double *half, int *pai
     *half = t975(N - 2) * sqrt(rss / (N - 2) / sxx);
 }
 
+/* A value and the ends of its interval, value +- half, each in one printf format. */
+typedef struct {
+    char v[64], lo[64], hi[64];
+} Span;
+static Span span_of(const char *fmt, double v, double half) {
+    Span s;
+    snprintf(s.v, sizeof s.v, fmt, v), snprintf(s.lo, sizeof s.lo, fmt, v - half), snprintf(s.hi, sizeof s.hi, fmt, v + half);
+    return s;
+}
+
 /* The first word of a verdict ("agrees", "disagrees", "no", "inconclusive"). */
 static const char *verdict_kind(const char *words) {
     if (!strncmp(words, "agrees", 6)) return "agrees";
@@ -144,10 +154,9 @@ static void survival(const Rung *r, int n, double slope, double half, const char
     }
     if (k >= size) return;
     if (isfinite(half)) {
-        char a[64], lo[64], hi[64];
-        snprintf(a, sizeof a, fmt, slope), snprintf(lo, sizeof lo, fmt, slope - half), snprintf(hi, sizeof hi, fmt, slope + half);
+        Span sp = span_of(fmt, slope, half);
         snprintf(buf + k, size - k, "; the effect %s with compute (slope %s %s per decade of FLOPs [%s, %s])",
-                 fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", a, unit, lo, hi);
+                 fabs(slope) > half ? (slope < 0 ? "falls" : "rises") : "shows no trend resolved", sp.v, unit, sp.lo, sp.hi);
     } else
         snprintf(buf + k, size - k, "; too few pairs or rungs for a slope");
 }
@@ -231,10 +240,8 @@ static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDE
         zx[c][0] = lo / 1.3, zx[c][1] = hi * 1.3, zy[c][0] = zy[c][1] = 0;
         s[c][k++] = (PlotSeries){NULL, zx[c], zy[c], 2, 1};
         if (isfinite(half)) {
-            char a[64], l[64], h[64];
-            const char *f = fmt_of(t, c);
-            snprintf(a, sizeof a, f, slope), snprintf(l, sizeof l, f, slope - half), snprintf(h, sizeof h, f, slope + half);
-            snprintf(fit[c], sizeof fit[c], "slope %s [%s, %s]", a, l, h);
+            Span sp = span_of(fmt_of(t, c), slope, half);
+            snprintf(fit[c], sizeof fit[c], "slope %s [%s, %s]", sp.v, sp.lo, sp.hi);
             for (int j = 0; j < FIT_POINTS; j++) {
                 double x = log10(lo) + (log10(hi) - log10(lo)) * j / (FIT_POINTS - 1);
                 fx[c][j] = pow(10, x), fy[c][j] = mean[1] + slope * (x - mean[0]);
@@ -293,9 +300,8 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
                 snprintf(cell, sizeof cell, "-");
             fprintf(md, " | %s | ", cell);
             if (isfinite(p->d.half)) {
-                char lo[64], hi[64];
-                snprintf(lo, sizeof lo, f, p->d.diff - p->d.half), snprintf(hi, sizeof hi, f, p->d.diff + p->d.half);
-                fprintf(md, "[%s, %s] | %s | %.1f h |\n", lo, hi, r[i].verdict, p->time_s / 3600);
+                Span sp = span_of(f, p->d.diff, p->d.half);
+                fprintf(md, "[%s, %s] | %s | %.1f h |\n", sp.lo, sp.hi, r[i].verdict, p->time_s / 3600);
             } else
                 fprintf(md, "- | %s | %.1f h |\n", r[i].verdict, p->time_s / 3600);
             fprintf(csv, "\"%s\",%s,%ld,%.0f,%.6g,%d,%d,%d,", t->claims[c], name, r[i].params, r[i].tokens, r[i].flops,
@@ -312,11 +318,9 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
         int pairs;
         slope_of(r, t->n_rungs, &slope, &half, &pairs, NULL);
         if (isfinite(half)) {
-            char a[64], lo[64], hi[64];
-            snprintf(a, sizeof a, f, slope), snprintf(lo, sizeof lo, f, slope - half),
-                snprintf(hi, sizeof hi, f, slope + half);
-            fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", a, unit_of(t, c), lo, hi,
-                    pairs);
+            Span sp = span_of(f, slope, half);
+            fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", sp.v, unit_of(t, c),
+                    sp.lo, sp.hi, pairs);
         } else
             fprintf(md, "\nslope: too few pairs (%d), or pairs at one rung alone\n", pairs);
         char words[600];
