@@ -12,7 +12,8 @@ page from file:// and checks what a reader would see:
   - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
     unfinished run give pages that say so;
   - a ladder's page (./ablate --ladder) draws each claim's effect against compute in a
-    chart of its own and gives ladder.csv's effects in its tables;
+    chart of its own, with its least-squares line and slope, and gives ladder.csv's effects
+    in its tables;
   - ./report on grids whose runs all failed (no run folders), on a results.csv of garbage
     and on one naming ".." draws every page; a run whose checkpoint could not be saved
     has a page saying failed and why, which does not reload;
@@ -285,6 +286,16 @@ def main():
                                   "function (c) { return c.querySelector('h3').textContent; });")
         c.check("ladder: a chart per claim, each titled by it", len(claims) == 2 and sorted(titles) == claims,
                 "claims %s, charts %s" % (claims, titles))
+        legends = d.execute_script("var o = {}; Array.prototype.forEach.call(document.querySelectorAll('.chart'),"
+                                   "function (c) { o[c.querySelector('h3').textContent] = c.textContent; }); return o;")
+        lines = {}
+        for r in rows:
+            if r["fit"]:
+                lines[r["claim"]] = "least squares: slope %+.4f [%+.4f, %+.4f] per decade" % (
+                    float(r["slope"]), float(r["slope_low"]), float(r["slope_high"]))
+        c.check("ladder: each chart draws its claim's least-squares line, the slope and interval as ladder.csv's",
+                len(lines) == 2 and all(w in legends.get(k, "") for k, w in lines.items()),
+                "lines %s, legends %s" % (lines, legends))
         page_basics(c, d, "no uPlot", os.path.join(T, "nolib/index.html"), chart=False)
         c.check("no uPlot: the page has its tables and says how to get the charts",
                 "make uplot" in text_of(d, "#nolib") and len(cells(d, "config", [0])) > 10, "no notice or table")

@@ -524,7 +524,7 @@ static void fake_run(const char *grid, const char *name, int steps, double bpb) 
  * of -0.1 +- 0.02 and -0.2 +- 0.02. The slope over log10 FLOPs (twice the
  * tokens: 0.30103 apart) is -0.1 / 0.30103 = -0.33219 per decade; residuals
  * +-0.02, 0 twice: RSS 0.0016, N 6, se sqrt(0.0004 / (6 x 0.150515^2)) =
- * 0.054245, t(0.975, 4) 2.776445: [-0.48280, -0.18158]. */
+ * 0.054247, t(0.975, 4) 2.776445: [-0.48281, -0.18158]. */
 START_TEST(test_ladder) {
     char root[256], g0[400], g1[400], out[400];
     test_tmpdir(root, sizeof root, "ladder");
@@ -553,6 +553,14 @@ START_TEST(test_ladder) {
     ck_assert_msg(strstr(text, "slope: -0.3322 bpb per decade of FLOPs, 95% interval [-0.4828, -0.1816] (6 pairs)"), "%s",
                   text);
     ck_assert_msg(strstr(text, "across scale: the first rung's verdict (agrees) holds at every rung; the effect falls"),
+                  "%s", text);
+    /* ladder.csv gives the line at each rung (two rungs: through each rung's mean) and the
+     * slope with its interval, which the page draws */
+    snprintf(path, sizeof path, "%s/ladder.csv", out);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, ",fit,slope,slope_low,slope_high\n") &&
+                      strstr(text, "\"agrees\",-0.100000,-0.332193,-0.482806,-0.181579\n") &&
+                      strstr(text, "\"agrees\",-0.200000,-0.332193,-0.482806,-0.181579\n"),
                   "%s", text);
     snprintf(path, sizeof path, "%s/ladder.png", out);
     ck_assert(file_exists(path));

@@ -274,11 +274,15 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
         fprintf(md, " at 95%% (no seed plan: valid when the pairs were fixed in advance)");
     fprintf(md, ", the verdict and the training time of both arms' runs (their time_s, summed); then the slope of the pairs' effects against log10 FLOPs with its 95%% interval "
                 "(least squares over every pair, t on N - 2 degrees of freedom).\n");
-    fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict\n");
+    fprintf(csv, "claim,rung,params,tokens,flops,pairs,apart,mixed_kernels,effect,low,high,level,verdict,"
+                 "fit,slope,slope_low,slope_high\n");
     for (int c = 0; c < t->n_claims; c++) {
         Rung *r = rungs[c];
         const char *f = fmt_of(t, c);
         char cell[160];
+        double slope, half, mean[2] = {0, 0};
+        int pairs;
+        slope_of(r, t->n_rungs, &slope, &half, &pairs, mean);
         fprintf(md, "\n## %s\n\n| rung | parameters | tokens | FLOPs | pairs | effect | interval | verdict | training time |\n"
                     "|---|---|---|---|---|---|---|---|---|\n",
                 t->claims[c]);
@@ -286,7 +290,7 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
             const char *name = t->names[i];
             if (!r[i].ok) {
                 fprintf(md, "| %s | - | - | - | 0 | - | - | %s | - |\n", name, r[i].why);
-                fprintf(csv, "\"%s\",%s,,,,0,,,,,,,\n", t->claims[c], name);
+                fprintf(csv, "\"%s\",%s,,,,0,,,,,,,,,,,\n", t->claims[c], name);
                 continue;
             }
             const GridPaired *p = &r[i].p;
@@ -312,11 +316,14 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
                 fprintf(csv, "%.6f,%.6f,", p->d.diff - p->d.half, p->d.diff + p->d.half);
             else
                 fputs(",,", csv);
-            fprintf(csv, "%.4f,\"%s\"\n", p->level, r[i].verdict);
+            /* the least-squares line at this rung's FLOPs, and its slope with the 95% interval,
+             * so that the page draws the line the plot draws */
+            char fit[160] = ",,,";
+            if (isfinite(half) && isfinite(r[i].flops))
+                snprintf(fit, sizeof fit, "%.6f,%.6f,%.6f,%.6f", mean[1] + slope * (log10(r[i].flops) - mean[0]),
+                         slope, slope - half, slope + half);
+            fprintf(csv, "%.4f,\"%s\",%s\n", p->level, r[i].verdict, fit);
         }
-        double slope, half;
-        int pairs;
-        slope_of(r, t->n_rungs, &slope, &half, &pairs, NULL);
         if (isfinite(half)) {
             Span sp = span_of(f, slope, half);
             fprintf(md, "\nslope: %s %s per decade of FLOPs, 95%% interval [%s, %s] (%d pairs)\n", sp.v, unit_of(t, c),

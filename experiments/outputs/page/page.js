@@ -557,11 +557,17 @@
       var x = mine.map(function (r) { return num(r.flops); });
       var col = function (key) { return mine.map(function (r) { return num(r[key]); }); };
       if (!x.length) return;
-      chart(s, c, [{label: "effect", x: x, y: col("effect"), color: color(i), points: true},
-                   {label: "interval low", x: x, y: col("low"), color: fade(color(i), 0.5)},
-                   {label: "interval high", x: x, y: col("high"), color: fade(color(i), 0.5)},
-                   {label: "no effect", x: x, y: x.map(function () { return 0; }), color: "#999"}],
-            {xlabel: "training FLOPs", ylabel: "effect A - B", logx: true});
+      var series = [{label: "effect", x: x, y: col("effect"), color: color(i), points: true},
+                    {label: "interval low", x: x, y: col("low"), color: fade(color(i), 0.5)},
+                    {label: "interval high", x: x, y: col("high"), color: fade(color(i), 0.5)},
+                    {label: "no effect", x: x, y: x.map(function () { return 0; }), color: "#999"}];
+      /* the least-squares line of the pairs against log10 FLOPs (straight on the log axis),
+       * its slope and 95% interval in the label, as ladder.png draws it */
+      var fit = col("fit"), sl = mine[0];
+      if (fit.some(function (v) { return !isNaN(v); }))
+        series.push({label: "least squares: slope " + signed(sl.slope) + " [" + signed(sl.slope_low) + ", " +
+                            signed(sl.slope_high) + "] per decade", x: x, y: fit, color: color(i), dash: [6, 4], width: 1});
+      chart(s, c, series, {xlabel: "training FLOPs (log scale)", ylabel: "effect A - B", logx: true});
     });
     if (!rows.length) add(s, el("p", {"class": "note", text: "no rung has pairs yet"}));
     if (D.ladder_md) {
