@@ -387,6 +387,12 @@ ladder-tables: build-all
 	    echo ./spectrum --ladder $(spectrum_arms) $(LADDER_PLAN) --out results/ladder-spectrum; \
 	    ./spectrum --ladder $(spectrum_arms) $(LADDER_PLAN) --out results/ladder-spectrum; \
 	else echo "ladder spectrum: fewer than two rungs have run"; fi
+	@# the form on an s0 claim at two budgets: non-uniform k at 2,500 and 5,000 steps
+	$(call grid_unpack,results/linformer-layers)
+	$(call grid_unpack,results/linformer-layers-5k)
+	./ablate --ladder results/linformer-layers results/linformer-layers-5k \
+	    --expect "linformer_k=64,16 < linformer_k=64" --expect "linformer_k=64,16 < linformer_k=16,64" \
+	    --out results/ladder-linformer-layers
 
 # The verdicts of EXPERIMENTS.md that were reached by adding seeds to a grid (3 -> 5, 3 ->
 # 7, 3 -> 11 pairs) recomputed as a two-look plan, at the first 3 pairs and at all of

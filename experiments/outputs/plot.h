@@ -31,14 +31,16 @@ typedef struct {
  * (colours repeat with dashed styles after 8 series), white background. Non-finite points are
  * skipped and break the line (a diverged run's NaN tail); an isolated point is drawn as a dot.
  * The legend goes in the corner of the plot with no data under it, or, when every corner has
- * some, top right with the y axis raised to make room (plot_legend_place).
+ * some, top right with the y axis raised to make room (plot_legend_place); its text shrinks
+ * (to no less than 0.6) when its labels would make it wider than the plot.
  * Writes to "<path>.tmp" and renames over path; on failure returns -1 with e set and no file left
  * (e.g. "nothing to plot" when no series has a finite point). */
 int plot_lines(const char *path, const PlotSpec *spec, const PlotSeries *s, int n_series, Err *e);
 
 /* Several line plots side by side in one PNG: n_panels of them in rows of cols, each its own
  * spec (title, axes, log scales; every panel the same size, spec's width x height, 0 = 900 x
- * 600) and series, drawn as plot_lines draws one. For plots whose y axes differ (units,
+ * 600) and series, drawn as plot_lines draws one, its text the size of a one-panel figure of
+ * the panel's size, however the panels are laid out. For plots whose y axes differ (units,
  * ranges). The same atomic write; fails as plot_lines does when a panel has nothing to plot. */
 enum { PLOT_MAX_PANELS = 16 };
 typedef struct {

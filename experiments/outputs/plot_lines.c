@@ -117,6 +117,7 @@ typedef struct {
     int n, rows, cols;
     int corner; /* PLOT_CORNER_*, unless the legend is right of the plot */
     double line_len;
+    double text; /* its text's size against the axes' (below 1 for a legend too wide for the plot) */
 } Legend;
 
 static bool in_legend(const PlotSeries *s) { return !s->faint && s->label && s->label[0]; }
@@ -136,7 +137,7 @@ static Legend legend_layout(const PlotSpec *spec, const PlotSeries *s, int n_ser
     } else {
         plvsta();
     }
-    Legend g = {.corner = PLOT_CORNER_TR, .line_len = 0.06};
+    Legend g = {.corner = PLOT_CORNER_TR, .line_len = 0.06, .text = 1.0};
     size_t maxlen = 0;
     for (int i = 0; i < n_series; i++)
         if (in_legend(&s[i])) {
@@ -152,8 +153,12 @@ static Legend legend_layout(const PlotSpec *spec, const PlotSeries *s, int n_ser
         plgspa(&sx0, &sx1, &sy0, &sy1);
         plgvpd(&vx0, &vx1, &vy0, &vy1);
         double vw_mm = (vx1 - vx0) * (sx1 - sx0), vh_mm = (vy1 - vy0) * (sy1 - sy0);
-        double lw = 0.04 + g.cols * (g.line_len + (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm);
-        double lh = 0.05 + (2.0 * g.rows + 1.0) * ch_ht / vh_mm;
+        /* a legend wider than the plot (long labels in a narrow panel) would run over the y
+         * axis's numbers: its text shrinks until the box fits, to no less than 0.6 */
+        double fixed = 0.04 + g.cols * g.line_len, text = g.cols * (2.0 + 0.6 * (double)maxlen) * ch_ht / vw_mm;
+        if (fixed + text > 0.92) g.text = fmax(0.6, (0.92 - fixed) / text);
+        double lw = fixed + g.text * text;
+        double lh = 0.05 + (2.0 * g.rows + 1.0) * g.text * ch_ht / vh_mm;
         int *counts = xmalloc((size_t)(n_series ? n_series : 1) * sizeof *counts);
         for (int i = 0; i < n_series; i++) counts[i] = s[i].n;
         g.corner = plot_legend_place(p->x, p->y, counts, n_series, p->xmin, p->xmax, p->ymin, p->ymax, lw, lh,
@@ -232,7 +237,7 @@ static void draw_legend(const Figure *fig, const PlotSpec *spec, const Legend *g
     PLINT position = spec->legend_right ? PL_POSITION_OUTSIDE | PL_POSITION_VIEWPORT | PL_POSITION_RIGHT
                                         : PL_POSITION_INSIDE | PL_POSITION_VIEWPORT | where[g->corner];
     pllegend(&got_w, &got_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02, 0.0, g->line_len,
-             COL_BG, COL_FRAME, 1, g->rows, g->cols, n, opts, 1.0, plot_text_scale(fig), 2.0, 0.0, tcol,
+             COL_BG, COL_FRAME, 1, g->rows, g->cols, n, opts, 1.0, g->text * plot_text_scale(fig), 2.0, 0.0, tcol,
              (PLCHAR_MATRIX)text, NULL, NULL, NULL, NULL, lcol, lsty, lwid, NULL, NULL, NULL, NULL);
     for (k = 0; k < n; k++) free(text[k]);
     free(text);
@@ -360,6 +365,14 @@ int plot_panels(const char *path, const PlotPanel *panel, int n_panels, int cols
     int rc = (long)w * cols > PLOT_MAX_SIDE || (long)h * rows > PLOT_MAX_SIDE
                  ? err_set(e, "%s: %d x %d panels of %d x %d pixels are too large a figure", path, cols, rows, w, h)
                  : plot_figure_begin(&fig, path, w * cols, h * rows, cols, rows, e);
+    if (rc == 0) {
+        /* PLplot sizes text by the whole page (its mean side over sqrt(rows)), so a row of
+         * panels would have larger text than a grid of them: give each panel the text of a
+         * one-panel figure of its size */
+        PLFLT def, ht;
+        plgchr(&def, &ht);
+        plschr(def * (w + h) * sqrt((double)rows) / (double)(w * cols + h * rows), plot_text_scale(&fig));
+    }
     for (int i = 0; i < n_panels; i++) {
         if (rc == 0) {
             if (i > 0) pladv(0);
