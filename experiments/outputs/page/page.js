@@ -550,7 +550,8 @@
     var s = section("Effect against compute");
     add(s, el("p", {"class": "hint", text: "a chart per claim, in its unit (bpb for ./ablate --ladder; c(T/4) or " +
                                             "singular values for ./spectrum --ladder): the effect A - B (below 0 " +
-                                            "the claim holds) with its interval, against training FLOPs"}));
+                                            "the claim holds) with its interval, and the least-squares line of the " +
+                                            "pairs (dashed, its slope per decade in the legend), against training FLOPs"}));
     claims.forEach(function (c, i) {
       var mine = rows.filter(function (x) { return x.claim === c && !isNaN(num(x.flops)) && !isNaN(num(x.effect)); });
       mine.sort(function (a, b) { return num(a.flops) - num(b.flops); });
