@@ -12,8 +12,8 @@ page from file:// and checks what a reader would see:
   - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
     unfinished run give pages that say so;
   - a ladder's page (./ablate --ladder) draws each claim's effect against compute in a
-    chart of its own, with its least-squares line and slope, and gives ladder.csv's effects
-    in its tables;
+    chart of its own, its intervals as bars, with its least-squares line and slope, and gives
+    ladder.csv's effects in its tables;
   - ./report on grids whose runs all failed (no run folders), on a results.csv of garbage
     and on one naming ".." draws every page; a run whose checkpoint could not be saved
     has a page saying failed and why, which does not reload;
@@ -93,6 +93,21 @@ def coloured_pixels(shot, rect):
     x0, y0 = max(0, int(rect["x"])), max(0, int(rect["y"]))
     x1, y1 = min(w, int(rect["x"] + rect["width"])), min(h, int(rect["y"] + rect["height"]))
     return sum(1 for y in range(y0, y1) for x in range(x0, x1) if max(px[y][x]) - min(px[y][x]) > 80)
+
+
+def longest_column_run(shot, rect):
+    """The longest vertical run of coloured pixels in one column inside rect: an interval's
+    bar, where the curves cross a column in a few pixels."""
+    w, h, px = png_pixels(shot)
+    x0, y0 = max(0, int(rect["x"])), max(0, int(rect["y"]))
+    x1, y1 = min(w, int(rect["x"] + rect["width"])), min(h, int(rect["y"] + rect["height"]))
+    best = 0
+    for x in range(x0, x1):
+        run = 0
+        for y in range(y0, y1):
+            run = run + 1 if max(px[y][x]) - min(px[y][x]) > 50 else 0
+            best = max(best, run)
+    return best
 
 
 class Checks:
@@ -293,6 +308,11 @@ def main():
             if r["fit"]:
                 lines[r["claim"]] = "least squares: slope %+.4f [%+.4f, %+.4f] per decade" % (
                     float(r["slope"]), float(r["slope_low"]), float(r["slope_high"]))
+        rect = d.execute_script("var c = document.querySelector('.chart canvas'); c.scrollIntoView();"
+                                "var r = c.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height};")
+        run = longest_column_run(d.get_screenshot_as_png(), rect)
+        c.check("ladder: each interval is a vertical bar at its rung (%d pixels)" % run, run >= 40,
+                "no column holds a run of 40 coloured pixels")
         c.check("ladder: each chart draws its claim's least-squares line, the slope and interval as ladder.csv's",
                 len(lines) == 2 and all(w in legends.get(k, "") for k, w in lines.items()),
                 "lines %s, legends %s" % (lines, legends))

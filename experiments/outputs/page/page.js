@@ -86,7 +86,30 @@
       s.push({label: x.label, stroke: x.faint ? fade(x.color || color(i), 0.35) : (x.color || color(i)),
               width: x.width || (x.faint ? 1 : 2), dash: x.dash, spanGaps: true, show: x.show !== false,
               points: {show: x.points === true}, value: function (u, v) { return v === null ? "-" : fmt(v, opts.digits); }});
+      /* an interval's end: a mark, no line joining it to the next x's (the whisker below) */
+      if (x.whisker) s[s.length - 1].paths = function () { return null; };
     });
+    /* each interval (a pair of series marked whisker: [low, high] by index) as a vertical bar
+     * at its x, as the PNGs draw it */
+    function whiskers(u) {
+      series.forEach(function (x, i) {
+        if (!x.whisker || x.whisker[0] !== i || !u.series[i + 1].show) return;
+        var lo = u.data[i + 1], hi = u.data[x.whisker[1] + 1], ctx = u.ctx;
+        ctx.save();
+        ctx.strokeStyle = s[i + 1].stroke;
+        ctx.lineWidth = 2 * (window.devicePixelRatio || 1);
+        ctx.setLineDash([]);
+        for (var j = 0; j < u.data[0].length; j++) {
+          if (lo[j] === null || hi[j] === null || lo[j] === undefined || hi[j] === undefined) continue;
+          var px = u.valToPos(u.data[0][j], "x", true);
+          ctx.beginPath();
+          ctx.moveTo(px, u.valToPos(lo[j], "y", true));
+          ctx.lineTo(px, u.valToPos(hi[j], "y", true));
+          ctx.stroke();
+        }
+        ctx.restore();
+      });
+    }
     var bands = [];
     series.forEach(function (x) {
       if (x.band) bands.push({series: [x.band[1] + 1, x.band[0] + 1], fill: fade(x.color, 0.15)});
@@ -98,7 +121,7 @@
       scales: {x: {time: false, distr: opts.logx ? 3 : 1}, y: {distr: opts.logy ? 3 : 1}},
       axes: [{label: opts.xlabel || "step", values: function (u, vs) { return vs.map(axisNumber); }},
              {label: opts.ylabel || "", size: 70, values: function (u, vs) { return vs.map(function (v) { return String(+v.toPrecision(3)); }); }}],
-      hooks: {setCursor: [function (u) { if (opts.onCursor) opts.onCursor(u); }]}
+      hooks: {setCursor: [function (u) { if (opts.onCursor) opts.onCursor(u); }], draw: [whiskers]}
     }, data, wrap);
     return u;
   }
@@ -559,8 +582,8 @@
       var col = function (key) { return mine.map(function (r) { return num(r[key]); }); };
       if (!x.length) return;
       var series = [{label: "effect", x: x, y: col("effect"), color: color(i), points: true},
-                    {label: "interval low", x: x, y: col("low"), color: fade(color(i), 0.5)},
-                    {label: "interval high", x: x, y: col("high"), color: fade(color(i), 0.5)},
+                    {label: "interval low", x: x, y: col("low"), color: fade(color(i), 0.5), points: true, whisker: [1, 2]},
+                    {label: "interval high", x: x, y: col("high"), color: fade(color(i), 0.5), points: true, whisker: [1, 2]},
                     {label: "no effect", x: x, y: x.map(function () { return 0; }), color: "#999"}];
       /* the least-squares line of the pairs against log10 FLOPs (straight on the log axis),
        * its slope and 95% interval in the label, as ladder.png draws it */
