@@ -49,8 +49,9 @@
 # group-sequential plan with looks at 3, 6 and 12 seed pairs, each look's interval at
 # 95/3 = 98.3% so that all three together keep 95% (./ablate --plan). This script runs
 # the first look (3 pairs); a grid whose verdicts call for the next look is run again
-# at that look: its part with the look after a colon (th-s0:6, then th-s0:12), or LOOK=6
-# for every part given. A claim decided at a look stops there: its verdict stays the one
+# at that look: its part with the look after a colon (th-s0:6, then th-s0:12; more seeds
+# than the look where pairs were set apart, th-s2:7), or LOOK=6 for every part given. A
+# claim decided at a look stops there: its verdict stays the one
 # at that look (the looks' levels split 95% three ways, so the plan holds whichever look a
 # claim stops at), so a later look needs only the points of the claims still undecided.
 # A th grid's four points answer three claims and feed a fourth (the spectrum reads the
@@ -356,7 +357,12 @@ for part in "$@"; do
     case "$part" in
     lr-*:*) echo "error: $part: a sweep has one seed, no looks" >&2; exit 2 ;;
     *:3 | *:6 | *:12) LOOK=${part##*:}; part=${part%:*} ;;
-    *:*) echo "error: $part: the plan's looks are $SEED_PLAN" >&2; exit 2 ;;
+    # more seeds than a look's pairs, where a grid's pairs were set apart (mixed kernels):
+    # th-s2:7 gives the second look's 6 pairs with seed 1338's pair left out
+    *:[4-9] | *:1[0-9]) LOOK=${part##*:}; part=${part%:*}
+        echo "ladder: $part: $LOOK seeds, not a look of the plan ($SEED_PLAN): for pairs set apart" ;;
+    *:*) echo "error: $part: the plan's looks are $SEED_PLAN (or 4 to 19 seeds where pairs were set apart)" >&2
+        exit 2 ;;
     esac
     rung=${part##*-}
     case "$rung" in s0 | s1 | s2) ;; *) echo "error: $part: no such part" >&2; exit 2 ;; esac
