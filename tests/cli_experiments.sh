@@ -229,5 +229,14 @@ else
 fi
 expect "ladder: points on a part other than th" 2 "only a th part's look takes @POINTS" \
     sh scripts/ladder.sh "$L" "$T/small.txt" cos-s0:3@heads-16
+expect "ladder: fewer seeds than the plan's first look" 2 "the plan's looks are 3,6,12" \
+    sh scripts/ladder.sh "$L" "$T/small.txt" cos-s0:2
+# more seeds than a look, for a grid whose pairs were set apart (th-s2:7)
+if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" \
+    "$T/small.txt" th-s0:4 >"$T/out" 2>"$T/err" && grep -q "th-s0: 4 seeds, not a look of the plan" "$T/out"; then
+    pass "ladder: a part may take more seeds than a look (th-s0:4), saying so"
+else
+    fail "ladder: more seeds than a look" "$(tail -n 3 "$T/err")"
+fi
 
 cli_end
