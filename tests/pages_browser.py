@@ -87,20 +87,23 @@ def png_pixels(data):
     return w, h, [[tuple(r[x * bpp:x * bpp + 3]) for x in range(w)] for r in rows]
 
 
+def pixels_in(shot, rect):
+    """The screenshot's pixels and rect (x, y, w, h) clipped to it: px, x0, y0, x1, y1."""
+    w, h, px = png_pixels(shot)
+    return (px, max(0, int(rect["x"])), max(0, int(rect["y"])), min(w, int(rect["x"] + rect["width"])),
+            min(h, int(rect["y"] + rect["height"])))
+
+
 def coloured_pixels(shot, rect):
     """How many pixels inside rect (x, y, w, h) are clearly coloured: a curve, not the grid."""
-    w, h, px = png_pixels(shot)
-    x0, y0 = max(0, int(rect["x"])), max(0, int(rect["y"]))
-    x1, y1 = min(w, int(rect["x"] + rect["width"])), min(h, int(rect["y"] + rect["height"]))
+    px, x0, y0, x1, y1 = pixels_in(shot, rect)
     return sum(1 for y in range(y0, y1) for x in range(x0, x1) if max(px[y][x]) - min(px[y][x]) > 80)
 
 
 def longest_column_run(shot, rect):
     """The longest vertical run of coloured pixels in one column inside rect: an interval's
     bar, where the curves cross a column in a few pixels."""
-    w, h, px = png_pixels(shot)
-    x0, y0 = max(0, int(rect["x"])), max(0, int(rect["y"]))
-    x1, y1 = min(w, int(rect["x"] + rect["width"])), min(h, int(rect["y"] + rect["height"]))
+    px, x0, y0, x1, y1 = pixels_in(shot, rect)
     best = 0
     for x in range(x0, x1):
         run = 0
@@ -128,6 +131,13 @@ def open_page(d, path):
     return [e for e in d.get_log("browser") if e["level"] == "SEVERE"]
 
 
+def first_chart(d):
+    """The first chart's canvas, scrolled into view: its rect on the screen, or None."""
+    return d.execute_script("var c = document.querySelector('.chart canvas'); if (!c) return null;"
+                            "c.scrollIntoView(); var r = c.getBoundingClientRect();"
+                            "return {x: r.x, y: r.y, width: r.width, height: r.height};")
+
+
 def page_basics(c, d, name, path, chart=True):
     errors = open_page(d, path)
     c.check("%s: no console error" % name, not errors, "; ".join(e["message"] for e in errors)[:300])
@@ -135,9 +145,7 @@ def page_basics(c, d, name, path, chart=True):
     c.check("%s: the script ran to its end" % name, drawn == "1", "body[data-drawn] is %r" % drawn)
     if not chart:
         return
-    rect = d.execute_script("var c = document.querySelector('.chart canvas'); if (!c) return null;"
-                            "c.scrollIntoView(); var r = c.getBoundingClientRect();"
-                            "return {x: r.x, y: r.y, width: r.width, height: r.height};")
+    rect = first_chart(d)
     if not rect:
         c.check("%s: a chart has drawn" % name, False, "no canvas on the page")
         return
@@ -308,9 +316,7 @@ def main():
             if r["fit"]:
                 lines[r["claim"]] = "least squares: slope %+.4f [%+.4f, %+.4f] per decade" % (
                     float(r["slope"]), float(r["slope_low"]), float(r["slope_high"]))
-        rect = d.execute_script("var c = document.querySelector('.chart canvas'); c.scrollIntoView();"
-                                "var r = c.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height};")
-        run = longest_column_run(d.get_screenshot_as_png(), rect)
+        run = longest_column_run(d.get_screenshot_as_png(), first_chart(d))
         c.check("ladder: each interval is a vertical bar at its rung (%d pixels)" % run, run >= 40,
                 "no column holds a run of 40 coloured pixels")
         c.check("ladder: each chart draws its claim's least-squares line, the slope and interval as ladder.csv's",

@@ -89,6 +89,9 @@ static void slope_of(const Rung *r, int n, double *slope, double *half, int *pai
     *half = t975(N - 2) * sqrt(rss / (N - 2) / sxx);
 }
 
+/* The least-squares line of slope_of at log10 FLOPs x (through mean, the pairs' mean point). */
+static double line_at(const double mean[2], double slope, double x) { return mean[1] + slope * (x - mean[0]); }
+
 /* A value and the ends of its interval, value +- half, each in one printf format. */
 typedef struct {
     char v[64], lo[64], hi[64];
@@ -244,7 +247,7 @@ static int write_plot(const char *path, const LadderText *t, Rung (*rungs)[LADDE
             snprintf(fit[c], sizeof fit[c], "slope %s [%s, %s]", sp.v, sp.lo, sp.hi);
             for (int j = 0; j < FIT_POINTS; j++) {
                 double x = log10(lo) + (log10(hi) - log10(lo)) * j / (FIT_POINTS - 1);
-                fx[c][j] = pow(10, x), fy[c][j] = mean[1] + slope * (x - mean[0]);
+                fx[c][j] = pow(10, x), fy[c][j] = line_at(mean, slope, x);
             }
             s[c][k++] = (PlotSeries){fit[c], fx[c], fy[c], FIT_POINTS, 0};
         }
@@ -320,7 +323,7 @@ static int write_ladder(const char *dir, const LadderText *t, Rung (*rungs)[LADD
              * so that the page draws the line the plot draws */
             char fit[160] = ",,,";
             if (isfinite(half) && isfinite(r[i].flops))
-                snprintf(fit, sizeof fit, "%.6f,%.6f,%.6f,%.6f", mean[1] + slope * (log10(r[i].flops) - mean[0]),
+                snprintf(fit, sizeof fit, "%.6f,%.6f,%.6f,%.6f", line_at(mean, slope, log10(r[i].flops)),
                          slope, slope - half, slope + half);
             fprintf(csv, "%.4f,\"%s\",%s\n", p->level, r[i].verdict, fit);
         }

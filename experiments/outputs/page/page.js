@@ -100,7 +100,7 @@
         ctx.lineWidth = 2 * (window.devicePixelRatio || 1);
         ctx.setLineDash([]);
         for (var j = 0; j < u.data[0].length; j++) {
-          if (lo[j] === null || hi[j] === null || lo[j] === undefined || hi[j] === undefined) continue;
+          if (lo[j] == null || hi[j] == null) continue; /* null or undefined: no interval at this x */
           var px = u.valToPos(u.data[0][j], "x", true);
           ctx.beginPath();
           ctx.moveTo(px, u.valToPos(lo[j], "y", true));
