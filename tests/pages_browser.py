@@ -12,8 +12,8 @@ page from file:// and checks what a reader would see:
   - a run folder with metrics.jsonl cut short and a grid with a failed, a missing and an
     unfinished run give pages that say so;
   - a ladder's page (./ablate --ladder) draws each claim's effect against compute in a
-    chart of its own, its intervals as bars, with its least-squares line and slope, and gives
-    ladder.csv's effects in its tables;
+    chart of its own, its intervals as bars, with its least-squares line and slope, on an x
+    axis over the rungs (not whole decades), and gives ladder.csv's effects in its tables;
   - ./report on grids whose runs all failed (no run folders), on a results.csv of garbage
     and on one naming ".." draws every page; a run whose checkpoint could not be saved
     has a page saying failed and why, which does not reload;
@@ -100,17 +100,18 @@ def coloured_pixels(shot, rect):
     return sum(1 for y in range(y0, y1) for x in range(x0, x1) if max(px[y][x]) - min(px[y][x]) > 80)
 
 
-def longest_column_run(shot, rect):
-    """The longest vertical run of coloured pixels in one column inside rect: an interval's
-    bar, where the curves cross a column in a few pixels."""
+def column_runs(shot, rect):
+    """Each column's longest vertical run of coloured pixels inside rect: an interval's bar
+    is a long one, where the curves cross a column in a few pixels."""
     px, x0, y0, x1, y1 = pixels_in(shot, rect)
-    best = 0
+    runs = []
     for x in range(x0, x1):
-        run = 0
+        best = run = 0
         for y in range(y0, y1):
             run = run + 1 if max(px[y][x]) - min(px[y][x]) > 50 else 0
             best = max(best, run)
-    return best
+        runs.append(best)
+    return runs
 
 
 class Checks:
@@ -316,9 +317,15 @@ def main():
             if r["fit"]:
                 lines[r["claim"]] = "least squares: slope %+.4f [%+.4f, %+.4f] per decade" % (
                     float(r["slope"]), float(r["slope_low"]), float(r["slope_high"]))
-        run = longest_column_run(d.get_screenshot_as_png(), first_chart(d))
-        c.check("ladder: each interval is a vertical bar at its rung (%d pixels)" % run, run >= 40,
+        runs = column_runs(d.get_screenshot_as_png(), first_chart(d))
+        c.check("ladder: each interval is a vertical bar at its rung (%d pixels)" % max(runs), max(runs) >= 40,
                 "no column holds a run of 40 coloured pixels")
+        # the rungs (FLOPs 2x apart) spread over the chart: a log axis over whole decades put
+        # them within a third of its width
+        bars = [x / len(runs) for x, r in enumerate(runs) if r >= 15]
+        lo, hi = (min(bars), max(bars)) if bars else (1, 0)
+        c.check("ladder: the x axis spans the rungs, not whole decades (bars from %.2f to %.2f of the width)" % (
+                lo, hi), lo < 0.3 and hi > 0.75, "the rungs sit in a corner")
         c.check("ladder: each chart draws its claim's least-squares line, the slope and interval as ladder.csv's",
                 len(lines) == 2 and all(w in legends.get(k, "") for k, w in lines.items()),
                 "lines %s, legends %s" % (lines, legends))

@@ -70,6 +70,33 @@
     return Math.abs(v) >= 1e5 ? (+v.toPrecision(2)).toExponential().replace("e+", "e") : String(+v.toPrecision(6));
   }
 
+  /* A log x axis over the data, not over whole decades (rungs within one decade would sit
+   * in a corner): padded by a tenth of the data's span in decades, at least 0.05 of one. */
+  function logRange(u, lo, hi) {
+    if (!(lo > 0) || !(hi > 0)) return [1, 10];
+    var pad = Math.pow(10, Math.max(0.05, 0.1 * Math.log10(hi / lo)));
+    return [lo / pad, hi * pad];
+  }
+
+  /* the log axis's ticks at 1 to 9 times a power of ten inside the range, each with its grid
+   * line; labels at 1, 2 and 5 times one (at every tick where that leaves fewer than two) */
+  function logSplits(u, axis, lo, hi) {
+    var out = [];
+    for (var e = Math.floor(Math.log10(lo)); Math.pow(10, e) <= hi; e++)
+      for (var m = 1; m <= 9; m++) {
+        var v = +(m * Math.pow(10, e)).toPrecision(12);
+        if (v >= lo && v <= hi) out.push(v);
+      }
+    return out;
+  }
+  function logTicks(u, splits) {
+    var shown = splits.map(function (v) {
+      var m = Math.round(v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9)));
+      return m === 1 || m === 2 || m === 5 ? v : null;
+    });
+    return shown.filter(function (v) { return v !== null; }).length >= 2 ? shown : splits;
+  }
+
   function chart(box, title, series, opts) {
     opts = opts || {};
     var wrap = add(box, el("div", {"class": "chart"}, [el("h3", {text: title})]));
@@ -118,8 +145,9 @@
     var u = new uPlot({
       width: width, height: opts.height || 320, series: s, bands: bands,
       legend: {show: opts.legend !== false},
-      scales: {x: {time: false, distr: opts.logx ? 3 : 1}, y: {distr: opts.logy ? 3 : 1}},
-      axes: [{label: opts.xlabel || "step", values: function (u, vs) { return vs.map(axisNumber); }},
+      scales: {x: opts.logx ? {time: false, distr: 3, range: logRange} : {time: false, distr: 1}, y: {distr: opts.logy ? 3 : 1}},
+      axes: [{label: opts.xlabel || "step", values: function (u, vs) { return vs.map(axisNumber); },
+              splits: opts.logx ? logSplits : undefined, filter: opts.logx ? logTicks : undefined},
              {label: opts.ylabel || "", size: 70, values: function (u, vs) { return vs.map(function (v) { return String(+v.toPrecision(3)); }); }}],
       hooks: {setCursor: [function (u) { if (opts.onCursor) opts.onCursor(u); }], draw: [whiskers]}
     }, data, wrap);
