@@ -79,7 +79,8 @@
   }
 
   /* the log axis's ticks at 1 to 9 times a power of ten inside the range, each with its grid
-   * line; labels at 1, 2 and 5 times one (at every tick where that leaves fewer than two) */
+   * line; labels at 1, 2 and 5 times one (at 1 alone where those would crowd the axis, at
+   * every tick where they leave fewer than two) */
   function logSplits(u, axis, lo, hi) {
     var out = [];
     for (var e = Math.floor(Math.log10(lo)); Math.pow(10, e) <= hi; e++)
@@ -90,11 +91,15 @@
     return out;
   }
   function logTicks(u, splits) {
-    var shown = splits.map(function (v) {
-      var m = Math.round(v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9)));
-      return m === 1 || m === 2 || m === 5 ? v : null;
-    });
-    return shown.filter(function (v) { return v !== null; }).length >= 2 ? shown : splits;
+    function labelled(keep) {
+      return splits.map(function (v) {
+        return keep.indexOf(Math.round(v / Math.pow(10, Math.floor(Math.log10(v) + 1e-9)))) >= 0 ? v : null;
+      });
+    }
+    function count(vs) { return vs.filter(function (v) { return v !== null; }).length; }
+    var shown = labelled([1, 2, 5]);
+    if (count(shown) > u.width / 70) shown = labelled([1]);
+    return count(shown) >= 2 ? shown : splits;
   }
 
   function chart(box, title, series, opts) {
