@@ -240,7 +240,11 @@ talking_heads() {
         $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
             --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
     fi
-    [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
+    # (the initialisations belong to the plain 4-head point: a part without it leaves them)
+    if [ -n "${TABLES_ONLY:-}" ]; then
+        ! wanted heads-4_talking_heads-none || keep "$i"
+        return 0
+    fi
     # (a run trained on another machine has no model here: its archive keeps no weights)
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
         wanted heads-4_talking_heads-none || break
@@ -257,7 +261,7 @@ talking_heads() {
     done
     if [ -n "$POINTS" ]; then
         # ./train's runs have no result.json until ./ablate --tables-only records them
-        echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS th-$1:$LOOK"
+        echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS th-$1:$LOOK@$POINTS"
         return 0
     fi
     keep "$g"

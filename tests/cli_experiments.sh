@@ -220,6 +220,18 @@ if LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON ABLATE=./ablate sh scripts/ladde
 else
     fail "ladder: a th part's points" "$(tail -n 3 "$T/err") $(ls "$L/ladder-th-s0" 2>&1 | head -n 8)"
 fi
+# saved with its points, a part without the plain 4-head point leaves the initialisations'
+# grid as it is (th-s2:7@heads-16 had rewritten ladder-init-s2's tables for 7 seeds)
+mkdir -p "$L/ladder-init-s0/heads-4_seed-1337"
+echo '{"status": "done", "step": 1, "val_bpb": 8.0}' >"$L/ladder-init-s0/heads-4_seed-1337/result.json"
+if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" \
+    "$T/small.txt" th-s0:3@heads-16 >"$T/out" 2>"$T/err" && [ -f "$L/ladder-th-s0/runs.tar.xz" ] &&
+    [ "$(ls "$L/ladder-init-s0")" = heads-4_seed-1337 ]; then
+    pass "ladder: saving th-s0:3@heads-16 leaves the initialisations' grid alone"
+else
+    fail "ladder: saving a part without the plain 4-head point" "$(tail -n 3 "$T/err") $(ls "$L/ladder-init-s0" | head -n 4)"
+fi
+rm -rf "$L/ladder-init-s0"
 if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" \
     "$T/small.txt" th-s0:3 >"$T/out" 2>"$T/err" && [ "$(tar -tJf "$L/ladder-th-s0/runs.tar.xz" | grep -c result.json)" = 6 ] &&
     grep -q 'heads=4,talking_heads=both,seed=1339' "$L/ladder-th-s0/results.md"; then
