@@ -232,7 +232,9 @@ talking_heads() {
     i=ladder-init-$1
     if [ -n "${TABLES_ONLY:-}" ]; then
         keep "$g"
-        # the initialisations run after the grid: a sitting may end before any has
+        # the initialisations belong to the plain 4-head point: a part without it leaves
+        # them; they run after the grid: a sitting may end before any has
+        wanted heads-4_talking_heads-none || return 0
         ls "$OUT/$i"/*/result.json >/dev/null 2>&1 || [ -f "$OUT/$i/runs.tar.xz" ] || return 0
     fi
     if wanted heads-4_talking_heads-none; then
@@ -240,11 +242,7 @@ talking_heads() {
         $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
             --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
     fi
-    # (the initialisations belong to the plain 4-head point: a part without it leaves them)
-    if [ -n "${TABLES_ONLY:-}" ]; then
-        ! wanted heads-4_talking_heads-none || keep "$i"
-        return 0
-    fi
+    [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
     # (a run trained on another machine has no model here: its archive keeps no weights)
     for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
         wanted heads-4_talking_heads-none || break
