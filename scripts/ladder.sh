@@ -213,6 +213,21 @@ th_points() {
     done
 }
 
+# The spectrum of arm $1's trained models (run folders OUT/$1_seed-N), into OUT/$1-spectrum.
+# (a run trained on another machine has no model here: its archive keeps no weights)
+arm_spectrum() {
+    models=""
+    for d in "$OUT/$1"_seed-*; do
+        if [ -f "$d/model.safetensors" ] && at_end "$d"; then
+            models="$models $d"
+        elif [ -d "$d" ]; then
+            echo "ladder: $d: no trained model.safetensors here (trained on another machine?): left out of the spectrum" >&2
+        fi
+    done
+    # shellcheck disable=SC2086
+    [ -z "$models" ] || ./spectrum $models "$CORPUS" --samples 8 --threads 1 --out "$OUT/$1-spectrum"
+}
+
 talking_heads() {
     g=ladder-th-$1
     lr=$(lr_opts "$1")
@@ -237,25 +252,14 @@ talking_heads() {
         wanted heads-4_talking_heads-none || return 0
         ls "$OUT/$i"/*/result.json >/dev/null 2>&1 || [ -f "$OUT/$i/runs.tar.xz" ] || return 0
     fi
-    # (saving, a part without the plain 4-head point has returned above)
+    # (when saving, a part without the plain 4-head point has returned above)
     if wanted heads-4_talking_heads-none; then
         # shellcheck disable=SC2086
         $ABLATE heads=4/16 --no-baseline $(rung_opts "$1") $COMMON --context 128 --seeds "$LOOK" \
             --lr 0 --min_lr 0 --warmup 0 --steps 1 --out "$OUT/$i" "$CORPUS"
         [ -z "${TABLES_ONLY:-}" ] || { keep "$i"; return 0; }
-        # (a run trained on another machine has no model here: its archive keeps no weights)
-        for arm in "$g/heads-4_talking_heads-none" "$i/heads-4"; do
-            models=""
-            for d in "$OUT/$arm"_seed-*; do
-                if [ -f "$d/model.safetensors" ] && at_end "$d"; then
-                    models="$models $d"
-                elif [ -d "$d" ]; then
-                    echo "ladder: $d: no trained model.safetensors here (trained on another machine?): left out of the spectrum" >&2
-                fi
-            done
-            # shellcheck disable=SC2086
-            [ -z "$models" ] || ./spectrum $models "$CORPUS" --samples 8 --threads 1 --out "$OUT/$arm-spectrum"
-        done
+        arm_spectrum "$g/heads-4_talking_heads-none"
+        arm_spectrum "$i/heads-4"
     fi
     if [ -n "$POINTS" ]; then
         # ./train's runs have no result.json until ./ablate --tables-only records them

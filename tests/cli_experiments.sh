@@ -250,5 +250,17 @@ if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.
 else
     fail "ladder: more seeds than a look" "$(tail -n 3 "$T/err")"
 fi
+# the plain 4-head point brings the initialisations and the spectrum of both arms
+L2=$T/ladder2
+mkdir -p "$L2/ladder-lr-s0"
+cp "$L/ladder-lr-s0/results.csv" "$L2/ladder-lr-s0/"
+if LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON ABLATE=./ablate sh scripts/ladder.sh "$L2" "$T/small.txt" \
+    th-s0:3@heads-4_talking_heads-none >"$T/out" 2>"$T/err" &&
+    [ -f "$L2/ladder-th-s0/heads-4_talking_heads-none-spectrum/spectrum-summary.csv" ] &&
+    [ -f "$L2/ladder-init-s0/heads-4-spectrum/spectrum-summary.csv" ]; then
+    pass "ladder: th-s0:3@heads-4_talking_heads-none measures the spectrum of both arms"
+else
+    fail "ladder: the spectrum's two arms" "$(tail -n 3 "$T/err") $(ls "$L2"/ladder-* 2>&1 | head -n 8)"
+fi
 
 cli_end
