@@ -16,7 +16,8 @@
 #                                than one machine (below); not in the default list
 #           a claim's part may end in :LOOK, the seed pairs of the plan's look to run it
 #           to (th-s0:6); without one, LOOK (default 3)
-#           a th part's look may end in @POINTS, the points it trains (below): th-s0:12@heads-16
+#           a th or linformer part's look may end in @POINTS, the points it trains
+#           (below): th-s0:12@heads-16, linformer-s1:7@linformer_k
 #
 # The binaries are the current folder's (./ablate, ./spectrum): run it from a checkout
 # built at one fixed commit (git worktree), so that later commits cannot split a grid's
@@ -60,7 +61,9 @@
 # points, heads-4_talking_heads-none the plain 4-head one), each with ./train and the
 # options ./ablate gives it (the same bits: ./ablate trains a run as ./train does), two at
 # a time; the spectrum's models and initialisations only when POINTS has the plain 4-head
-# point. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
+# point. linformer-RUNG:LOOK@POINTS likewise (linformer_k-64, linformer_k-128, baseline):
+# once softmax's claims are decided, the k claim's later looks need the two k points
+# alone. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
 # stay at the look they reached.
 set -eu
 
@@ -188,6 +191,22 @@ wanted() {
     return 1
 }
 
+# Run folder OUT/$g/$1_seed-$2 trained with ./train and the options after them, when
+# point $1 is one of POINTS (points_train; then points_done checks them all).
+point_bg() {
+    p=$1 s=$2
+    shift 2
+    wanted "$p" || return 0
+    train_bg "$OUT/$g/${p}_seed-$s" "$@" --seed "$s"
+}
+points_done() {
+    train_wait
+    for d in "$OUT/$g"/*_seed-*; do
+        [ -d "$d" ] || continue
+        if at_end "$d"; then rm -f "$d.log"; else echo "ladder: $d: not trained to its end (see $d.log)" >&2; fi
+    done
+}
+
 # The th grid's points that POINTS names, seed by seed for the look's seeds, each with
 # ./train and the options ./ablate gives it (a seed's points side by side, two at a time).
 # (called by talking_heads, which sets g, lr and STEPS)
@@ -197,20 +216,31 @@ th_points() {
     while [ "$seed" -lt $((1337 + LOOK)) ]; do
         for heads in 4 16; do
             for th in none both; do
-                p=heads-${heads}_talking_heads-$th
-                wanted "$p" || continue
                 # shellcheck disable=SC2086
-                train_bg "$OUT/$g/${p}_seed-$seed" --attn softmax $(rung_opts "$1") $COMMON $lr --context 128 \
-                    --heads $heads --talking_heads $th --seed $seed
+                point_bg "heads-${heads}_talking_heads-$th" $seed --attn softmax $(rung_opts "$1") $COMMON $lr \
+                    --context 128 --heads $heads --talking_heads $th
             done
         done
         seed=$((seed + 1))
     done
-    train_wait
-    for d in "$OUT/$g"/*_seed-*; do
-        [ -d "$d" ] || continue
-        if at_end "$d"; then rm -f "$d.log"; else echo "ladder: $d: not trained to its end (see $d.log)" >&2; fi
+    points_done
+}
+
+# The Linformer grid's points that POINTS names (linformer_k-64, linformer_k-128,
+# baseline_attn-softmax), as th_points does. (called by linformer, which sets g, lr, STEPS)
+linformer_points() {
+    mkdir -p "$OUT/$g"
+    seed=1337
+    while [ "$seed" -lt $((1337 + LOOK)) ]; do
+        for k in 64 128; do
+            # shellcheck disable=SC2086
+            point_bg "linformer_k-$k" $seed $LINFORMER $(rung_opts "$1") $COMMON $lr --linformer_k $k
+        done
+        # shellcheck disable=SC2086
+        point_bg baseline_attn-softmax $seed $LINFORMER $(rung_opts "$1") $COMMON $lr --attn softmax
+        seed=$((seed + 1))
     done
+    points_done
 }
 
 # The spectrum of arm $1's trained models (run folders OUT/$1_seed-N), into OUT/$1-spectrum.
@@ -339,13 +369,21 @@ cos() {
     keep "$g"
 }
 
+LINFORMER="--attn linformer --objective mlm --pos rope --context 512"
 linformer() {
     g=ladder-linformer-$1
     lr=$(lr_opts "$1")
+    STEPS=$(rung_steps "$1")
     restore "$g"
+    if [ -n "$POINTS" ] && [ -z "${TABLES_ONLY:-}" ]; then
+        linformer_points "$1"
+        # ./train's runs have no result.json until ./ablate --tables-only records them
+        echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS linformer-$1:$LOOK@$POINTS"
+        return 0
+    fi
     # shellcheck disable=SC2086
-    $ABLATE linformer_k=64/128 --attn linformer --objective mlm --pos rope $(rung_opts "$1") $COMMON $lr \
-        --context 512 --seeds "$LOOK" $PLAN --expect "linformer_k=128 < linformer_k=64" \
+    $ABLATE linformer_k=64/128 $LINFORMER $(rung_opts "$1") $COMMON $lr \
+        --seeds "$LOOK" $PLAN --expect "linformer_k=128 < linformer_k=64" \
         --expect "baseline < linformer_k=64" --expect "baseline < linformer_k=128" --out "$OUT/$g" "$CORPUS"
     keep "$g"
 }
@@ -357,8 +395,8 @@ for part in "$@"; do
     LOOK=$DEFAULT_LOOK
     POINTS=""
     case "$part" in
-    th-*:*@?*) POINTS=${part##*@}; part=${part%@*} ;;
-    *@*) echo "error: $part: only a th part's look takes @POINTS (th-s0:12@heads-16)" >&2; exit 2 ;;
+    th-*:*@?* | linformer-*:*@?*) POINTS=${part##*@}; part=${part%@*} ;;
+    *@*) echo "error: $part: only a th or linformer part's look takes @POINTS (th-s0:12@heads-16)" >&2; exit 2 ;;
     esac
     case "$part" in
     lr-*:*) echo "error: $part: a sweep has one seed, no looks" >&2; exit 2 ;;

@@ -202,8 +202,10 @@ L=$T/ladder
 mkdir -p "$L/ladder-lr-s0"
 printf 'point,lr:min_lr,status,final_val_bpb\nx,0.004:0.0002,done,2.5\n' >"$L/ladder-lr-s0/results.csv"
 # the same losses, step by step (the line without its timings), to the last step
+# (run $1 of grid $2, default ladder-th-s0, against the reference grid $3, default ladder-ref)
 same_curve() {
-    sed 's/, "tok_s".*//' "$L/ladder-th-s0/$1/metrics.jsonl" >"$T/a" && sed 's/, "tok_s".*//' "$T/ladder-ref/$1/metrics.jsonl" >"$T/b" &&
+    sed 's/, "tok_s".*//' "$L/${2:-ladder-th-s0}/$1/metrics.jsonl" >"$T/a" &&
+        sed 's/, "tok_s".*//' "$T/${3:-ladder-ref}/$1/metrics.jsonl" >"$T/b" &&
         grep -q '^{"step": 20, .*"val_bpb": [0-9]' "$T/a" && cmp -s "$T/a" "$T/b"
 }
 LRUNG="--layers 1 --d_model 32 --steps 20 --warmup 2 --eval_every 10"
@@ -239,7 +241,24 @@ if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.
 else
     fail "ladder: saving a th part's points" "$(tail -n 3 "$T/err")"
 fi
-expect "ladder: points on a part other than th" 2 "only a th part's look takes @POINTS" \
+# a linformer part's later look likewise: the points it names, the baseline among them
+if LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON ABLATE=./ablate sh scripts/ladder.sh "$L" "$T/small.txt" \
+    linformer-s0:3@linformer_k-64,baseline >"$T/out" 2>"$T/err" &&
+    [ "$(ls -d "$L"/ladder-linformer-s0/*_seed-* | wc -l)" = 6 ] && ! ls -d "$L"/ladder-linformer-s0/linformer_k-128* >/dev/null 2>&1 &&
+    # shellcheck disable=SC2086
+    ./ablate linformer_k=64/128 --attn linformer --objective mlm --pos rope --context 512 $LRUNG $LCOMMON \
+        --lr 0.004 --min_lr 0.0002 --seeds 2 --out "$T/ladder-ref-lf" "$T/small.txt" >/dev/null 2>&1 &&
+    same_curve linformer_k-64_seed-1338 ladder-linformer-s0 ladder-ref-lf &&
+    same_curve baseline_attn-softmax_seed-1337 ladder-linformer-s0 ladder-ref-lf &&
+    TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" "$T/small.txt" \
+        linformer-s0:3@linformer_k-64,baseline >"$T/out" 2>"$T/err" &&
+    [ "$(tar -tJf "$L/ladder-linformer-s0/runs.tar.xz" | grep -c result.json)" = 6 ] &&
+    grep -q '^- linformer_k=128,seed=1339' "$L/ladder-linformer-s0/results.md"; then
+    pass "ladder: linformer-s0:3@linformer_k-64,baseline trains and saves those points alone, with the grid's bits"
+else
+    fail "ladder: a linformer part's points" "$(tail -n 3 "$T/err") $(ls "$L/ladder-linformer-s0" 2>&1 | head -n 8)"
+fi
+expect "ladder: points on a part other than th or linformer" 2 "only a th or linformer part's look takes @POINTS" \
     sh scripts/ladder.sh "$L" "$T/small.txt" cos-s0:3@heads-16
 expect "ladder: fewer seeds than the plan's first look" 2 "the plan's looks are 3,6,12" \
     sh scripts/ladder.sh "$L" "$T/small.txt" cos-s0:2
