@@ -192,7 +192,7 @@ wanted() {
 }
 
 # Run folder OUT/$g/$1_seed-$2 trained with ./train and the options after them, when
-# point $1 is one of POINTS (points_train; then points_done checks them all).
+# point $1 is one of POINTS (then points_done checks them all).
 point_bg() {
     p=$1 s=$2
     shift 2
@@ -207,40 +207,39 @@ points_done() {
     done
 }
 
-# The th grid's points that POINTS names, seed by seed for the look's seeds, each with
-# ./train and the options ./ablate gives it (a seed's points side by side, two at a time).
-# (called by talking_heads, which sets g, lr and STEPS)
-th_points() {
+# For each of the look's seeds, function $1 trains that seed's points of grid $g (its
+# arguments: the rung $2 and the seed), two at a time; then points_done.
+seed_points() {
     mkdir -p "$OUT/$g"
     seed=1337
     while [ "$seed" -lt $((1337 + LOOK)) ]; do
-        for heads in 4 16; do
-            for th in none both; do
-                # shellcheck disable=SC2086
-                point_bg "heads-${heads}_talking_heads-$th" $seed --attn softmax $(rung_opts "$1") $COMMON $lr \
-                    --context 128 --heads $heads --talking_heads $th
-            done
-        done
+        "$1" "$2" "$seed"
         seed=$((seed + 1))
     done
     points_done
 }
 
-# The Linformer grid's points that POINTS names (linformer_k-64, linformer_k-128,
-# baseline_attn-softmax), as th_points does. (called by linformer, which sets g, lr, STEPS)
-linformer_points() {
-    mkdir -p "$OUT/$g"
-    seed=1337
-    while [ "$seed" -lt $((1337 + LOOK)) ]; do
-        for k in 64 128; do
+# The th grid's points that POINTS names for seed $2, each with ./train and the options
+# ./ablate gives it (a seed's points side by side). (talking_heads sets g, lr and STEPS)
+th_seed() {
+    for heads in 4 16; do
+        for th in none both; do
             # shellcheck disable=SC2086
-            point_bg "linformer_k-$k" $seed $LINFORMER $(rung_opts "$1") $COMMON $lr --linformer_k $k
+            point_bg "heads-${heads}_talking_heads-$th" "$2" --attn softmax $(rung_opts "$1") $COMMON $lr \
+                --context 128 --heads $heads --talking_heads $th
         done
-        # shellcheck disable=SC2086
-        point_bg baseline_attn-softmax $seed $LINFORMER $(rung_opts "$1") $COMMON $lr --attn softmax
-        seed=$((seed + 1))
     done
-    points_done
+}
+
+# The Linformer grid's points that POINTS names (linformer_k-64, linformer_k-128,
+# baseline_attn-softmax) for seed $2, as th_seed. (linformer sets g, lr and STEPS)
+linformer_seed() {
+    for k in 64 128; do
+        # shellcheck disable=SC2086
+        point_bg "linformer_k-$k" "$2" $LINFORMER $(rung_opts "$1") $COMMON $lr --linformer_k $k
+    done
+    # shellcheck disable=SC2086
+    point_bg baseline_attn-softmax "$2" $LINFORMER $(rung_opts "$1") $COMMON $lr --attn softmax
 }
 
 # The spectrum of arm $1's trained models (run folders OUT/$1_seed-N), into OUT/$1-spectrum.
@@ -265,7 +264,7 @@ talking_heads() {
     restore "$g"
     restore "ladder-init-$1"
     if [ -n "$POINTS" ] && [ -z "${TABLES_ONLY:-}" ]; then
-        th_points "$1"
+        seed_points th_seed "$1"
     else
         # shellcheck disable=SC2086
         $ABLATE heads=4/16 talking_heads=none/both --no-baseline $(rung_opts "$1") $COMMON $lr --context 128 \
@@ -376,7 +375,7 @@ linformer() {
     STEPS=$(rung_steps "$1")
     restore "$g"
     if [ -n "$POINTS" ] && [ -z "${TABLES_ONLY:-}" ]; then
-        linformer_points "$1"
+        seed_points linformer_seed "$1"
         # ./train's runs have no result.json until ./ablate --tables-only records them
         echo "ladder: $g: trained; save it from main: TABLES_ONLY=1 sh scripts/ladder.sh OUT CORPUS linformer-$1:$LOOK@$POINTS"
         return 0
