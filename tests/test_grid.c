@@ -653,6 +653,24 @@ START_TEST(test_ladder) {
     snprintf(path, sizeof path, "%s/ladder.csv", out);
     read_text(path, text, sizeof text);
     ck_assert_msg(strstr(text, ",0,3,0,,,,") && !strstr(text, "nan"), "%s", text);
+    /* a first rung whose pairs are all set apart has no verdict to follow: the later rungs'
+     * verdicts are said, not "the plan's next look is due" at the first rung */
+    for (int s = 0; s < 3; s++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "phi-flat_seed-%d", 1337 + s), snprintf(b, sizeof b, "phi-tanh_seed-%d", 1337 + s);
+        fake_run(g1, a, 2000, 2.3 - 0.2 + noise[s]);
+        fake_run(g1, b, 2000, 2.3);
+    }
+    Ladder flat_first = l;
+    flat_first.grids[0] = g2, flat_first.grids[1] = g1, flat_first.n_grids = 2;
+    ck_assert_int_eq(seed_plan_parse("3,6,12", &looks, why, sizeof why), 0);
+    flat_first.plan = &looks;
+    ck_assert_int_eq(ladder_run(&flat_first, out, &e), 0);
+    snprintf(path, sizeof path, "%s/ladder.md", out);
+    read_text(path, text, sizeof text);
+    ck_assert_msg(strstr(text, "across scale: the first rung has no verdict to follow (its 3 pairs all set apart, a run "
+                               "on the byte plateau in each); later: agrees at the second rung; too few pairs or rungs"),
+                  "%s", text);
     const char *bad[] = {"phi=relu"};
     l.claims = bad;
     ck_assert_int_eq(ladder_run(&l, out, &e), 2);
