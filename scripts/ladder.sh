@@ -63,7 +63,8 @@
 # a time; the spectrum's models and initialisations only when POINTS has the plain 4-head
 # point. linformer-RUNG:LOOK@POINTS likewise (linformer_k-64, linformer_k-128, baseline):
 # once softmax's claims are decided, the k claim's later looks need the two k points
-# alone. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
+# alone. A point's seed may be named alone (baseline_attn-softmax_seed-1340): where a
+# seed's pair would mix kernels, its missing run need not be trained. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
 # stay at the look they reached.
 set -eu
 
@@ -182,11 +183,14 @@ sweep() {
     keep "$g"
 }
 
-# Whether point $1 (a folder name's start) is one of POINTS (all are when POINTS is empty).
+# Whether run folder or point $1 (linformer_k-64_seed-1340, linformer_k-64) is one of
+# POINTS, each the start of a folder name (all are when POINTS is empty): a point is
+# wanted when one of POINTS names it or one of its seeds.
 wanted() {
     [ -n "$POINTS" ] || return 0
     for w in $(echo "$POINTS" | tr , ' '); do
         case "$1" in "$w"*) return 0 ;; esac
+        case "$w" in "$1"_seed-*) return 0 ;; esac
     done
     return 1
 }
@@ -196,7 +200,7 @@ wanted() {
 point_bg() {
     p=$1 s=$2
     shift 2
-    wanted "$p" || return 0
+    wanted "${p}_seed-$s" || return 0
     train_bg "$OUT/$g/${p}_seed-$s" "$@" --seed "$s"
 }
 points_done() {

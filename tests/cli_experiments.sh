@@ -241,20 +241,22 @@ if TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.
 else
     fail "ladder: saving a th part's points" "$(tail -n 3 "$T/err")"
 fi
-# a linformer part's later look likewise: the points it names, the baseline among them
+# a linformer part's later look likewise: the points it names, and one seed of the baseline
 if LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON ABLATE=./ablate sh scripts/ladder.sh "$L" "$T/small.txt" \
-    linformer-s0:3@linformer_k-64,baseline >"$T/out" 2>"$T/err" &&
-    [ "$(ls -d "$L"/ladder-linformer-s0/*_seed-* | wc -l)" = 6 ] && ! ls -d "$L"/ladder-linformer-s0/linformer_k-128* >/dev/null 2>&1 &&
+    linformer-s0:3@linformer_k-64,baseline_attn-softmax_seed-1338 >"$T/out" 2>"$T/err" &&
+    [ "$(ls -d "$L"/ladder-linformer-s0/*_seed-* | wc -l)" = 4 ] && ! ls -d "$L"/ladder-linformer-s0/linformer_k-128* >/dev/null 2>&1 &&
+    [ -d "$L"/ladder-linformer-s0/baseline_attn-softmax_seed-1338 ] &&
     # shellcheck disable=SC2086
     ./ablate linformer_k=64/128 --attn linformer --objective mlm --pos rope --context 512 $LRUNG $LCOMMON \
         --lr 0.004 --min_lr 0.0002 --seeds 2 --out "$T/ladder-ref-lf" "$T/small.txt" >/dev/null 2>&1 &&
     same_curve linformer_k-64_seed-1338 ladder-linformer-s0 ladder-ref-lf &&
-    same_curve baseline_attn-softmax_seed-1337 ladder-linformer-s0 ladder-ref-lf &&
+    same_curve baseline_attn-softmax_seed-1338 ladder-linformer-s0 ladder-ref-lf &&
     TABLES_ONLY=1 LADDER_RUNG_s0=$LRUNG LADDER_COMMON=$LCOMMON sh scripts/ladder.sh "$L" "$T/small.txt" \
-        linformer-s0:3@linformer_k-64,baseline >"$T/out" 2>"$T/err" &&
-    [ "$(tar -tJf "$L/ladder-linformer-s0/runs.tar.xz" | grep -c result.json)" = 6 ] &&
-    grep -q '^- linformer_k=128,seed=1339' "$L/ladder-linformer-s0/results.md"; then
-    pass "ladder: linformer-s0:3@linformer_k-64,baseline trains and saves those points alone, with the grid's bits"
+        linformer-s0:3@linformer_k-64,baseline_attn-softmax_seed-1338 >"$T/out" 2>"$T/err" &&
+    [ "$(tar -tJf "$L/ladder-linformer-s0/runs.tar.xz" | grep -c result.json)" = 4 ] &&
+    grep -q '^- linformer_k=128,seed=1339' "$L/ladder-linformer-s0/results.md" &&
+    grep -q '^- baseline attn=softmax,seed=1337' "$L/ladder-linformer-s0/results.md"; then
+    pass "ladder: linformer-s0:3@linformer_k-64,baseline_attn-softmax_seed-1338 trains and saves those runs alone, with the grid's bits"
 else
     fail "ladder: a linformer part's points" "$(tail -n 3 "$T/err") $(ls "$L/ladder-linformer-s0" 2>&1 | head -n 8)"
 fi
