@@ -17,7 +17,8 @@
 #           a claim's part may end in :LOOK, the seed pairs of the plan's look to run it
 #           to (th-s0:6); without one, LOOK (default 3)
 #           a th or linformer part's look may end in @POINTS, the points it trains
-#           (below): th-s0:12@heads-16, linformer-s1:7@linformer_k
+#           (below): th-s0:12@heads-16, linformer-s1:7@linformer_k; a point's seed
+#           alone: linformer-s2:6@linformer_k,baseline_attn-softmax_seed-1340
 #
 # The binaries are the current folder's (./ablate, ./spectrum): run it from a checkout
 # built at one fixed commit (git worktree), so that later commits cannot split a grid's
