@@ -65,8 +65,8 @@
 # point. linformer-RUNG:LOOK@POINTS likewise (linformer_k-64, linformer_k-128, baseline):
 # once softmax's claims are decided, the k claim's later looks need the two k points
 # alone. A point's seed may be named alone (baseline_attn-softmax_seed-1340): where a
-# seed's pair would mix kernels, its missing run need not be trained. The grid's tables (TABLES_ONLY) count the runs there are: the points left out
-# stay at the look they reached.
+# seed's pair would mix kernels, its missing run need not be trained. The grid's tables
+# (TABLES_ONLY) count the runs there are: the points left out stay at the look they reached.
 set -eu
 
 OUT=${1:?usage: sh scripts/ladder.sh OUT CORPUS [PART...]}

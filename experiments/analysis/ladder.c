@@ -121,9 +121,29 @@ static const char *rung_ordinal(int i) {
     return i < 4 ? names[i] : "later";
 }
 
+/* Each later rung's verdict appended to buf at k, "; "-separated (" agrees at the second
+ * rung; disagrees at the third rung"), with a rung awaiting its plan's next look said so:
+ * the characters written in all (snprintf's count). */
+static size_t later_verdicts(const Rung *r, int n, char *buf, size_t k, size_t size) {
+    for (int i = 1; i < n && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, " %s at the %s rung%s%s", r[i].ok ? verdict_kind(r[i].verdict) : "no pairs",
+                              rung_ordinal(i), awaits_look(&r[i]) ? " (the plan's next look is due)" : "",
+                              i + 1 < n ? ";" : "");
+    return k;
+}
+
 /* The first rung's verdict followed along the ladder, in words, into buf: the characters
  * written (snprintf's count). */
-static size_t survival_words(const Rung *r, int n, const char *first, char *buf, size_t size) {
+static size_t survival_words(const Rung *r, int n, char *buf, size_t size) {
+    if (r[0].ok && r[0].p.pairs == 0 && r[0].p.apart > 0) {
+        /* every pair of the first rung set apart: no verdict there to follow (more seeds
+         * would most likely stay on the plateau too), so what each later rung says */
+        size_t k = (size_t)snprintf(buf, size, "the first rung has no verdict to follow (its %d pair%s set apart, a run "
+                                               "on the byte plateau in each); later:",
+                                    r[0].p.apart, r[0].p.apart > 1 ? "s all" : "");
+        return later_verdicts(r, n, buf, k, size);
+    }
+    const char *first = r[0].ok ? verdict_kind(r[0].verdict) : "missing";
     size_t k = (size_t)snprintf(buf, size, "the first rung's verdict (%s%s) ", first,
                                 awaits_look(&r[0]) ? ", undecided before the plan's next look" : "");
     bool same = true, all = true, waiting = false;
@@ -149,9 +169,7 @@ static size_t survival_words(const Rung *r, int n, const char *first, char *buf,
         k += (size_t)snprintf(buf + k, size - k, "holds at every rung");
     else {
         k += (size_t)snprintf(buf + k, size - k, "changes across the ladder:");
-        for (int i = 1; i < n && k < size; i++)
-            k += (size_t)snprintf(buf + k, size - k, " %s %s%s", r[i].ok ? verdict_kind(r[i].verdict) : "-",
-                                  i == 1 ? "at the second rung" : i == 2 ? "at the third" : "further", i + 1 < n ? ";" : "");
+        k = later_verdicts(r, n, buf, k, size);
     }
     return k;
 }
@@ -160,20 +178,7 @@ static size_t survival_words(const Rung *r, int n, const char *first, char *buf,
  * rung has reached the look its plan stops at. */
 static void survival(const Rung *r, int n, double slope, double half, const char *unit, const char *fmt, char *buf,
                      size_t size) {
-    const char *first = r[0].ok ? verdict_kind(r[0].verdict) : "missing";
-    size_t k;
-    if (r[0].ok && r[0].p.pairs == 0 && r[0].p.apart > 0) {
-        /* every pair of the first rung set apart: no verdict there to follow (more seeds
-         * would most likely stay on the plateau too), so what each later rung says */
-        k = (size_t)snprintf(buf, size, "the first rung has no verdict to follow (its %d pair%s set apart, a run on the "
-                                        "byte plateau in each); later:",
-                             r[0].p.apart, r[0].p.apart > 1 ? "s all" : "");
-        for (int i = 1; i < n && k < size; i++)
-            k += (size_t)snprintf(buf + k, size - k, " %s at the %s rung%s%s", r[i].ok ? verdict_kind(r[i].verdict) : "no pairs",
-                                  rung_ordinal(i), awaits_look(&r[i]) ? " (the plan's next look is due)" : "",
-                                  i + 1 < n ? ";" : "");
-    } else
-        k = survival_words(r, n, first, buf, size);
+    size_t k = survival_words(r, n, buf, size);
     if (k >= size) return;
     if (isfinite(half)) {
         Span sp = span_of(fmt, slope, half);
